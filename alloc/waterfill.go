@@ -1,0 +1,379 @@
+package alloc
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// byDemand marks a flow frozen by its demand cap (engine.by).
+const byDemand = -1
+
+// engine is the progressive water-filling core shared by MaxMin (over
+// sub-resources) and DRF. Its problem: sub-resources s with capacity cap[s]
+// (≥ 0, may be +Inf), flows f with weight w[f] > 0, demand cap dem[f] ≥ 0
+// (may be +Inf) and uses (sub, coef > 0) in CSR form (useStart, useSub,
+// useCoef). It finds the weighted max-min allocation e: all unfrozen flows
+// grow together, e[f] = w[f]·L for one water level L; a flow freezes when it
+// reaches its demand or when a sub-resource it uses saturates.
+//
+// Events are found with an indexed heap of sub-resources keyed by the level
+// at which each would saturate, (cap − frozen load) / (Σ coef·w of its
+// unfrozen flows), updated lazily when a flow on it freezes, and a list of
+// flows sorted by demand level dem/w. Each flow freezes once and touches
+// each of its uses once, so a run costs O(U log S + F log F) for U uses,
+// S sub-resources and F flows.
+type engine struct {
+	// inputs
+	cap      []float64
+	w, dem   []float64
+	useStart []int32 // len(w)+1
+	useSub   []int32
+	useCoef  []float64
+
+	// outputs
+	e     []float64 // allocation per flow
+	by    []int32   // sub that froze the flow, or byDemand
+	used  []float64 // final load per sub
+	level []float64 // level at which a sub saturated, +Inf if it did not
+
+	// scratch
+	subStart  []int32
+	subFlow   []int32
+	slope     []float64
+	slopeRef  []float64 // slope when last computed exactly
+	cnt       []int32
+	active    []bool
+	dl        []float64
+	order     []int32
+	h         idxHeap
+	remaining int
+}
+
+// reset sizes the engine for nSub sub-resources and nFlow flows and empties
+// the use lists. The caller then fills cap, w, dem and appends uses with
+// addUse, closing each flow with endFlow.
+func (g *engine) reset(nSub, nFlow int) {
+	g.cap = grow(g.cap, nSub)
+	g.w = grow(g.w, nFlow)
+	g.dem = grow(g.dem, nFlow)
+	g.useStart = grow(g.useStart, nFlow+1)[:1]
+	g.useStart[0] = 0
+	g.useSub = g.useSub[:0]
+	g.useCoef = g.useCoef[:0]
+}
+
+func (g *engine) addUse(s int32, c float64) {
+	g.useSub = append(g.useSub, s)
+	g.useCoef = append(g.useCoef, c)
+}
+
+func (g *engine) endFlow() { g.useStart = append(g.useStart, int32(len(g.useSub))) }
+
+// grow returns s resliced (or reallocated) to length n; contents undefined.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	return s[:n]
+}
+
+// run computes the allocation. It returns the index of a flow that nothing
+// bounds (infinite demand and no finite-capacity sub-resource), or -1.
+func (g *engine) run() int {
+	nS, nF := len(g.cap), len(g.w)
+	g.e = grow(g.e, nF)
+	g.by = grow(g.by, nF)
+	g.used = grow(g.used, nS)
+	g.level = grow(g.level, nS)
+	g.slope = grow(g.slope, nS)
+	g.slopeRef = grow(g.slopeRef, nS)
+	g.cnt = grow(g.cnt, nS)
+	g.active = grow(g.active, nF)
+	g.dl = grow(g.dl, nF)
+	g.subStart = grow(g.subStart, nS+1)
+	g.subFlow = grow(g.subFlow, len(g.useSub))
+
+	// Sub-resource → flows (CSR), initial slopes.
+	for s := 0; s <= nS; s++ {
+		g.subStart[s] = 0
+	}
+	for s := 0; s < nS; s++ {
+		g.used[s] = 0
+		g.slope[s] = 0
+		g.cnt[s] = 0
+		g.level[s] = math.Inf(1)
+	}
+	for _, s := range g.useSub {
+		g.subStart[s+1]++
+	}
+	for s := 0; s < nS; s++ {
+		g.subStart[s+1] += g.subStart[s]
+	}
+	for f := 0; f < nF; f++ {
+		g.active[f] = true
+		g.e[f] = 0
+		g.by[f] = byDemand
+		wf := g.w[f]
+		for k := g.useStart[f]; k < g.useStart[f+1]; k++ {
+			s := g.useSub[k]
+			g.subFlow[g.subStart[s]+g.cnt[s]] = int32(f)
+			g.cnt[s]++
+			g.slope[s] += g.useCoef[k] * wf
+		}
+	}
+
+	// Heap of sub-resources that can saturate.
+	g.h.reset(nS)
+	for s := 0; s < nS; s++ {
+		g.slopeRef[s] = g.slope[s]
+		if g.cnt[s] > 0 && !math.IsInf(g.cap[s], 1) {
+			g.h.push(int32(s), g.cap[s]/g.slope[s])
+		}
+	}
+	g.h.heapify()
+
+	// Flows by demand level.
+	g.order = g.order[:0]
+	for f := 0; f < nF; f++ {
+		if !math.IsInf(g.dem[f], 1) {
+			g.dl[f] = g.dem[f] / g.w[f]
+			g.order = append(g.order, int32(f))
+		} else {
+			g.dl[f] = math.Inf(1)
+		}
+	}
+	dl := g.dl
+	slices.SortFunc(g.order, func(a, b int32) int {
+		if c := cmp.Compare(dl[a], dl[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+
+	L := 0.0
+	g.remaining = nF
+	di := 0
+	for g.remaining > 0 {
+		for di < len(g.order) && !g.active[g.order[di]] {
+			di++
+		}
+		ld := math.Inf(1)
+		if di < len(g.order) {
+			ld = g.dl[g.order[di]]
+		}
+		lr := math.Inf(1)
+		if g.h.len() > 0 {
+			lr = g.h.minKey()
+		}
+		if math.IsInf(ld, 1) && math.IsInf(lr, 1) {
+			break
+		}
+		if ld <= lr {
+			f := g.order[di]
+			di++
+			L = max(L, ld)
+			g.freeze(f, g.dem[f], L, byDemand)
+			continue
+		}
+		s := g.h.pop()
+		L = max(L, lr)
+		g.level[s] = L
+		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
+			if f := g.subFlow[k]; g.active[f] {
+				g.freeze(f, g.w[f]*L, L, s)
+			}
+		}
+	}
+	if g.remaining > 0 {
+		for f := 0; f < nF; f++ {
+			if g.active[f] {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// freeze fixes flow f at allocation val (water level L) and updates the
+// saturation levels of the sub-resources it uses.
+func (g *engine) freeze(f int32, val, L float64, by int32) {
+	g.active[f] = false
+	g.e[f] = val
+	g.by[f] = by
+	g.remaining--
+	wf := g.w[f]
+	for k := g.useStart[f]; k < g.useStart[f+1]; k++ {
+		s := g.useSub[k]
+		c := g.useCoef[k]
+		g.used[s] += c * val
+		g.cnt[s]--
+		if !g.h.contains(s) {
+			continue
+		}
+		if g.cnt[s] == 0 {
+			g.slope[s] = 0
+			g.h.remove(s)
+			continue
+		}
+		g.slope[s] -= c * wf
+		g.h.fix(s, g.satLevel(s, L))
+	}
+}
+
+// satLevel is the level at which sub-resource s saturates, at least L.
+func (g *engine) satLevel(s int32, L float64) float64 {
+	sl := g.slope[s]
+	if !(sl > 1e-6*g.slopeRef[s]) {
+		// The running sum has lost most of its magnitude, so cancellation
+		// may dominate it: recompute it exactly (rare; amortised O(1)).
+		sl = 0
+		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
+			f := g.subFlow[k]
+			if !g.active[f] {
+				continue
+			}
+			for u := g.useStart[f]; u < g.useStart[f+1]; u++ {
+				if g.useSub[u] == s {
+					sl += g.useCoef[u] * g.w[f]
+				}
+			}
+		}
+		g.slope[s] = sl
+		g.slopeRef[s] = sl
+	}
+	lv := (g.cap[s] - g.used[s]) / sl
+	if !(lv > L) {
+		return L
+	}
+	return lv
+}
+
+// idxHeap is a binary min-heap of int32 items (0..n-1) with float keys and
+// a position index, so keys can be changed and items removed in O(log n).
+type idxHeap struct {
+	items []int32
+	pos   []int32 // -1 when not in the heap
+	key   []float64
+}
+
+func (h *idxHeap) reset(n int) {
+	h.items = h.items[:0]
+	h.pos = grow(h.pos, n)
+	h.key = grow(h.key, n)
+	for i := range h.pos {
+		h.pos[i] = -1
+	}
+}
+
+func (h *idxHeap) len() int               { return len(h.items) }
+func (h *idxHeap) contains(i int32) bool  { return h.pos[i] >= 0 }
+func (h *idxHeap) minKey() float64        { return h.key[h.items[0]] }
+func (h *idxHeap) less(a, b int32) bool   { return h.key[a] < h.key[b] || (h.key[a] == h.key[b] && a < b) }
+func (h *idxHeap) keyOf(i int32) float64  { return h.key[i] }
+func (h *idxHeap) setKeyRaw(i int32, k float64) { h.key[i] = k }
+
+// push appends without restoring order; call heapify afterwards.
+func (h *idxHeap) push(i int32, k float64) {
+	h.key[i] = k
+	h.pos[i] = int32(len(h.items))
+	h.items = append(h.items, i)
+}
+
+func (h *idxHeap) heapify() {
+	for j := len(h.items)/2 - 1; j >= 0; j-- {
+		h.down(j)
+	}
+}
+
+// insert adds i with key k (i must not be in the heap).
+func (h *idxHeap) insert(i int32, k float64) {
+	h.push(i, k)
+	h.up(len(h.items) - 1)
+}
+
+func (h *idxHeap) pop() int32 {
+	top := h.items[0]
+	h.removeAt(0)
+	return top
+}
+
+func (h *idxHeap) remove(i int32) {
+	if p := h.pos[i]; p >= 0 {
+		h.removeAt(int(p))
+	}
+}
+
+func (h *idxHeap) removeAt(p int) {
+	i := h.items[p]
+	last := len(h.items) - 1
+	if p != last {
+		h.swap(p, last)
+	}
+	h.items = h.items[:last]
+	h.pos[i] = -1
+	if p != last {
+		if !h.down(p) {
+			h.up(p)
+		}
+	}
+}
+
+// fix sets the key of i (which must be in the heap) and restores order.
+func (h *idxHeap) fix(i int32, k float64) {
+	old := h.key[i]
+	h.key[i] = k
+	p := int(h.pos[i])
+	if k < old {
+		h.up(p)
+	} else if k > old {
+		h.down(p)
+	}
+}
+
+// set inserts i or changes its key.
+func (h *idxHeap) set(i int32, k float64) {
+	if h.pos[i] >= 0 {
+		h.fix(i, k)
+	} else {
+		h.insert(i, k)
+	}
+}
+
+func (h *idxHeap) swap(a, b int) {
+	h.items[a], h.items[b] = h.items[b], h.items[a]
+	h.pos[h.items[a]] = int32(a)
+	h.pos[h.items[b]] = int32(b)
+}
+
+func (h *idxHeap) up(j int) {
+	for j > 0 {
+		p := (j - 1) / 2
+		if !h.less(h.items[j], h.items[p]) {
+			break
+		}
+		h.swap(j, p)
+		j = p
+	}
+}
+
+func (h *idxHeap) down(j int) bool {
+	j0 := j
+	n := len(h.items)
+	for {
+		l := 2*j + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h.less(h.items[r], h.items[l]) {
+			m = r
+		}
+		if !h.less(h.items[m], h.items[j]) {
+			break
+		}
+		h.swap(j, m)
+		j = m
+	}
+	return j > j0
+}

@@ -1,0 +1,154 @@
+// Package mech is the seam between isolation mechanisms and whatever drives
+// them. A mechanism is control logic only: observations in, limiter settings
+// and control messages out. The simulator (sim/) and the real host agent both
+// drive the very same Agent values; a mechanism never imports either of them,
+// nor netlink.
+//
+// One Agent runs per server (hypervisor). Every Period the driver hands it a
+// HostObs measured since its previous step — the rates of the VM pairs whose
+// source or destination is on the server, the limits in force and the
+// congestion seen — together with the control messages peers sent it, and
+// applies the Limits it returns and delivers its Messages.
+package mech
+
+import (
+	"math"
+	"time"
+)
+
+// Unlimited is the rate of a limiter that does not limit.
+var Unlimited = math.Inf(1)
+
+// PairID names a directed VM-to-VM pair. VM names are unique across tenants.
+type PairID struct {
+	Src, Dst string
+}
+
+// VM is a virtual machine as the provider knows it: its tenant, the server
+// (host) it is placed on, and its hose-model guarantees in bits/s.
+type VM struct {
+	Name, Tenant, Host string
+	In, Out            float64
+}
+
+// Env is the static knowledge an agent starts with.
+type Env struct {
+	// Host is the server this agent runs on.
+	Host string
+	// VMs lists every VM of every tenant (so an agent can find the host of a
+	// peer VM and its guarantees), sorted by name.
+	VMs []VM
+	// Pattern is the set of VM pairs the operator declared would
+	// communicate (the scenario's workloads). Only mechanisms that reserve
+	// ahead of time (static) may use it; adaptive ones must rely on
+	// observations.
+	Pattern []PairID
+}
+
+// PairObs is one VM pair as seen by one host over the last period.
+type PairObs struct {
+	Pair   PairID
+	Tenant string
+	// Rate is the measured throughput in bits/s: sent (egress) or received
+	// (ingress).
+	Rate float64
+	// Limit is the pair's egress limiter rate in force (Unlimited if none).
+	Limit float64
+	// LimiterBound is true when the pair's own limiter held it back during
+	// the period (it was the pair's bottleneck).
+	LimiterBound bool
+	// Losses is the number of packets of this pair detected lost in the
+	// period (congestion events; reported on the ingress side, where gaps in
+	// per-pair sequence numbers are seen, and copied to the egress side in
+	// the simulator for mechanisms that react at the source).
+	Losses float64
+}
+
+// HostObs is what one host measured since its previous step.
+type HostObs struct {
+	Now    time.Duration // time of this step
+	Period time.Duration // length of the measurement interval
+	// Egress lists pairs whose source VM is on this host, Ingress those whose
+	// destination VM is; pairs of two VMs on the same host appear in both.
+	// Pairs with no traffic in the period and no limiter may be omitted.
+	Egress, Ingress []PairObs
+}
+
+// LimitKind says which enforcement point a Limit sets.
+type LimitKind int
+
+// Enforcement points at a host.
+const (
+	// PairLimit caps one VM pair's traffic at its source host.
+	PairLimit LimitKind = iota
+	// VMEgress caps everything a VM sends.
+	VMEgress
+	// VMIngress caps everything a VM receives (at its host's ingress).
+	VMIngress
+)
+
+// Limit is one rate-limiter setting. Rate is in bits/s; Unlimited removes
+// the limiter.
+type Limit struct {
+	Kind LimitKind
+	Pair PairID // for PairLimit
+	VM   string // for VMEgress, VMIngress
+	Rate float64
+}
+
+// Message is a control message between agents (e.g. ElasticSwitch's
+// remote-guarantee packets, Gatekeeper's congestion feedback). Body must be
+// a value that encodes to JSON, so that host agents can send it over UDP.
+type Message struct {
+	From, To string // hosts
+	Body     any
+}
+
+// Actions is what an agent wants done after a step. Limits not mentioned
+// keep their current rate.
+type Actions struct {
+	Limits   []Limit
+	Messages []Message
+}
+
+// Agent is the per-host control loop of a mechanism.
+type Agent interface {
+	// Period is how often the agent wants to step.
+	Period() time.Duration
+	// Step consumes one observation and the messages that arrived since the
+	// previous step.
+	Step(obs *HostObs, inbox []Message) Actions
+}
+
+// Mechanism makes agents. Parameters are parsed and checked when the
+// Mechanism is built (see mech/all), so NewAgent only fails on an Env the
+// mechanism cannot serve.
+type Mechanism interface {
+	Name() string
+	NewAgent(env Env) (Agent, error)
+}
+
+// HostOf returns the host of the named VM in env, or "" if unknown.
+func (e *Env) HostOf(vm string) string {
+	if v, ok := e.VM(vm); ok {
+		return v.Host
+	}
+	return ""
+}
+
+// VM looks a VM up by name (Env.VMs is sorted by name).
+func (e *Env) VM(name string) (VM, bool) {
+	lo, hi := 0, len(e.VMs)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if e.VMs[m].Name < name {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(e.VMs) && e.VMs[lo].Name == name {
+		return e.VMs[lo], true
+	}
+	return VM{}, false
+}

@@ -1,0 +1,179 @@
+package metrics
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/color"
+	"math"
+	"strings"
+)
+
+// Comparison file names, written by WriteComparison.
+const (
+	ComparisonJSON = "comparison.json"
+	ComparisonMD   = "comparison.md"
+	ComparisonPlot = "comparison" // .png and .svg
+)
+
+// Comparison lines up the reports of several runs (typically one scenario
+// under several mechanisms).
+type Comparison struct {
+	Scenario   string             `json:"scenario"` // the common scenario, or the names joined by ", "
+	Units      string             `json:"units"`
+	Mechanisms []MechanismSummary `json:"mechanisms"`
+	Rows       []ComparisonRow    `json:"rows"` // one per report per tenant, in report order
+}
+
+// MechanismSummary is one report's overall figures.
+type MechanismSummary struct {
+	Mechanism        string  `json:"mechanism"`
+	Scenario         string  `json:"scenario"`
+	WorkConservation float64 `json:"work_conservation"`
+	Compliance       float64 `json:"compliance"`
+	Jain             float64 `json:"jain"`
+	MeanThroughput   float64 `json:"mean_throughput"`
+	Guarantee        float64 `json:"guarantee"`
+	IdealThroughput  float64 `json:"ideal_throughput"`
+}
+
+// ComparisonRow is one tenant under one mechanism.
+type ComparisonRow struct {
+	Mechanism        string  `json:"mechanism"`
+	Tenant           string  `json:"tenant"`
+	MeanThroughput   float64 `json:"mean_throughput"`
+	Guarantee        float64 `json:"guarantee"`
+	IdealThroughput  float64 `json:"ideal_throughput"`
+	Compliance       float64 `json:"compliance"`
+	WorkConservation float64 `json:"work_conservation"`
+	SpareShare       float64 `json:"spare_share"`
+}
+
+// Compare builds the Comparison of reports, which must be non-empty and in
+// the same units.
+func Compare(reports []*Report) (*Comparison, error) {
+	if len(reports) == 0 {
+		return nil, errors.New("metrics: comparison of no reports")
+	}
+	c := &Comparison{}
+	var scen []string
+	seen := map[string]bool{}
+	for i, r := range reports {
+		if r == nil {
+			return nil, fmt.Errorf("metrics: comparison: report %d is nil", i)
+		}
+		if r.Units != reports[0].Units || r.UnitScale != reports[0].UnitScale {
+			return nil, fmt.Errorf("metrics: comparison: report %d (%s) is in %s (scale %g), report 0 (%s) in %s (scale %g)",
+				i, r.Mechanism, r.Units, r.UnitScale, reports[0].Mechanism, reports[0].Units, reports[0].UnitScale)
+		}
+		if !seen[r.Scenario] {
+			seen[r.Scenario] = true
+			scen = append(scen, r.Scenario)
+		}
+		c.Mechanisms = append(c.Mechanisms, MechanismSummary{
+			Mechanism: r.Mechanism, Scenario: r.Scenario,
+			WorkConservation: r.WorkConservation, Compliance: r.Compliance, Jain: r.Jain,
+			MeanThroughput: r.MeanThroughput, Guarantee: r.Guarantee, IdealThroughput: r.IdealThroughput,
+		})
+		for _, t := range r.Tenants {
+			c.Rows = append(c.Rows, ComparisonRow{
+				Mechanism: r.Mechanism, Tenant: t.Name,
+				MeanThroughput: t.MeanThroughput, Guarantee: t.Guarantee, IdealThroughput: t.IdealThroughput,
+				Compliance: t.Compliance, WorkConservation: t.WorkConservation, SpareShare: t.SpareShare,
+			})
+		}
+	}
+	c.Scenario = strings.Join(scen, ", ")
+	c.Units = reports[0].Units
+	return c, nil
+}
+
+// WriteComparison writes comparison.md, comparison.json and, when plots is
+// true, comparison.png/.svg (grouped bars of mean throughput, tenants ×
+// mechanisms, with each bar's guarantee marked) into dir, with the same
+// all-or-nothing behaviour as WriteReport.
+func WriteComparison(dir string, reports []*Report, plots bool) error {
+	c, err := Compare(reports)
+	if err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("metrics: %s: %w", ComparisonJSON, err)
+	}
+	files := []outFile{{ComparisonJSON, append(js, '\n')}, {ComparisonMD, comparisonMD(c)}}
+	if plots {
+		f, err := comparisonPlot(c, reports)
+		if err != nil {
+			return err
+		}
+		out, err := f.files(ComparisonPlot)
+		if err != nil {
+			return err
+		}
+		files = append(files, out...)
+	}
+	return writeFiles(dir, files)
+}
+
+func comparisonMD(c *Comparison) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# %s — mechanisms compared\n\nThroughputs in %s.\n\n", mdEscape(c.Scenario), c.Units)
+	b.WriteString("| mechanism | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, m := range c.Mechanisms {
+		fmt.Fprintf(&b, "| %s | %s | %s | %.3f | %s | %s | %s |\n", mdEscape(m.Mechanism), pct(m.WorkConservation), pct(m.Compliance), m.Jain,
+			num(m.MeanThroughput), num(m.Guarantee), num(m.IdealThroughput))
+	}
+	b.WriteString("\n| mechanism | tenant | mean throughput | guarantee | ideal | compliance | work conservation | spare share |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range c.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(r.Mechanism), mdEscape(r.Tenant),
+			num(r.MeanThroughput), num(r.Guarantee), num(r.IdealThroughput), pct(r.Compliance), pct(r.WorkConservation), pct(r.SpareShare))
+	}
+	return b.Bytes()
+}
+
+func comparisonPlot(c *Comparison, reports []*Report) (*figure, error) {
+	title := "mean throughput by mechanism"
+	if c.Scenario != "" {
+		title = c.Scenario + ": " + title
+	}
+	f := newFigure(title, "tenant", "throughput"+unitLabel(c.Units))
+	var tenants []string
+	ti := map[string]int{}
+	for _, r := range reports {
+		for _, t := range r.Tenants {
+			if _, ok := ti[t.Name]; !ok {
+				ti[t.Name] = len(tenants)
+				tenants = append(tenants, t.Name)
+			}
+		}
+	}
+	multi := strings.Contains(c.Scenario, ", ")
+	labels := make([]string, len(reports))
+	vals := make([][]float64, len(reports))
+	marks := make([][]float64, len(reports))
+	cols := make([]color.Color, len(reports))
+	for m, r := range reports {
+		labels[m] = r.Mechanism
+		if multi || labels[m] == "" {
+			labels[m] = strings.TrimPrefix(r.Scenario+" / "+r.Mechanism, " / ")
+		}
+		vals[m] = make([]float64, len(tenants))
+		marks[m] = make([]float64, len(tenants))
+		for t := range marks[m] {
+			marks[m][t] = math.NaN()
+		}
+		for _, t := range r.Tenants {
+			vals[m][ti[t.Name]] = t.MeanThroughput
+			marks[m][ti[t.Name]] = t.Guarantee
+		}
+		cols[m] = colour(m)
+	}
+	if err := groupedBars(f, tenants, labels, vals, marks, cols); err != nil {
+		return nil, err
+	}
+	return f, nil
+}

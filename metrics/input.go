@@ -1,0 +1,66 @@
+// Package metrics is the oracle and the report: what an ideal system would
+// have delivered on the same demands at the same instant, and how a run
+// compares (guarantee compliance, work conservation, fairness, FCTs), written
+// as JSON, Markdown and PNG/SVG plots.
+package metrics
+
+import "time"
+
+// PairSample is one VM pair's state averaged over one sample interval.
+type PairSample struct {
+	Rate   float64 // achieved throughput, bits/s
+	Demand float64 // offered demand, bits/s; +Inf for unbounded (bulk TCP)
+}
+
+// Pair is a directed VM pair of one tenant, with the physical route its
+// traffic takes (link IDs into the topology).
+type Pair struct {
+	Tenant   string
+	Src, Dst string
+	Links    []int
+}
+
+// Sample is the state of all pairs over [T-Interval, T).
+type Sample struct {
+	T     time.Duration
+	Pairs []PairSample // indexed like Input.Pairs
+}
+
+// FCT is one finished flow.
+type FCT struct {
+	Tenant   string
+	Src, Dst string
+	Bytes    float64
+	Start    time.Duration
+	Duration time.Duration
+}
+
+// Input is everything the evaluation needs from a run.
+type Input struct {
+	Scenario  string // name
+	Mechanism string
+	Duration  time.Duration
+	Interval  time.Duration // sample interval
+	Units     string        // report unit name, e.g. "Mbps"
+	UnitScale float64       // bits/s per unit
+	// Tenants with per-VM hose guarantees (bits/s) and policy weight.
+	Tenants []Tenant
+	// LinkCapacity[i] is the capacity (bits/s) of link ID i.
+	LinkCapacity []float64
+	LinkNames    []string
+	Pairs        []Pair
+	Samples      []Sample
+	FCTs         []FCT
+}
+
+// Tenant as the oracle sees it.
+type Tenant struct {
+	Name string
+	VMs  []VM
+}
+
+// VM with its hose guarantees.
+type VM struct {
+	Name    string
+	In, Out float64 // bits/s
+}

@@ -1,0 +1,267 @@
+package metrics
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Report file names, written by WriteReport.
+const (
+	ReportJSON     = "report.json"
+	SummaryMD      = "summary.md"
+	TimeseriesCSV  = "timeseries.csv"
+	ThroughputPlot = "throughput" // .png and .svg
+	TenantsPlot    = "tenants"    // .png and .svg
+	FCTPlot        = "fct_cdf"    // .png and .svg, only when there are FCTs
+)
+
+// WriteReport writes r into dir (created if needed): report.json,
+// summary.md, timeseries.csv and, when plots is true, tenants.png/.svg,
+// throughput.png/.svg (if r has time series, as Evaluate's reports do) and
+// fct_cdf.png/.svg (if it has flow completion times). Everything is rendered in memory first, then written to
+// temporary files in dir and renamed into place; on error nothing it wrote
+// is left behind (nor dir, if this call created it).
+func WriteReport(dir string, r *Report, plots bool) error {
+	if r == nil {
+		return errors.New("metrics: nil report")
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("metrics: %s: %w", ReportJSON, err)
+	}
+	files := []outFile{
+		{ReportJSON, append(js, '\n')},
+		{SummaryMD, summary(r)},
+	}
+	ts, err := timeseries(r)
+	if err != nil {
+		return err
+	}
+	files = append(files, outFile{TimeseriesCSV, ts})
+	if plots {
+		type maker func(*Report) (*figure, error)
+		names := []string{TenantsPlot}
+		makers := []maker{tenantsPlot}
+		if len(r.Times) > 0 {
+			names = append(names, ThroughputPlot)
+			makers = append(makers, throughputPlot)
+		}
+		if hasFCTs(r) {
+			names = append(names, FCTPlot)
+			makers = append(makers, fctPlot)
+		}
+		for i, mk := range makers {
+			f, err := mk(r)
+			if err != nil {
+				return err
+			}
+			out, err := f.files(names[i])
+			if err != nil {
+				return err
+			}
+			files = append(files, out...)
+		}
+	}
+	return writeFiles(dir, files)
+}
+
+type outFile struct {
+	name string
+	data []byte
+}
+
+// writeFiles writes files into dir atomically per file (temp + rename) and,
+// on any error, removes what it wrote, and dir if it created it.
+func writeFiles(dir string, files []outFile) (err error) {
+	created := false
+	if _, statErr := os.Stat(dir); errors.Is(statErr, os.ErrNotExist) {
+		created = true
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	var temps, done []string
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, p := range temps {
+			os.Remove(p)
+		}
+		for _, p := range done {
+			os.Remove(p)
+		}
+		if created {
+			os.Remove(dir) // only if empty
+		}
+	}()
+	for _, f := range files {
+		tf, err := os.CreateTemp(dir, "."+f.name+".tmp*")
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		temps = append(temps, tf.Name())
+		_, werr := tf.Write(f.data)
+		cerr := tf.Close()
+		if werr != nil {
+			return fmt.Errorf("metrics: writing %s: %w", f.name, werr)
+		}
+		if cerr != nil {
+			return fmt.Errorf("metrics: writing %s: %w", f.name, cerr)
+		}
+		if err := os.Chmod(tf.Name(), 0o644); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	for i, f := range files {
+		target := filepath.Join(dir, f.name)
+		if err := os.Rename(temps[i], target); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		done = append(done, target)
+		temps[i] = ""
+	}
+	return nil
+}
+
+// num formats a throughput-like value with a precision suited to its size.
+func num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsInf(v, 0) || math.IsNaN(v):
+		return fmt.Sprint(v)
+	case a >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case a == 0:
+		return "0"
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}
+
+func pct(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
+
+func secs(v float64) string {
+	switch {
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 3, 64) + " s"
+	case v >= 1e-3:
+		return strconv.FormatFloat(v*1e3, 'f', 2, 64) + " ms"
+	default:
+		return strconv.FormatFloat(v*1e6, 'f', 1, 64) + " µs"
+	}
+}
+
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func hasFCTs(r *Report) bool {
+	for _, t := range r.Tenants {
+		if len(t.FCTs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// summary renders the report as Markdown.
+func summary(r *Report) []byte {
+	var b bytes.Buffer
+	title := r.Scenario
+	if title == "" {
+		title = "run"
+	}
+	fmt.Fprintf(&b, "# %s — %s\n\n", mdEscape(title), mdEscape(r.Mechanism))
+	fmt.Fprintf(&b, "%g s simulated, %d samples of %g s; throughputs in %s.\n\n", r.DurationS, r.Samples, r.IntervalS, r.Units)
+	b.WriteString("| work conservation | guarantee compliance | Jain (throughput / guarantee) | mean throughput | mean guarantee | mean ideal |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(&b, "| %s | %s | %.3f | %s | %s | %s |\n\n",
+		pct(r.WorkConservation), pct(r.Compliance), r.Jain, num(r.MeanThroughput), num(r.Guarantee), num(r.IdealThroughput))
+
+	b.WriteString("| tenant | VMs | guarantee | mean throughput | ideal | compliance | work conservation | spare share | ideal spare share | weight share |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, t := range r.Tenants {
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			mdEscape(t.Name), t.VMs, num(t.Guarantee), num(t.MeanThroughput), num(t.IdealThroughput),
+			pct(t.Compliance), pct(t.WorkConservation), pct(t.SpareShare), pct(t.IdealSpareShare), pct(t.WeightShare))
+	}
+	b.WriteString("\n")
+	if r.FCT != nil {
+		b.WriteString("Flow completion times:\n\n| tenant | flows | mean | median | p99 | max |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+		row := func(name string, f *FCTStats) {
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", mdEscape(name), f.Count, secs(f.MeanS), secs(f.MedianS), secs(f.P99S), secs(f.MaxS))
+		}
+		for _, t := range r.Tenants {
+			if t.FCT != nil {
+				row(t.Name, t.FCT)
+			}
+		}
+		row("all", r.FCT)
+		b.WriteString("\n")
+	}
+	for _, t := range r.Tenants {
+		b.WriteString(sentence(r, &t))
+		b.WriteString("\n")
+	}
+	b.WriteString(`
+Definitions: a pair's *guarantee* is its hose-model guarantee for its current demand (max-min of the tenant's demands on its hose network); *ideal* is the work-conserving allocation on the physical network with the guarantees as floors and the residual shared by weighted max-min, weights = guarantees. *Compliance* is the share of VM-seconds in which each VM with a positive guaranteed rate got at least 95% of it in every direction where it has one. *Work conservation* is Σ achieved ÷ Σ ideal over the pairs crossing a link the ideal saturates (` + "`work_conservation_scope`" + ` in report.json says if it fell back to all pairs), clipped at 1. *Spare share* is the tenant's part of the throughput above guarantees; *weight share* its part of the guarantees.
+`)
+	return b.Bytes()
+}
+
+func sentence(r *Report, t *TenantReport) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "- **%s** averaged %s %s against a guarantee of %s (ideal %s)", mdEscape(t.Name), num(t.MeanThroughput), r.Units, num(t.Guarantee), num(t.IdealThroughput))
+	if t.VMSeconds > 0 {
+		fmt.Fprintf(&s, "; its VMs were served %s of the time", pct(t.Compliance))
+	} else {
+		s.WriteString("; it had no guaranteed rate to serve")
+	}
+	if t.IdealThroughput > 0 {
+		fmt.Fprintf(&s, ", it got %s of its ideal", pct(t.MeanThroughput/t.IdealThroughput))
+	}
+	if t.WeightShare > 0 {
+		fmt.Fprintf(&s, ", and %s of the spare capacity for a %s weight share (%s in the ideal)", pct(t.SpareShare), pct(t.WeightShare), pct(t.IdealSpareShare))
+	}
+	s.WriteString(".")
+	return s.String()
+}
+
+// timeseries renders per-tenant totals per sample as CSV (long format):
+// t_s,tenant,achieved,guarantee,ideal, throughputs in the report's units.
+func timeseries(r *Report) ([]byte, error) {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	_ = w.Write([]string{"t_s", "tenant", "achieved", "guarantee", "ideal"})
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 8, 64) }
+	for _, t := range r.Tenants {
+		if len(r.Times) == 0 {
+			break
+		}
+		s := t.Series
+		if len(s.Achieved) != len(r.Times) || len(s.Guarantee) != len(r.Times) || len(s.Ideal) != len(r.Times) {
+			return nil, fmt.Errorf("metrics: tenant %q: time series missing (report not from Evaluate?)", t.Name)
+		}
+	}
+	for k, tm := range r.Times {
+		for _, t := range r.Tenants {
+			_ = w.Write([]string{f(tm), t.Name, f(t.Series.Achieved[k]), f(t.Series.Guarantee[k]), f(t.Series.Ideal[k])})
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return nil, fmt.Errorf("metrics: %s: %w", TimeseriesCSV, err)
+	}
+	return b.Bytes(), nil
+}

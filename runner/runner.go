@@ -1,0 +1,126 @@
+// Package runner is the pipeline behind `bulkhead sim`: load and validate a
+// scenario, build its topology, admit its guarantees, run it in the
+// simulator under one or more mechanisms, evaluate each run against the
+// oracle and write the reports.
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/bulkhead-dc/bulkhead/mech/all"
+	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/place"
+	"github.com/bulkhead-dc/bulkhead/sim"
+	"github.com/bulkhead-dc/bulkhead/spec"
+	"github.com/bulkhead-dc/bulkhead/topo"
+)
+
+// Scenario is a validated, admitted scenario with its topology.
+type Scenario struct {
+	Spec *spec.Scenario
+	Topo *topo.Topology
+}
+
+// Load reads, validates and admits a scenario file.
+func Load(file string) (*Scenario, error) {
+	sc, err := spec.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	return Prepare(sc)
+}
+
+// Prepare validates and admits a scenario already in memory.
+func Prepare(sc *spec.Scenario) (*Scenario, error) {
+	tp, err := topo.FromSpec(sc.Topology)
+	if err != nil {
+		return nil, fmt.Errorf("%s: topology: %w", sc.File, err)
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	if err := place.Admit(sc, tp); err != nil {
+		return nil, err
+	}
+	return &Scenario{Spec: sc, Topo: tp}, nil
+}
+
+// Options for a run.
+type Options struct {
+	// Progress receives progress lines on long runs (nil: none).
+	Progress io.Writer
+	Logger   *slog.Logger
+}
+
+// Run simulates the scenario under the named mechanism (the scenario's own
+// parameters apply when the name is the scenario's mechanism) and
+// evaluates it.
+func Run(ctx context.Context, s *Scenario, mechanism string, opts Options) (*metrics.Report, error) {
+	if mechanism == "" {
+		mechanism = s.Spec.Mechanism.Name
+	}
+	var params map[string]any
+	if mechanism == s.Spec.Mechanism.Name {
+		params = s.Spec.Mechanism.Params
+	}
+	m, err := all.New(mechanism, params)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Spec.File, err)
+	}
+	in, err := sim.Run(ctx, s.Spec, s.Topo, sim.Options{Mechanism: m, Progress: opts.Progress, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	rep, err := metrics.Evaluate(*in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: evaluate %s run: %w", s.Spec.File, mechanism, err)
+	}
+	return rep, nil
+}
+
+// RunAndReport runs the scenario under each mechanism (one: its report in
+// dir; several: one sub-directory each plus a comparison in dir). Nothing is
+// written unless every run succeeds.
+func RunAndReport(ctx context.Context, s *Scenario, mechanisms []string, dir string, plots bool, opts Options) ([]*metrics.Report, error) {
+	if len(mechanisms) == 0 {
+		mechanisms = []string{s.Spec.Mechanism.Name}
+	}
+	var reps []*metrics.Report
+	for _, m := range mechanisms {
+		r, err := Run(ctx, s, m, opts)
+		if err != nil {
+			return nil, err
+		}
+		reps = append(reps, r)
+	}
+	existed := true
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		existed = false
+	}
+	fail := func(err error) ([]*metrics.Report, error) {
+		if !existed {
+			os.RemoveAll(dir)
+		}
+		return nil, err
+	}
+	if len(reps) == 1 {
+		if err := metrics.WriteReport(dir, reps[0], plots); err != nil {
+			return fail(fmt.Errorf("write report to %s: %w", dir, err))
+		}
+		return reps, nil
+	}
+	for _, r := range reps {
+		if err := metrics.WriteReport(filepath.Join(dir, r.Mechanism), r, plots); err != nil {
+			return fail(fmt.Errorf("write report to %s: %w", dir, err))
+		}
+	}
+	if err := metrics.WriteComparison(dir, reps, plots); err != nil {
+		return fail(fmt.Errorf("write comparison to %s: %w", dir, err))
+	}
+	return reps, nil
+}

@@ -1,0 +1,28 @@
+// Package sim is Bulkhead's fluid simulator.
+//
+// Time advances in ticks of dt. Every transport connection has a path of
+// resources: the physical links its route crosses (each direction of a
+// full-duplex link is its own resource) and, in front of them, the virtual
+// resources that enforcement creates — a VM pair's egress limiter, a VM's
+// egress limiter — and behind them a VM's ingress limiter, each with its
+// current rate as capacity.
+//
+// Physics per tick:
+//  1. Unresponsive UDP sends at its offered rate. Where UDP arrives at a
+//     resource faster than its capacity, each UDP connection keeps a share
+//     proportional to its arrival rate (drop-tail), hop by hop along the path.
+//  2. TCP connections share what UDP leaves by weighted max-min with one
+//     unit of weight per connection (so more connections grab more),
+//     limited by their application rate if they have one. One solver
+//     (alloc.Solver) serves this physics and the policies.
+//  3. A resource is saturated when its load reaches its capacity. A pair
+//     whose connections cross a saturated physical link sees losses: UDP the
+//     bits actually dropped there, TCP a fraction (Options.TCPLoss) of the
+//     packets it sends through it, unless the pair's own limiter held it
+//     back (then the network is not its bottleneck).
+//
+// Mechanisms run as mech.Agent values, one per server, stepped at their own
+// period with what the host would measure (per-pair rates, limits, losses)
+// and the control messages peers sent them; their limits take effect at the
+// next tick. The run is deterministic for a scenario seed.
+package sim

@@ -1,0 +1,496 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/alloc"
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/spec"
+	"github.com/bulkhead-dc/bulkhead/topo"
+)
+
+// MTU is the packet size, in bits, used to turn dropped bits into packets.
+const MTU = 1500 * 8
+
+// Options tune a run. The zero value is usable except for Mechanism.
+type Options struct {
+	// Mechanism drives the limiters; required.
+	Mechanism mech.Mechanism
+	// TCPLoss is the fraction of the packets a TCP connection sends through
+	// a saturated link that are lost (default 0.01).
+	TCPLoss float64
+	// Progress, if set, receives a progress line about once a second of
+	// wall time once a run has taken longer than two seconds.
+	Progress io.Writer
+	// Logger for debug output; default discards.
+	Logger *slog.Logger
+}
+
+// Run simulates the scenario on the topology under opts.Mechanism and
+// returns what the evaluation needs (samples of every pair, FCTs).
+func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options) (*metrics.Input, error) {
+	e, err := newEngine(sc, tp, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.run(ctx); err != nil {
+		return nil, err
+	}
+	return e.out, nil
+}
+
+type vmInfo struct {
+	name, tenant string
+	host         int // server node ID
+	in, out      float64
+	// VM egress/ingress limiter rates (+Inf: none) and their resource
+	// index in the current problem (-1: none).
+	egRate, inRate float64
+	egRes, inRes   int
+}
+
+type pairState struct {
+	id     mech.PairID
+	tenant string
+	src    int // vm index
+	dst    int
+	links  []int // the pair's route (for the oracle)
+	// the pair limiter's rate (+Inf: none) and its resource index in the
+	// current problem (-1: none)
+	limRate float64
+	limRes  int
+	nconn   int // connections ever made, for ECMP hashing
+
+	// per tick
+	rate     float64 // delivered bits/s this tick
+	lossRate float64 // bits/s lost in the network this tick
+	bound    bool    // held back by its own limiter this tick
+	partial  float64 // correction for flows that finished mid-tick (bits)
+
+	// offered load of the active connections
+	unboundedActive int     // active TCP connections with no rate cap
+	boundedOffered  float64 // Σ rates of active capped TCP and UDP connections
+
+	// since the source / destination agent's last step
+	txBits, rxBits   float64
+	txLoss, rxLoss   float64
+	boundTicks       int
+	srcTicks         int
+	seenSrc, seenDst bool
+
+	// since the last sample
+	sampleBits      float64
+	unboundedTicks  int
+	boundedDemandDT float64 // Σ offered·dt of bounded connections
+}
+
+type connState struct {
+	pair      int
+	udp       bool
+	offered   float64 // UDP rate
+	appCap    float64 // TCP application cap (Inf if none)
+	links     []int
+	active    bool
+	remaining float64 // bits left for sized flows; Inf for bulk
+	size      float64 // bytes, for FCT
+	start     time.Duration
+	rate      float64 // delivered this tick
+	drop      float64 // UDP bits/s dropped in the network this tick
+	id        string  // for the allocator
+}
+
+type engine struct {
+	sc    *spec.Scenario
+	tp    *topo.Topology
+	opts  Options
+	dt    time.Duration
+	dtSec float64
+	log   *slog.Logger
+
+	vms    []vmInfo
+	vmIdx  map[string]int
+	pairs  []pairState
+	pairIx map[mech.PairID]int
+	conns  []connState
+	free   []int // free conn slots (finished sized flows)
+
+	hosts []*hostAgent
+	hostN map[string]int // server name -> index in hosts
+
+	gens   []*generator
+	events eventQueue
+
+	// physics; per-resource slices are indexed links first, then limiters
+	dirty    bool
+	solver   alloc.Solver
+	prob     alloc.Problem
+	uses     []alloc.Use
+	tcpRates []float64
+	tcpConns []int // conn index of each TCP problem flow
+	capacity []float64
+	udpLoad  []float64 // UDP passing each resource
+	load     []float64 // total passing each resource
+	udpScale []float64 // fraction of arriving UDP that passes
+	udpIn    []float64
+	sat      []bool
+
+	out *metrics.Input
+	now time.Duration
+}
+
+type hostAgent struct {
+	name     string
+	agent    mech.Agent
+	period   time.Duration
+	next     time.Duration
+	last     time.Duration
+	egress   []int // pairs whose src is here
+	ingress  []int // pairs whose dst is here
+	inbox    []mech.Message
+	vmsHere  map[string]bool
+	limSeen  map[mech.PairID]bool
+	obsEgr   []mech.PairObs
+	obsIngr  []mech.PairObs
+	stepsRun int
+}
+
+func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, error) {
+	if opts.Mechanism == nil {
+		return nil, fmt.Errorf("sim: no mechanism")
+	}
+	if opts.TCPLoss == 0 {
+		opts.TCPLoss = 0.01
+	}
+	if opts.TCPLoss < 0 || opts.TCPLoss > 1 {
+		return nil, fmt.Errorf("sim: TCP loss fraction %g outside [0, 1]", opts.TCPLoss)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dt := time.Duration(sc.DT)
+	if dt <= 0 {
+		return nil, fmt.Errorf("sim: %s: dt must be positive", sc.File)
+	}
+	e := &engine{
+		sc: sc, tp: tp, opts: opts, dt: dt, dtSec: dt.Seconds(), log: log,
+		vmIdx:  map[string]int{},
+		pairIx: map[mech.PairID]int{},
+		hostN:  map[string]int{},
+		dirty:  true,
+	}
+	if err := e.buildVMs(); err != nil {
+		return nil, err
+	}
+	if err := e.buildWorkloads(); err != nil {
+		return nil, err
+	}
+	if err := e.buildAgents(); err != nil {
+		return nil, err
+	}
+	e.buildOutput()
+	return e, nil
+}
+
+func (e *engine) buildVMs() error {
+	for _, t := range e.sc.Tenants {
+		for _, v := range t.VMs {
+			n, ok := e.tp.Node(v.Server)
+			if !ok || n.Kind != topo.Server {
+				return fmt.Errorf("sim: %s: VM %q: unknown server %q", e.sc.File, v.Name, v.Server)
+			}
+			in, out := e.sc.VMGuarantee(v.Name)
+			e.vmIdx[v.Name] = len(e.vms)
+			e.vms = append(e.vms, vmInfo{name: v.Name, tenant: t.Name, host: n.ID, in: in, out: out,
+				egRate: math.Inf(1), inRate: math.Inf(1), egRes: -1, inRes: -1})
+		}
+	}
+	return nil
+}
+
+// pairFor returns the index of the pair src->dst, creating it.
+func (e *engine) pairFor(tenant, src, dst string) int {
+	id := mech.PairID{Src: src, Dst: dst}
+	if i, ok := e.pairIx[id]; ok {
+		return i
+	}
+	s, d := e.vmIdx[src], e.vmIdx[dst]
+	links := e.tp.Route(e.vms[s].host, e.vms[d].host, topo.PairHash(e.sc.Seed, src, dst))
+	e.pairIx[id] = len(e.pairs)
+	e.pairs = append(e.pairs, pairState{id: id, tenant: tenant, src: s, dst: d, links: links, limRate: math.Inf(1), limRes: -1})
+	return len(e.pairs) - 1
+}
+
+// connHash is the ECMP hash of one connection of a pair.
+func connHash(seed int64, src, dst string, k int) uint64 {
+	h := uint64(14695981039346656037)
+	mix := func(b byte) { h ^= uint64(b); h *= 1099511628211 }
+	for i := 0; i < 8; i++ {
+		mix(byte(seed >> (8 * i)))
+	}
+	for i := 0; i < len(src); i++ {
+		mix(src[i])
+	}
+	mix(0)
+	for i := 0; i < len(dst); i++ {
+		mix(dst[i])
+	}
+	mix(0)
+	for i := 0; i < 8; i++ {
+		mix(byte(k >> (8 * i)))
+	}
+	return h
+}
+
+// newConn adds a connection of pair p (inactive) and returns its index.
+// The pair's k-th connection is routed by its own ECMP hash; the first
+// takes the pair's route.
+func (e *engine) newConn(p int, udp bool, offered, appCap float64) int {
+	ps := &e.pairs[p]
+	k := ps.nconn
+	ps.nconn++
+	links := ps.links
+	if k > 0 {
+		links = e.tp.Route(e.vms[ps.src].host, e.vms[ps.dst].host, connHash(e.sc.Seed, ps.id.Src, ps.id.Dst, k))
+	}
+	c := connState{pair: p, udp: udp, offered: offered, appCap: appCap, links: links, remaining: math.Inf(1),
+		id: ps.id.Src + "->" + ps.id.Dst + "#" + strconv.Itoa(k)}
+	if n := len(e.free); n > 0 {
+		i := e.free[n-1]
+		e.free = e.free[:n-1]
+		e.conns[i] = c
+		return i
+	}
+	e.conns = append(e.conns, c)
+	return len(e.conns) - 1
+}
+
+func (e *engine) buildAgents() error {
+	env := mech.Env{}
+	for _, v := range e.vms {
+		env.VMs = append(env.VMs, mech.VM{Name: v.name, Tenant: v.tenant, Host: e.tp.Nodes[v.host].Name, In: v.in, Out: v.out})
+	}
+	sort.Slice(env.VMs, func(i, j int) bool { return env.VMs[i].Name < env.VMs[j].Name })
+	for _, p := range e.pairs {
+		env.Pattern = append(env.Pattern, p.id)
+	}
+	// One agent per server that hosts a VM, in server order.
+	hostSet := map[int]bool{}
+	for _, v := range e.vms {
+		hostSet[v.host] = true
+	}
+	var hostIDs []int
+	for h := range hostSet {
+		hostIDs = append(hostIDs, h)
+	}
+	sort.Ints(hostIDs)
+	for _, h := range hostIDs {
+		name := e.tp.Nodes[h].Name
+		env.Host = name
+		a, err := e.opts.Mechanism.NewAgent(env)
+		if err != nil {
+			return fmt.Errorf("sim: mechanism %s: agent on %s: %w", e.opts.Mechanism.Name(), name, err)
+		}
+		p := a.Period()
+		if p <= 0 {
+			return fmt.Errorf("sim: mechanism %s: agent on %s: non-positive period %v", e.opts.Mechanism.Name(), name, p)
+		}
+		ha := &hostAgent{name: name, agent: a, period: p, vmsHere: map[string]bool{}, limSeen: map[mech.PairID]bool{}}
+		for _, v := range e.vms {
+			if v.host == h {
+				ha.vmsHere[v.name] = true
+			}
+		}
+		for i, ps := range e.pairs {
+			if e.vms[ps.src].host == h {
+				ha.egress = append(ha.egress, i)
+			}
+			if e.vms[ps.dst].host == h {
+				ha.ingress = append(ha.ingress, i)
+			}
+		}
+		e.hostN[name] = len(e.hosts)
+		e.hosts = append(e.hosts, ha)
+	}
+	return nil
+}
+
+func (e *engine) buildOutput() {
+	in := &metrics.Input{
+		Scenario:     e.sc.Name,
+		Mechanism:    e.opts.Mechanism.Name(),
+		Duration:     time.Duration(e.sc.Duration),
+		Interval:     time.Duration(e.sc.Outputs.Sample),
+		Units:        e.sc.Units,
+		UnitScale:    e.sc.UnitScale(),
+		LinkCapacity: make([]float64, len(e.tp.Links)),
+		LinkNames:    make([]string, len(e.tp.Links)),
+	}
+	for i, l := range e.tp.Links {
+		in.LinkCapacity[i] = l.Capacity
+		in.LinkNames[i] = l.Name
+	}
+	for _, t := range e.sc.Tenants {
+		mt := metrics.Tenant{Name: t.Name}
+		for _, v := range t.VMs {
+			vi := e.vms[e.vmIdx[v.Name]]
+			mt.VMs = append(mt.VMs, metrics.VM{Name: v.Name, In: vi.in, Out: vi.out})
+		}
+		in.Tenants = append(in.Tenants, mt)
+	}
+	for _, p := range e.pairs {
+		in.Pairs = append(in.Pairs, metrics.Pair{Tenant: p.tenant, Src: p.id.Src, Dst: p.id.Dst, Links: p.links})
+	}
+	e.out = in
+}
+
+func (e *engine) run(ctx context.Context) error {
+	dur := time.Duration(e.sc.Duration)
+	sample := time.Duration(e.sc.Outputs.Sample)
+	if sample < e.dt {
+		sample = e.dt
+	}
+	nextSample := sample
+	lastSample := time.Duration(0)
+	start := time.Now()
+	lastProgress := start
+	for e.now = 0; e.now < dur; e.now += e.dt {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("sim: stopped at t=%v: %w", e.now, err)
+		}
+		if err := e.fireEvents(); err != nil {
+			return err
+		}
+		if err := e.stepAgents(); err != nil {
+			return err
+		}
+		e.physics()
+		e.account()
+		end := e.now + e.dt
+		if end >= nextSample || end >= dur {
+			e.takeSample(end, end-lastSample)
+			lastSample = end
+			nextSample = end + sample
+		}
+		if e.opts.Progress != nil {
+			if w := time.Since(lastProgress); w >= time.Second && time.Since(start) >= 2*time.Second {
+				lastProgress = time.Now()
+				fmt.Fprintf(e.opts.Progress, "sim %s [%s]: %.1f/%.1f s simulated (%.0f%%), %.1f s elapsed\n",
+					e.sc.Name, e.opts.Mechanism.Name(), end.Seconds(), dur.Seconds(), 100*end.Seconds()/dur.Seconds(), time.Since(start).Seconds())
+			}
+		}
+	}
+	return nil
+}
+
+// stepAgents runs every agent whose step is due, applies its limits and
+// queues its messages for delivery at the recipient's next step.
+func (e *engine) stepAgents() error {
+	for _, h := range e.hosts {
+		if e.now < h.next {
+			continue
+		}
+		obs := e.observe(h)
+		inbox := h.inbox
+		h.inbox = nil
+		act := h.agent.Step(obs, inbox)
+		h.last = e.now
+		h.next = e.now + h.period
+		h.stepsRun++
+		for _, l := range act.Limits {
+			if err := e.applyLimit(h, l); err != nil {
+				return err
+			}
+		}
+		for _, m := range act.Messages {
+			m.From = h.name
+			j, ok := e.hostN[m.To]
+			if !ok {
+				return fmt.Errorf("sim: mechanism %s: agent on %s sent a message to unknown host %q", e.opts.Mechanism.Name(), h.name, m.To)
+			}
+			e.hosts[j].inbox = append(e.hosts[j].inbox, m)
+		}
+	}
+	return nil
+}
+
+func (e *engine) observe(h *hostAgent) *mech.HostObs {
+	period := e.now - h.last
+	obs := &mech.HostObs{Now: e.now, Period: period}
+	sec := period.Seconds()
+	h.obsEgr = h.obsEgr[:0]
+	for _, i := range h.egress {
+		p := &e.pairs[i]
+		limited := !math.IsInf(p.limRate, 1)
+		if p.txBits > 0 || limited || p.txLoss > 0 {
+			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.txLoss}
+			if sec > 0 {
+				o.Rate = p.txBits / sec
+			}
+			o.LimiterBound = p.srcTicks > 0 && 2*p.boundTicks >= p.srcTicks
+			h.obsEgr = append(h.obsEgr, o)
+		}
+		p.txBits, p.txLoss, p.boundTicks, p.srcTicks = 0, 0, 0, 0
+	}
+	h.obsIngr = h.obsIngr[:0]
+	for _, i := range h.ingress {
+		p := &e.pairs[i]
+		if p.rxBits > 0 || p.rxLoss > 0 {
+			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.rxLoss}
+			if sec > 0 {
+				o.Rate = p.rxBits / sec
+			}
+			h.obsIngr = append(h.obsIngr, o)
+		}
+		p.rxBits, p.rxLoss = 0, 0
+	}
+	obs.Egress, obs.Ingress = h.obsEgr, h.obsIngr
+	return obs
+}
+
+func (e *engine) applyLimit(h *hostAgent, l mech.Limit) error {
+	name := e.opts.Mechanism.Name()
+	if math.IsNaN(l.Rate) || l.Rate < 0 {
+		return fmt.Errorf("sim: mechanism %s: agent on %s set an invalid rate %g", name, h.name, l.Rate)
+	}
+	switch l.Kind {
+	case mech.PairLimit:
+		i, ok := e.pairIx[l.Pair]
+		if !ok {
+			return fmt.Errorf("sim: mechanism %s: agent on %s limited unknown pair %s->%s", name, h.name, l.Pair.Src, l.Pair.Dst)
+		}
+		if !h.vmsHere[l.Pair.Src] {
+			return fmt.Errorf("sim: mechanism %s: agent on %s limited pair %s->%s whose source is not on that host", name, h.name, l.Pair.Src, l.Pair.Dst)
+		}
+		e.setLimiter(&e.pairs[i].limRate, l.Rate)
+	case mech.VMEgress, mech.VMIngress:
+		i, ok := e.vmIdx[l.VM]
+		if !ok || !h.vmsHere[l.VM] {
+			return fmt.Errorf("sim: mechanism %s: agent on %s limited VM %q, which is not on that host", name, h.name, l.VM)
+		}
+		if l.Kind == mech.VMEgress {
+			e.setLimiter(&e.vms[i].egRate, l.Rate)
+		} else {
+			e.setLimiter(&e.vms[i].inRate, l.Rate)
+		}
+	default:
+		return fmt.Errorf("sim: mechanism %s: agent on %s set a limit of unknown kind %d", name, h.name, l.Kind)
+	}
+	return nil
+}
+
+// setLimiter sets a limiter's rate (+Inf removes it).
+func (e *engine) setLimiter(rate *float64, r float64) {
+	if *rate != r {
+		*rate = r
+		e.dirty = true
+	}
+}

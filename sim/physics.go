@@ -1,0 +1,314 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/alloc"
+	"github.com/bulkhead-dc/bulkhead/metrics"
+)
+
+// satTol is the relative tolerance under which a resource counts as full.
+const satTol = 1e-6
+
+// physics recomputes every connection's rate if anything changed since the
+// last tick (active connections, limiter rates). Rates are a function of
+// those alone, so unchanged ticks reuse the previous answer.
+func (e *engine) physics() {
+	if !e.dirty {
+		return
+	}
+	e.dirty = false
+	e.buildResources()
+	e.solveUDP()
+	e.solveTCP()
+	e.markSaturation()
+}
+
+// resource order: physical links [0, L), then the limiters in force.
+func (e *engine) buildResources() {
+	res := e.prob.Resources[:0]
+	for _, l := range e.tp.Links {
+		res = append(res, alloc.Resource{ID: l.Name, Capacity: l.Capacity})
+	}
+	add := func(rate float64, id string) int {
+		if math.IsInf(rate, 1) {
+			return -1
+		}
+		res = append(res, alloc.Resource{ID: id, Capacity: rate})
+		return len(res) - 1
+	}
+	for i := range e.pairs {
+		p := &e.pairs[i]
+		p.limRes = add(p.limRate, "pair:"+p.id.Src+"->"+p.id.Dst)
+	}
+	for i := range e.vms {
+		v := &e.vms[i]
+		v.egRes = add(v.egRate, "egress:"+v.name)
+		v.inRes = add(v.inRate, "ingress:"+v.name)
+	}
+	e.prob.Resources = res
+	R := len(res)
+	e.capacity = grow(e.capacity, R)
+	for r := range res {
+		e.capacity[r] = res[r].Capacity
+	}
+	e.udpLoad = grow(e.udpLoad, R)
+	e.load = grow(e.load, R)
+	e.udpIn = grow(e.udpIn, R)
+	e.udpScale = grow(e.udpScale, R)
+	if cap(e.sat) < R {
+		e.sat = make([]bool, R)
+	}
+	e.sat = e.sat[:R]
+}
+
+func grow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
+}
+
+// path appends connection c's resources in the order its packets meet them:
+// pair limiter, VM egress limiter, links, VM ingress limiter.
+func (e *engine) path(buf []int, c *connState) []int {
+	p := &e.pairs[c.pair]
+	if p.limRes >= 0 {
+		buf = append(buf, p.limRes)
+	}
+	if r := e.vms[p.src].egRes; r >= 0 {
+		buf = append(buf, r)
+	}
+	buf = append(buf, c.links...)
+	if r := e.vms[p.dst].inRes; r >= 0 {
+		buf = append(buf, r)
+	}
+	return buf
+}
+
+// solveUDP finds what unresponsive traffic gets: at every resource where it
+// arrives faster than the capacity, each UDP connection keeps a share in
+// proportion to its arrival rate (drop-tail), hop by hop. A few sweeps of
+// the fixed point settle the upstream/downstream interplay.
+func (e *engine) solveUDP() {
+	for r := range e.udpScale {
+		e.udpScale[r] = 1
+		e.udpLoad[r] = 0
+	}
+	any := false
+	for i := range e.conns {
+		c := &e.conns[i]
+		if c.active && c.udp {
+			any = true
+			break
+		}
+	}
+	if !any {
+		return
+	}
+	var buf []int
+	for sweep := 0; sweep < 6; sweep++ {
+		for r := range e.udpIn {
+			e.udpIn[r] = 0
+		}
+		for i := range e.conns {
+			c := &e.conns[i]
+			if !c.active || !c.udp {
+				continue
+			}
+			a := c.offered
+			buf = e.path(buf[:0], c)
+			for _, r := range buf {
+				e.udpIn[r] += a
+				a *= e.udpScale[r]
+			}
+		}
+		for r, in := range e.udpIn {
+			s := 1.0
+			if in > e.capacity[r] {
+				s = e.capacity[r] / in
+			}
+			e.udpScale[r] = s
+		}
+	}
+	L := len(e.tp.Links)
+	for i := range e.conns {
+		c := &e.conns[i]
+		if !c.active || !c.udp {
+			continue
+		}
+		a := c.offered
+		drop := 0.0
+		buf = e.path(buf[:0], c)
+		for _, r := range buf {
+			pass := a * e.udpScale[r]
+			if r < L {
+				drop += a - pass
+			}
+			e.udpLoad[r] += pass
+			a = pass
+		}
+		c.rate = a
+		c.drop = drop
+	}
+}
+
+// solveTCP shares what UDP leaves between TCP connections, one unit of
+// weight per connection, by weighted max-min.
+func (e *engine) solveTCP() {
+	for r := range e.prob.Resources {
+		e.prob.Resources[r].Capacity = math.Max(0, e.capacity[r]-e.udpLoad[r])
+	}
+	flows := e.prob.Flows[:0]
+	e.tcpConns = e.tcpConns[:0]
+	uses := e.uses[:0]
+	var buf []int
+	for i := range e.conns {
+		c := &e.conns[i]
+		if !c.active || c.udp {
+			continue
+		}
+		buf = e.path(buf[:0], c)
+		start := len(uses)
+		for _, r := range buf {
+			uses = append(uses, alloc.Use{Resource: r, Coef: 1})
+		}
+		flows = append(flows, alloc.Flow{ID: c.id, Demand: c.appCap, Weight: 1, Uses: uses[start:len(uses):len(uses)]})
+		e.tcpConns = append(e.tcpConns, i)
+	}
+	// uses may have been reallocated while appending: re-slice every flow
+	// into the final backing array.
+	off := 0
+	for f := range flows {
+		n := len(flows[f].Uses)
+		flows[f].Uses = uses[off : off+n : off+n]
+		off += n
+	}
+	e.uses = uses
+	e.prob.Flows = flows
+	e.tcpRates = grow(e.tcpRates, len(flows))
+	if len(flows) > 0 {
+		if err := e.solver.Solve(&e.prob, e.tcpRates); err != nil {
+			// The problem is built from validated inputs; an error here is
+			// a bug, not bad input.
+			panic(fmt.Sprintf("sim: TCP allocation failed: %v", err))
+		}
+	}
+	for f, i := range e.tcpConns {
+		e.conns[i].rate = e.tcpRates[f]
+	}
+}
+
+// markSaturation computes every resource's load and whether it is full,
+// and from that the per-pair tick state: delivered rate, network losses,
+// whether the pair's own limiter held it back.
+func (e *engine) markSaturation() {
+	copy(e.load, e.udpLoad)
+	var buf []int
+	for _, i := range e.tcpConns {
+		c := &e.conns[i]
+		buf = e.path(buf[:0], c)
+		for _, r := range buf {
+			e.load[r] += c.rate
+		}
+	}
+	for r := range e.load {
+		cp := e.capacity[r]
+		e.sat[r] = e.load[r] >= cp*(1-satTol) && (e.load[r] > 0 || cp == 0)
+	}
+	for i := range e.pairs {
+		p := &e.pairs[i]
+		p.rate, p.lossRate = 0, 0
+		p.bound = p.limRes >= 0 && e.sat[p.limRes]
+	}
+	for i := range e.conns {
+		c := &e.conns[i]
+		if !c.active {
+			continue
+		}
+		p := &e.pairs[c.pair]
+		p.rate += c.rate
+		if c.udp {
+			p.lossRate += c.drop
+			continue
+		}
+		if p.bound {
+			continue
+		}
+		for _, l := range c.links {
+			if e.sat[l] {
+				p.lossRate += c.rate * e.opts.TCPLoss
+				break
+			}
+		}
+	}
+}
+
+// account advances one tick: bits delivered per pair, sized flows that
+// finish, and the accumulators agents and samples read.
+func (e *engine) account() {
+	dt := e.dtSec
+	for i := range e.conns {
+		c := &e.conns[i]
+		if !c.active || math.IsInf(c.remaining, 1) {
+			continue
+		}
+		sent := c.rate * dt
+		if sent >= c.remaining && c.rate > 0 {
+			fin := e.now + secondsToDuration(c.remaining/c.rate)
+			p := &e.pairs[c.pair]
+			e.out.FCTs = append(e.out.FCTs, metrics.FCT{Tenant: p.tenant, Src: p.id.Src, Dst: p.id.Dst,
+				Bytes: c.size, Start: c.start, Duration: fin - c.start})
+			// Count only the bits actually left in this tick.
+			e.pairs[c.pair].partial -= (sent - c.remaining)
+			e.finishConn(i)
+			continue
+		}
+		c.remaining -= sent
+	}
+	for i := range e.pairs {
+		p := &e.pairs[i]
+		bits := p.rate*dt + p.partial
+		p.partial = 0
+		lost := p.lossRate * dt / MTU
+		p.txBits += bits
+		p.rxBits += bits
+		p.txLoss += lost
+		p.rxLoss += lost
+		p.srcTicks++
+		if p.bound {
+			p.boundTicks++
+		}
+		p.sampleBits += bits
+		if p.unboundedActive > 0 {
+			p.unboundedTicks++
+		} else {
+			p.boundedDemandDT += p.boundedOffered * dt
+		}
+	}
+}
+
+// takeSample records every pair's mean rate and demand over the last span.
+func (e *engine) takeSample(t, span time.Duration) {
+	sec := span.Seconds()
+	ticks := int(math.Round(sec / e.dtSec))
+	s := metrics.Sample{T: t, Pairs: make([]metrics.PairSample, len(e.pairs))}
+	for i := range e.pairs {
+		p := &e.pairs[i]
+		ps := metrics.PairSample{Rate: p.sampleBits / sec}
+		if ticks > 0 && 2*p.unboundedTicks >= ticks {
+			ps.Demand = math.Inf(1)
+		} else {
+			ps.Demand = p.boundedDemandDT / sec
+		}
+		s.Pairs[i] = ps
+		p.sampleBits, p.unboundedTicks, p.boundedDemandDT = 0, 0, 0
+	}
+	e.out.Samples = append(e.out.Samples, s)
+}
+
+func secondsToDuration(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
+}

@@ -1,0 +1,277 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/spec"
+)
+
+// A generator drives the connections of one workload on one VM pair.
+type generator struct {
+	w     *spec.Workload
+	wi    int // workload index, for messages
+	pair  int
+	conns []int // fixed connections (tcp, udp, onoff)
+	rng   *rand.Rand
+	// epoch invalidates events scheduled in an earlier phase.
+	epoch   int
+	inPhase bool
+	on      bool
+	sizes   func(*rand.Rand) float64 // bytes, for flows
+}
+
+type eventKind int
+
+const (
+	evPhaseStart eventKind = iota
+	evPhaseStop
+	evToggle
+	evArrival
+)
+
+type event struct {
+	t     time.Duration
+	seq   int
+	gen   int
+	kind  eventKind
+	epoch int
+}
+
+type eventQueue struct {
+	items []event
+	seq   int
+}
+
+func (q *eventQueue) Len() int { return len(q.items) }
+func (q *eventQueue) Less(i, j int) bool {
+	a, b := q.items[i], q.items[j]
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	return a.seq < b.seq
+}
+func (q *eventQueue) Swap(i, j int) { q.items[i], q.items[j] = q.items[j], q.items[i] }
+func (q *eventQueue) Push(x any)    { q.items = append(q.items, x.(event)) }
+func (q *eventQueue) Pop() any {
+	n := len(q.items)
+	ev := q.items[n-1]
+	q.items = q.items[:n-1]
+	return ev
+}
+
+func (e *engine) schedule(t time.Duration, gen int, kind eventKind) {
+	e.events.seq++
+	heap.Push(&e.events, event{t: t, seq: e.events.seq, gen: gen, kind: kind, epoch: e.gens[gen].epoch})
+}
+
+// buildWorkloads creates the pairs, their fixed connections and the phase
+// events of every workload. Each generator has its own random stream,
+// derived from the scenario seed and its position, so that adding a
+// workload does not change the draws of the others.
+func (e *engine) buildWorkloads() error {
+	dur := time.Duration(e.sc.Duration)
+	for wi := range e.sc.Workloads {
+		w := &e.sc.Workloads[wi]
+		sizes, err := sizeSampler(w.Sizes)
+		if err != nil {
+			return fmt.Errorf("sim: %s: workloads[%d].sizes: %w", e.sc.File, wi, err)
+		}
+		for _, pr := range w.Pairs() {
+			p := e.pairFor(w.Tenant, pr[0], pr[1])
+			g := &generator{w: w, wi: wi, pair: p, sizes: sizes,
+				rng: rand.New(rand.NewPCG(uint64(e.sc.Seed), uint64(len(e.gens))+1))}
+			udp := w.Kind == "udp" || (w.Kind == "onoff" && w.Transport == "udp")
+			switch w.Kind {
+			case "tcp", "onoff", "udp":
+				n := w.Connections
+				if n <= 0 || udp {
+					n = 1
+				}
+				for k := 0; k < n; k++ {
+					offered, appCap := 0.0, math.Inf(1)
+					if udp {
+						offered = float64(w.Rate)
+					} else if w.Rate > 0 {
+						appCap = float64(w.Rate) / float64(n)
+					}
+					g.conns = append(g.conns, e.newConn(p, udp, offered, appCap))
+				}
+			case "flows":
+			default:
+				return fmt.Errorf("sim: %s: workloads[%d].kind: unknown kind %q", e.sc.File, wi, w.Kind)
+			}
+			gi := len(e.gens)
+			e.gens = append(e.gens, g)
+			for _, ph := range w.Intervals(dur) {
+				e.schedule(time.Duration(ph.Start), gi, evPhaseStart)
+				stop := time.Duration(ph.Stop)
+				if stop > 0 && stop < dur {
+					e.schedule(stop, gi, evPhaseStop)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// setActive switches a connection on or off, keeping the pair's offered
+// load in step.
+func (e *engine) setActive(i int, on bool) {
+	c := &e.conns[i]
+	if c.active == on {
+		return
+	}
+	c.active = on
+	e.dirty = true
+	p := &e.pairs[c.pair]
+	d := 1
+	if !on {
+		d = -1
+		c.rate, c.drop = 0, 0
+	}
+	switch {
+	case c.udp:
+		p.boundedOffered += float64(d) * c.offered
+	case math.IsInf(c.appCap, 1):
+		p.unboundedActive += d
+	default:
+		p.boundedOffered += float64(d) * c.appCap
+	}
+	if p.boundedOffered < 1e-9 {
+		p.boundedOffered = 0
+	}
+}
+
+func (e *engine) finishConn(i int) {
+	e.setActive(i, false)
+	e.conns[i].pair = -1
+	e.free = append(e.free, i)
+}
+
+func (e *engine) fireEvents() error {
+	for e.events.Len() > 0 && e.events.items[0].t <= e.now {
+		ev := heap.Pop(&e.events).(event)
+		g := e.gens[ev.gen]
+		switch ev.kind {
+		case evPhaseStart:
+			g.epoch++
+			g.inPhase = true
+			switch g.w.Kind {
+			case "onoff":
+				g.on = true
+				e.setConns(g, true)
+				e.schedule(e.now+e.period(g, time.Duration(g.w.On)), ev.gen, evToggle)
+			case "flows":
+				e.schedule(e.now+e.expDelay(g), ev.gen, evArrival)
+			default:
+				e.setConns(g, true)
+			}
+		case evPhaseStop:
+			g.epoch++
+			g.inPhase = false
+			g.on = false
+			e.setConns(g, false)
+		case evToggle:
+			if ev.epoch != g.epoch || !g.inPhase {
+				continue
+			}
+			g.on = !g.on
+			e.setConns(g, g.on)
+			next := time.Duration(g.w.Off)
+			if g.on {
+				next = time.Duration(g.w.On)
+			}
+			e.schedule(e.now+e.period(g, next), ev.gen, evToggle)
+		case evArrival:
+			if ev.epoch != g.epoch || !g.inPhase {
+				continue
+			}
+			size := g.sizes(g.rng)
+			i := e.newConn(g.pair, false, 0, math.Inf(1))
+			c := &e.conns[i]
+			c.size = size
+			c.remaining = size * 8
+			c.start = e.now
+			e.setActive(i, true)
+			e.schedule(e.now+e.expDelay(g), ev.gen, evArrival)
+		}
+	}
+	return nil
+}
+
+func (e *engine) setConns(g *generator, on bool) {
+	for _, i := range g.conns {
+		e.setActive(i, on)
+	}
+}
+
+// period returns an on or off period: fixed, or exponential with that mean.
+// It is at least one tick so that a toggle always makes progress.
+func (e *engine) period(g *generator, mean time.Duration) time.Duration {
+	d := mean
+	if g.w.Exponential {
+		d = secondsToDuration(g.rng.ExpFloat64() * mean.Seconds())
+	}
+	if d < e.dt {
+		d = e.dt
+	}
+	return d
+}
+
+// expDelay draws the gap to the next flow arrival (Poisson process).
+func (e *engine) expDelay(g *generator) time.Duration {
+	d := secondsToDuration(g.rng.ExpFloat64() / g.w.ArrivalRate)
+	if d <= 0 {
+		d = 1
+	}
+	return d
+}
+
+// sizeSampler returns a sampler of flow sizes in bytes (nil dist: none).
+func sizeSampler(d *spec.SizeDist) (func(*rand.Rand) float64, error) {
+	if d == nil {
+		return nil, nil
+	}
+	mean := float64(d.Mean)
+	switch d.Dist {
+	case "fixed":
+		return func(*rand.Rand) float64 { return mean }, nil
+	case "exponential":
+		return func(r *rand.Rand) float64 { return math.Max(1, r.ExpFloat64()*mean) }, nil
+	case "pareto":
+		a := d.Shape
+		if a <= 1 {
+			return nil, fmt.Errorf("pareto shape %g must exceed 1 for a finite mean", a)
+		}
+		xm := mean * (a - 1) / a
+		return func(r *rand.Rand) float64 { return xm / math.Pow(1-r.Float64(), 1/a) }, nil
+	case "lognormal":
+		sigma := d.Shape
+		mu := math.Log(mean) - sigma*sigma/2
+		return func(r *rand.Rand) float64 { return math.Exp(mu + sigma*r.NormFloat64()) }, nil
+	case "cdf":
+		pts := append([]spec.CDFPoint(nil), d.CDF...)
+		if len(pts) == 0 {
+			return nil, fmt.Errorf("empty cdf")
+		}
+		return func(r *rand.Rand) float64 {
+			u := r.Float64()
+			i := sort.Search(len(pts), func(i int) bool { return pts[i].P >= u })
+			if i == 0 {
+				return float64(pts[0].Size)
+			}
+			if i >= len(pts) {
+				return float64(pts[len(pts)-1].Size)
+			}
+			a, b := pts[i-1], pts[i]
+			f := (u - a.P) / (b.P - a.P)
+			return float64(a.Size) + f*float64(b.Size-a.Size)
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown distribution %q", d.Dist)
+}

@@ -1,0 +1,103 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Defaults, applied by ApplyDefaults (and so by Parse and Load) to fields
+// left zero.
+const (
+	DefaultUnits       = "Mbps"
+	DefaultDT          = Duration(time.Millisecond)
+	DefaultSeed        = 1
+	DefaultMechanism   = "none"
+	DefaultSample      = Duration(10 * time.Millisecond) // or dt, if dt is longer
+	DefaultConnections = 1
+	DefaultTransport   = "tcp" // onoff workloads
+	DefaultParetoShape = 1.2
+	DefaultLognormal   = 1.0 // sigma
+	DefaultOversub     = 1.0 // two-tier, when core is not given
+)
+
+// ApplyDefaults fills the fields a scenario may leave out:
+//
+//   - units "Mbps" (and the canonical spelling of a known unit: "gbps" → "Gbps")
+//   - dt 1ms; seed 1; mechanism.name "none"
+//   - outputs.sample 10ms, or dt when dt is longer; outputs.plots true
+//   - two_tier.oversubscription 1 when two_tier.core is not given
+//   - workloads: name "<tenant>-<kind>-<n>" (n = its 1-based position in the
+//     workloads list); connections 1 for tcp workloads and tcp onoff
+//     workloads; transport "tcp" for onoff
+//   - sizes: shape 1.2 for pareto, sigma (shape) 1 for lognormal
+//
+// It is idempotent. Parse calls it; call it yourself on a Scenario built in
+// code before Validate.
+func (s *Scenario) ApplyDefaults() {
+	if s.Units == "" {
+		s.Units = DefaultUnits
+	} else if u, ok := canonicalUnit(s.Units); ok {
+		s.Units = u
+	}
+	if s.DT == 0 {
+		s.DT = DefaultDT
+	}
+	if s.Seed == 0 {
+		s.Seed = DefaultSeed
+	}
+	if s.Mechanism.Name == "" {
+		s.Mechanism.Name = DefaultMechanism
+	}
+	if s.Outputs.Sample == 0 {
+		s.Outputs.Sample = max(DefaultSample, s.DT)
+	}
+	if s.Outputs.Plots == nil {
+		t := true
+		s.Outputs.Plots = &t
+	}
+	if tt := s.Topology.TwoTier; tt != nil && tt.Core == 0 && tt.Oversubscription == 0 {
+		tt.Oversubscription = DefaultOversub
+	}
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		if w.Name == "" && w.Tenant != "" && w.Kind != "" {
+			w.Name = fmt.Sprintf("%s-%s-%d", w.Tenant, w.Kind, i+1)
+		}
+		if w.Kind == KindOnOff && w.Transport == "" {
+			w.Transport = DefaultTransport
+		}
+		if w.Connections == 0 && (w.Kind == KindTCP || w.Kind == KindOnOff && w.Transport == "tcp") {
+			w.Connections = DefaultConnections
+		}
+		if d := w.Sizes; d != nil && d.Shape == 0 {
+			switch d.Dist {
+			case DistPareto:
+				d.Shape = DefaultParetoShape
+			case DistLognormal:
+				d.Shape = DefaultLognormal
+			}
+		}
+	}
+}
+
+// canonicalUnit returns the canonical spelling of a report unit.
+func canonicalUnit(u string) (string, bool) {
+	for _, c := range []string{"bps", "Kbps", "Mbps", "Gbps", "Tbps"} {
+		if strings.EqualFold(u, c) {
+			return c, true
+		}
+	}
+	return "", false
+}
+
+// UnitScale is the number of bits/s in one report unit (Units): 1e6 for
+// "Mbps". It is 1e6 for an unknown or empty unit (Validate rejects those).
+func (s *Scenario) UnitScale() float64 {
+	u, ok := canonicalUnit(s.Units)
+	if !ok {
+		return 1e6
+	}
+	f, _ := rateUnit(u)
+	return f
+}

@@ -1,0 +1,151 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Params are a mechanism's parameters as written under mechanism.params.
+// The typed getters return the default when a parameter is absent and a
+// *FieldError such as
+//
+//	mechanism.params.alpha: expected a number, got "x"
+//
+// when it has the wrong type. A mechanism reads its parameters with them and
+// calls Check with the names it knows, to catch typos.
+type Params map[string]any
+
+func (p Params) typeError(name, want string, v any) error {
+	got := fmt.Sprintf("%v", v)
+	if s, ok := v.(string); ok {
+		got = fmt.Sprintf("%q", s)
+	}
+	return &FieldError{Path: "mechanism.params." + name, Msg: fmt.Sprintf("expected %s, got %s", want, got)}
+}
+
+// Float returns the number name, or def if absent.
+func (p Params) Float(name string, def float64) (float64, error) {
+	v, ok := p[name]
+	if !ok {
+		return def, nil
+	}
+	if f, ok := toFloat(v); ok {
+		return f, nil
+	}
+	return 0, p.typeError(name, "a number", v)
+}
+
+// Int returns the integer name, or def if absent.
+func (p Params) Int(name string, def int) (int, error) {
+	v, ok := p[name]
+	if !ok {
+		return def, nil
+	}
+	if f, ok := toFloat(v); ok && f == math.Trunc(f) && math.Abs(f) <= math.MaxInt32 {
+		return int(f), nil
+	}
+	return 0, p.typeError(name, "an integer", v)
+}
+
+// Bool returns the boolean name, or def if absent.
+func (p Params) Bool(name string, def bool) (bool, error) {
+	v, ok := p[name]
+	if !ok {
+		return def, nil
+	}
+	if b, ok := v.(bool); ok {
+		return b, nil
+	}
+	return false, p.typeError(name, "true or false", v)
+}
+
+// String returns the string name, or def if absent.
+func (p Params) String(name string, def string) (string, error) {
+	v, ok := p[name]
+	if !ok {
+		return def, nil
+	}
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	return "", p.typeError(name, "a string", v)
+}
+
+// Duration returns the duration name ("60ms"), or def if absent.
+func (p Params) Duration(name string, def time.Duration) (time.Duration, error) {
+	v, ok := p[name]
+	if !ok {
+		return def, nil
+	}
+	switch x := v.(type) {
+	case string:
+		if d, err := ParseDuration(x); err == nil {
+			return d, nil
+		}
+	case int:
+		if x == 0 {
+			return 0, nil
+		}
+	}
+	return 0, p.typeError(name, `a duration such as "60ms"`, v)
+}
+
+// Rate returns the rate name in bits/s ("450Mbps", or a plain number of
+// bits/s), or def if absent.
+func (p Params) Rate(name string, def float64) (float64, error) {
+	v, ok := p[name]
+	if !ok {
+		return def, nil
+	}
+	if f, ok := toFloat(v); ok && f >= 0 {
+		return f, nil
+	}
+	if s, ok := v.(string); ok {
+		if r, err := ParseRate(s); err == nil {
+			return r, nil
+		}
+	}
+	return 0, p.typeError(name, `a rate such as "450Mbps"`, v)
+}
+
+// Check returns a *FieldError for every parameter not in known (joined),
+// or nil.
+func (p Params) Check(known ...string) error {
+	var bad []string
+	for name := range p {
+		found := false
+		for _, k := range known {
+			found = found || k == name
+		}
+		if !found {
+			bad = append(bad, name)
+		}
+	}
+	sort.Strings(bad)
+	pr := &problems{}
+	for _, name := range bad {
+		if len(known) == 0 {
+			pr.add("mechanism.params."+name, "unknown parameter (the mechanism takes none)")
+		} else {
+			pr.add("mechanism.params."+name, "unknown parameter (known: %s)", strings.Join(known, ", "))
+		}
+	}
+	return pr.err()
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case float64:
+		return x, !math.IsNaN(x) && !math.IsInf(x, 0)
+	}
+	return 0, false
+}

@@ -1,0 +1,178 @@
+// Package spec is Bulkhead's declarative input: scenarios in YAML with a
+// topology, tenants with hose-model guarantees and VM placement, workloads
+// with phases, the mechanism and its parameters, and outputs.
+//
+// Rates are written with units ("450Mbps", "1Gbps", "10Kbps", "1.5G" = bits/s)
+// and held in bits per second; durations are Go durations ("30s", "1ms").
+// docs/scenarios.md is the reference for the format.
+package spec
+
+import "time"
+
+// Scenario is one runnable scenario file.
+type Scenario struct {
+	Name        string     `yaml:"name"`
+	Description string     `yaml:"description,omitempty"`
+	Units       string     `yaml:"units,omitempty"` // report unit: bps, Kbps, Mbps (default), Gbps
+	Duration    Duration   `yaml:"duration"`        // simulated time
+	DT          Duration   `yaml:"dt,omitempty"`    // tick; default 1ms
+	Seed        int64      `yaml:"seed,omitempty"`  // default 1
+	Topology    Topology   `yaml:"topology"`
+	Tenants     []Tenant   `yaml:"tenants"`
+	Workloads   []Workload `yaml:"workloads"`
+	Mechanism   Mechanism  `yaml:"mechanism,omitempty"` // default: none
+	Outputs     Outputs    `yaml:"outputs,omitempty"`
+
+	// File is the path the scenario was read from (for error messages).
+	File string `yaml:"-"`
+}
+
+// Topology selects one builder.
+type Topology struct {
+	Kind     string    `yaml:"kind"` // two-tier | fat-tree | explicit
+	TwoTier  *TwoTier  `yaml:"two_tier,omitempty"`
+	FatTree  *FatTree  `yaml:"fat_tree,omitempty"`
+	Explicit *Explicit `yaml:"explicit,omitempty"`
+}
+
+// TwoTier is racks of servers under top-of-rack switches joined by one core
+// switch. Servers are named s1..sN (rack by rack), ToRs tor1..torR, the core
+// "core". Core is the capacity of each ToR uplink; when zero it is derived
+// from Oversubscription: servers_per_rack × edge / oversubscription.
+type TwoTier struct {
+	Racks            int     `yaml:"racks"`
+	ServersPerRack   int     `yaml:"servers_per_rack"`
+	Edge             Rate    `yaml:"edge"`
+	Core             Rate    `yaml:"core,omitempty"`
+	Oversubscription float64 `yaml:"oversubscription,omitempty"` // default 1 when Core is not given
+}
+
+// FatTree is a k-ary fat-tree (k even): k pods, k/2 edge and k/2 aggregation
+// switches per pod, (k/2)² core switches, k³/4 servers named s1..sN.
+type FatTree struct {
+	K    int  `yaml:"k"`
+	Link Rate `yaml:"link"`
+}
+
+// Explicit is a graph given node by node and link by link.
+type Explicit struct {
+	Nodes []Node `yaml:"nodes"`
+	Links []Link `yaml:"links"`
+}
+
+// Node of an explicit graph.
+type Node struct {
+	Name string `yaml:"name"`
+	Kind string `yaml:"kind"` // server | switch
+}
+
+// Link of an explicit graph: full duplex, Capacity in each direction.
+type Link struct {
+	A        string `yaml:"a"`
+	B        string `yaml:"b"`
+	Capacity Rate   `yaml:"capacity"`
+}
+
+// Tenant is a set of VMs with hose-model guarantees.
+type Tenant struct {
+	Name string `yaml:"name"`
+	// Guarantee is the default symmetric hose guarantee of every VM; In and
+	// Out override it per direction (asymmetric hose).
+	Guarantee Rate    `yaml:"guarantee,omitempty"`
+	In        Rate    `yaml:"in,omitempty"`
+	Out       Rate    `yaml:"out,omitempty"`
+	VMs       []VM    `yaml:"vms"`
+	Weight    float64 `yaml:"weight,omitempty"` // optional policy weight; default derived from guarantees
+	// BestEffort marks a tenant without guarantees: its VMs must not set
+	// any, and admission reserves nothing for it. Every VM of a tenant that
+	// is not best-effort needs a nonzero guarantee in at least one
+	// direction.
+	BestEffort bool `yaml:"best_effort,omitempty"`
+}
+
+// VM is one virtual machine, placed on a server. Names are unique in the
+// scenario. Guarantee/In/Out override the tenant's defaults.
+type VM struct {
+	Name      string `yaml:"name"`
+	Server    string `yaml:"server"`
+	Guarantee Rate   `yaml:"guarantee,omitempty"`
+	In        Rate   `yaml:"in,omitempty"`
+	Out       Rate   `yaml:"out,omitempty"`
+}
+
+// Workload generates traffic from every VM in Src to every VM in Dst (the
+// cross product, self pairs skipped), during its phases.
+type Workload struct {
+	Name   string     `yaml:"name,omitempty"`
+	Tenant string     `yaml:"tenant"`
+	Kind   string     `yaml:"kind"` // tcp | udp | onoff | flows
+	Src    StringList `yaml:"src"`
+	Dst    StringList `yaml:"dst"`
+
+	// tcp: bulk transfer with Connections parallel connections per pair
+	// (default 1), optionally capped at Rate per pair by the application.
+	// udp: unresponsive, Rate per pair. onoff: like tcp (or udp with
+	// Transport: udp), alternating On and Off periods (exponential when
+	// Exponential is set). flows: a Poisson stream of TCP flows per pair with
+	// ArrivalRate flows/s and sizes drawn from Sizes; their completion times
+	// are reported.
+	Connections int       `yaml:"connections,omitempty"`
+	Rate        Rate      `yaml:"rate,omitempty"`
+	Transport   string    `yaml:"transport,omitempty"` // for onoff: tcp (default) | udp
+	On          Duration  `yaml:"on,omitempty"`
+	Off         Duration  `yaml:"off,omitempty"`
+	Exponential bool      `yaml:"exponential,omitempty"`
+	ArrivalRate float64   `yaml:"arrival_rate,omitempty"`
+	Sizes       *SizeDist `yaml:"sizes,omitempty"`
+
+	// Phases when the workload is active; Start/Stop are a shorthand for a
+	// single phase. With neither, it runs for the whole scenario.
+	Start  Duration `yaml:"start,omitempty"`
+	Stop   Duration `yaml:"stop,omitempty"`
+	Phases []Phase  `yaml:"phases,omitempty"`
+}
+
+// Phase is an interval [Start, Stop); Stop zero means the end of the run.
+type Phase struct {
+	Start Duration `yaml:"start"`
+	Stop  Duration `yaml:"stop,omitempty"`
+}
+
+// SizeDist is a flow-size distribution in bytes.
+type SizeDist struct {
+	Dist  string  `yaml:"dist"`            // fixed | exponential | pareto | lognormal | cdf
+	Mean  Bytes   `yaml:"mean,omitempty"`  // fixed, exponential, pareto, lognormal
+	Shape float64 `yaml:"shape,omitempty"` // pareto alpha (default 1.2); lognormal sigma (default 1)
+	// CDF points (size, cumulative probability), increasing in both, ending at 1.
+	CDF []CDFPoint `yaml:"cdf,omitempty"`
+}
+
+// CDFPoint is one point of an empirical size distribution.
+type CDFPoint struct {
+	Size Bytes   `yaml:"size"`
+	P    float64 `yaml:"p"`
+}
+
+// Mechanism names the isolation mechanism and its parameters.
+type Mechanism struct {
+	Name   string `yaml:"name"`
+	Params Params `yaml:"params,omitempty"`
+}
+
+// Outputs controls the report.
+type Outputs struct {
+	Sample Duration `yaml:"sample,omitempty"` // report sampling interval, default 10ms (≥ dt)
+	Plots  *bool    `yaml:"plots,omitempty"`  // default true
+}
+
+// Duration is a time.Duration written as "30s", "1ms".
+type Duration time.Duration
+
+// Rate is a rate in bits per second, written with units.
+type Rate float64
+
+// Bytes is a size in bytes, written as 1500, "64KB", "1MB", "10MiB".
+type Bytes float64
+
+// StringList is a YAML scalar or sequence of strings.
+type StringList []string

@@ -1,0 +1,576 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+)
+
+// Limits on a scenario's size.
+const (
+	// MaxTicks bounds duration / dt.
+	MaxTicks = 100_000_000
+	// MaxServers bounds the servers of a generated topology.
+	MaxServers = 1 << 20
+)
+
+// Validate checks the scenario as it is (call ApplyDefaults first for one
+// built in code; Parse does both) and returns every problem found, each a
+// *FieldError, joined with errors.Join; nil if there is none. The checks are
+// listed in docs/scenarios.md. They need nothing but the scenario: server
+// names are checked against the names the topology declares (ServerNames),
+// which are the names package topo builds.
+//
+// VM servers are checked only when the topology itself is valid, and
+// workload VMs only when the workload's tenant exists, so that one mistake
+// does not cascade.
+func (s *Scenario) Validate() error {
+	p := &problems{file: s.File}
+	s.validateRun(p)
+	before := len(p.errs)
+	s.Topology.validate(p)
+	topoOK := len(p.errs) == before
+	s.validateTenants(p, topoOK)
+	s.validateWorkloads(p)
+	if s.Mechanism.Name == "" {
+		p.add("mechanism.name", "required")
+	}
+	return p.err()
+}
+
+func (s *Scenario) validateRun(p *problems) {
+	if s.Name == "" {
+		p.add("name", "required")
+	}
+	if _, ok := canonicalUnit(s.Units); !ok {
+		p.add("units", "unknown unit %q (use bps, Kbps, Mbps, Gbps or Tbps)", s.Units)
+	}
+	durOK := positive(p, "duration", s.Duration)
+	dtOK := positive(p, "dt", s.DT)
+	sampleOK := positive(p, "outputs.sample", s.Outputs.Sample)
+	if durOK && dtOK {
+		if s.DT > s.Duration {
+			p.add("dt", "%v is longer than duration %v", s.DT, s.Duration)
+		} else if ticks := int64(s.Duration) / int64(s.DT); ticks > MaxTicks {
+			p.add("dt", "duration %v at dt %v is %d ticks; at most %d are allowed", s.Duration, s.DT, ticks, MaxTicks)
+		}
+	}
+	if sampleOK && dtOK && s.Outputs.Sample < s.DT {
+		p.add("outputs.sample", "%v is shorter than dt %v", s.Outputs.Sample, s.DT)
+	}
+	if sampleOK && durOK && s.Outputs.Sample > s.Duration {
+		p.add("outputs.sample", "%v is longer than duration %v", s.Outputs.Sample, s.Duration)
+	}
+}
+
+// positive checks a required positive duration.
+func positive(p *problems, path string, d Duration) bool {
+	switch {
+	case d == 0:
+		p.add(path, "required (a positive duration such as \"30s\")")
+	case d < 0:
+		p.add(path, "must be positive, got %v", d)
+	default:
+		return true
+	}
+	return false
+}
+
+// positiveRate checks a required positive rate.
+func positiveRate(p *problems, path string, r Rate) {
+	switch {
+	case r == 0:
+		p.add(path, "required (a positive rate such as \"1Gbps\")")
+	case r < 0 || math.IsNaN(float64(r)) || math.IsInf(float64(r), 0):
+		p.add(path, "must be a positive rate, got %v", float64(r))
+	}
+}
+
+// nonNegativeRate checks an optional rate.
+func nonNegativeRate(p *problems, path string, r Rate) {
+	if r < 0 || math.IsNaN(float64(r)) || math.IsInf(float64(r), 0) {
+		p.add(path, "must be a non-negative rate, got %v", float64(r))
+	}
+}
+
+func (t *Topology) validate(p *problems) {
+	sections := []struct {
+		kind, field string
+		given       bool
+	}{
+		{TopoTwoTier, "two_tier", t.TwoTier != nil},
+		{TopoFatTree, "fat_tree", t.FatTree != nil},
+		{TopoExplicit, "explicit", t.Explicit != nil},
+	}
+	known := false
+	for _, sec := range sections {
+		known = known || sec.kind == t.Kind
+	}
+	for _, sec := range sections {
+		switch {
+		case sec.kind == t.Kind && !sec.given:
+			p.add("topology."+sec.field, "required for kind %s", t.Kind)
+		case sec.kind != t.Kind && sec.given && known:
+			p.add("topology."+sec.field, "not used by kind %s", t.Kind)
+		}
+	}
+	switch {
+	case t.Kind == "":
+		p.add("topology.kind", "required (two-tier, fat-tree or explicit)")
+	case !known:
+		p.add("topology.kind", "unknown kind %q (use two-tier, fat-tree or explicit)", t.Kind)
+	case t.Kind == TopoTwoTier && t.TwoTier != nil:
+		t.TwoTier.validate(p)
+	case t.Kind == TopoFatTree && t.FatTree != nil:
+		t.FatTree.validate(p)
+	case t.Kind == TopoExplicit && t.Explicit != nil:
+		t.Explicit.validate(p)
+	}
+}
+
+func (tt *TwoTier) validate(p *problems) {
+	const at = "topology.two_tier"
+	if tt.Racks < 1 {
+		p.add(at+".racks", "must be at least 1, got %d", tt.Racks)
+	}
+	if tt.ServersPerRack < 1 {
+		p.add(at+".servers_per_rack", "must be at least 1, got %d", tt.ServersPerRack)
+	}
+	if tt.Racks >= 1 && tt.ServersPerRack >= 1 && int64(tt.Racks)*int64(tt.ServersPerRack) > MaxServers {
+		p.add(at, "%d racks of %d servers is more than %d servers", tt.Racks, tt.ServersPerRack, MaxServers)
+	}
+	positiveRate(p, at+".edge", tt.Edge)
+	nonNegativeRate(p, at+".core", tt.Core)
+	switch {
+	case tt.Core != 0 && tt.Oversubscription != 0:
+		p.add(at, "give core or oversubscription, not both")
+	case tt.Oversubscription < 0 || math.IsNaN(tt.Oversubscription) || math.IsInf(tt.Oversubscription, 0):
+		p.add(at+".oversubscription", "must be positive, got %v", tt.Oversubscription)
+	case tt.Core == 0 && tt.Oversubscription == 0:
+		p.add(at+".oversubscription", "required when core is not given (ApplyDefaults sets 1)")
+	}
+}
+
+func (ft *FatTree) validate(p *problems) {
+	const at = "topology.fat_tree"
+	switch {
+	case ft.K < 2 || ft.K%2 != 0:
+		p.add(at+".k", "must be an even number of at least 2, got %d", ft.K)
+	case int64(ft.K)*int64(ft.K)*int64(ft.K)/4 > MaxServers:
+		p.add(at+".k", "k = %d gives %d servers, more than %d", ft.K, int64(ft.K)*int64(ft.K)*int64(ft.K)/4, MaxServers)
+	}
+	positiveRate(p, at+".link", ft.Link)
+}
+
+func (e *Explicit) validate(p *problems) {
+	const at = "topology.explicit"
+	if len(e.Nodes) == 0 {
+		p.add(at+".nodes", "required (at least one server)")
+		return
+	}
+	before := len(p.errs)
+	index := map[string]int{}
+	servers := 0
+	for i, n := range e.Nodes {
+		path := fmt.Sprintf("%s.nodes[%d]", at, i)
+		switch {
+		case n.Name == "":
+			p.add(path+".name", "required")
+		default:
+			if j, dup := index[n.Name]; dup {
+				p.add(path+".name", "duplicate node %q (also %s.nodes[%d])", n.Name, at, j)
+			} else {
+				index[n.Name] = i
+			}
+		}
+		switch n.Kind {
+		case NodeServer:
+			servers++
+		case NodeSwitch:
+		case "":
+			p.add(path+".kind", "required (server or switch)")
+		default:
+			p.add(path+".kind", "unknown kind %q (use server or switch)", n.Kind)
+		}
+	}
+	if servers == 0 {
+		p.add(at+".nodes", "no node of kind server")
+	}
+
+	type pair struct{ a, b int }
+	links := map[pair]int{}
+	degree := make([]int, len(e.Nodes))
+	uf := newUnionFind(len(e.Nodes))
+	for i, l := range e.Links {
+		path := fmt.Sprintf("%s.links[%d]", at, i)
+		a, aok := e.endpoint(p, path+".a", l.A, index)
+		b, bok := e.endpoint(p, path+".b", l.B, index)
+		positiveRate(p, path+".capacity", l.Capacity)
+		if !aok || !bok {
+			continue
+		}
+		if a == b {
+			p.add(path, "links node %q to itself", l.A)
+			continue
+		}
+		key := pair{min(a, b), max(a, b)}
+		if j, dup := links[key]; dup {
+			p.add(path, "duplicate link between %q and %q (also %s.links[%d])", l.A, l.B, at, j)
+			continue
+		}
+		links[key] = i
+		degree[a]++
+		degree[b]++
+		uf.union(a, b)
+	}
+
+	if len(p.errs) > before {
+		return // degree and connectivity would only repeat the problems above
+	}
+	first := -1
+	for i, n := range e.Nodes {
+		if n.Kind != NodeServer || index[n.Name] != i {
+			continue
+		}
+		path := fmt.Sprintf("%s.nodes[%d]", at, i)
+		if degree[i] != 1 {
+			p.add(path, "server %q has %d links; a server needs exactly one (its access link)", n.Name, degree[i])
+		}
+		if first < 0 {
+			first = i
+		} else if uf.find(i) != uf.find(first) {
+			p.add(path, "server %q is not connected to server %q", n.Name, e.Nodes[first].Name)
+		}
+	}
+}
+
+func (e *Explicit) endpoint(p *problems, path, name string, index map[string]int) (int, bool) {
+	if name == "" {
+		p.add(path, "required")
+		return 0, false
+	}
+	i, ok := index[name]
+	if !ok {
+		p.add(path, "unknown node %q", name)
+	}
+	return i, ok
+}
+
+type unionFind []int
+
+func newUnionFind(n int) unionFind {
+	u := make(unionFind, n)
+	for i := range u {
+		u[i] = i
+	}
+	return u
+}
+
+func (u unionFind) find(i int) int {
+	for u[i] != i {
+		u[i] = u[u[i]]
+		i = u[i]
+	}
+	return i
+}
+
+func (u unionFind) union(a, b int) { u[u.find(a)] = u.find(b) }
+
+func (s *Scenario) validateTenants(p *problems, topoOK bool) {
+	if len(s.Tenants) == 0 {
+		p.add("tenants", "required (at least one tenant)")
+		return
+	}
+	isServer, kindOf := s.Topology.serverSet()
+	tenants := map[string]int{}
+	vms := map[string]string{}
+	for i := range s.Tenants {
+		t := &s.Tenants[i]
+		at := fmt.Sprintf("tenants[%d]", i)
+		if t.Name == "" {
+			p.add(at+".name", "required")
+		} else if j, dup := tenants[t.Name]; dup {
+			p.add(at+".name", "duplicate tenant %q (also tenants[%d])", t.Name, j)
+		} else {
+			tenants[t.Name] = i
+		}
+		if t.Weight < 0 || math.IsNaN(t.Weight) || math.IsInf(t.Weight, 0) {
+			p.add(at+".weight", "must be a non-negative number, got %v", t.Weight)
+		}
+		checkHose(p, at, t.BestEffort, t.Guarantee, t.In, t.Out)
+		if len(t.VMs) == 0 {
+			p.add(at+".vms", "required (at least one VM)")
+		}
+		anyGuarantee := t.Guarantee != 0 || t.In != 0 || t.Out != 0
+		for j := range t.VMs {
+			anyGuarantee = anyGuarantee || t.VMs[j].Guarantee != 0 || t.VMs[j].In != 0 || t.VMs[j].Out != 0
+		}
+		if !t.BestEffort && !anyGuarantee && len(t.VMs) > 0 {
+			p.add(at, "no guarantees: set guarantee (or in and out), or best_effort: true")
+		}
+		for j := range t.VMs {
+			v := &t.VMs[j]
+			vat := fmt.Sprintf("%s.vms[%d]", at, j)
+			if v.Name == "" {
+				p.add(vat+".name", "required")
+			} else if prev, dup := vms[v.Name]; dup {
+				p.add(vat+".name", "duplicate VM %q (also %s)", v.Name, prev)
+			} else {
+				vms[v.Name] = vat
+			}
+			switch {
+			case v.Server == "":
+				p.add(vat+".server", "required")
+			case !topoOK:
+			case kindOf != nil && kindOf[v.Server] == NodeSwitch:
+				p.add(vat+".server", "%q is a switch, not a server", v.Server)
+			case !isServer(v.Server):
+				p.add(vat+".server", "unknown server %q", v.Server)
+			}
+			checkHose(p, vat, t.BestEffort, v.Guarantee, v.In, v.Out)
+			if in, out := t.Hose(v); !t.BestEffort && anyGuarantee && in == 0 && out == 0 {
+				p.add(vat, "no guarantee in either direction: set guarantee, in or out (here or on the tenant), or best_effort: true on the tenant")
+			}
+		}
+	}
+}
+
+// checkHose checks the guarantee fields of a tenant or VM.
+func checkHose(p *problems, at string, bestEffort bool, g, in, out Rate) {
+	for _, f := range []struct {
+		name string
+		r    Rate
+	}{{"guarantee", g}, {"in", in}, {"out", out}} {
+		nonNegativeRate(p, at+"."+f.name, f.r)
+		if bestEffort && f.r != 0 {
+			p.add(at+"."+f.name, "a best_effort tenant has no guarantees")
+		}
+	}
+}
+
+func (s *Scenario) validateWorkloads(p *problems) {
+	vmIndex := s.VMIndex()
+	names := map[string]int{}
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		at := fmt.Sprintf("workloads[%d]", i)
+		if w.Name != "" {
+			if j, dup := names[w.Name]; dup {
+				p.add(at+".name", "duplicate workload %q (also workloads[%d])", w.Name, j)
+			} else {
+				names[w.Name] = i
+			}
+		}
+		tenantOK := false
+		switch _, ok := s.LookupTenant(w.Tenant); {
+		case w.Tenant == "":
+			p.add(at+".tenant", "required")
+		case !ok:
+			p.add(at+".tenant", "unknown tenant %q", w.Tenant)
+		default:
+			tenantOK = true
+		}
+		for _, side := range []struct {
+			field string
+			list  StringList
+		}{{"src", w.Src}, {"dst", w.Dst}} {
+			if len(side.list) == 0 {
+				p.add(at+"."+side.field, "required (a VM name or a list of them)")
+			}
+			seen := map[string]int{}
+			for k, name := range side.list {
+				vat := fmt.Sprintf("%s.%s[%d]", at, side.field, k)
+				if j, dup := seen[name]; dup {
+					p.add(vat, "VM %q listed twice (also %s.%s[%d])", name, at, side.field, j)
+					continue
+				}
+				seen[name] = k
+				if !tenantOK {
+					continue
+				}
+				ref, ok := vmIndex[name]
+				switch {
+				case !ok:
+					p.add(vat, "unknown VM %q", name)
+				case s.Tenants[ref.Tenant].Name != w.Tenant:
+					p.add(vat, "VM %q belongs to tenant %q, not %q", name, s.Tenants[ref.Tenant].Name, w.Tenant)
+				}
+			}
+		}
+		if len(w.Src) > 0 && len(w.Dst) > 0 && len(w.Pairs()) == 0 {
+			p.add(at, "no VM pairs: src and dst are the same single VM")
+		}
+		w.validateKind(p, at)
+		w.validatePhases(p, at, s.Duration)
+	}
+}
+
+func (w *Workload) validateKind(p *problems, at string) {
+	kind := w.Kind
+	switch kind {
+	case KindTCP, KindUDP, KindOnOff, KindFlows:
+	case "":
+		p.add(at+".kind", "required (tcp, udp, onoff or flows)")
+		return
+	default:
+		p.add(at+".kind", "unknown kind %q (use tcp, udp, onoff or flows)", kind)
+		return
+	}
+	unused := func(field string, set bool) {
+		if set {
+			p.add(at+"."+field, "not used by kind %s", kind)
+		}
+	}
+	if kind != KindOnOff {
+		unused("transport", w.Transport != "")
+		unused("on", w.On != 0)
+		unused("off", w.Off != 0)
+		unused("exponential", w.Exponential)
+	}
+	if kind != KindFlows {
+		unused("arrival_rate", w.ArrivalRate != 0)
+		unused("sizes", w.Sizes != nil)
+	}
+	if w.Connections < 0 {
+		p.add(at+".connections", "must not be negative, got %d", w.Connections)
+	}
+	nonNegativeRate(p, at+".rate", w.Rate)
+	switch kind {
+	case KindUDP:
+		unused("connections", w.Connections != 0)
+		if w.Rate == 0 {
+			p.add(at+".rate", "required for kind udp (the sending rate of each pair)")
+		}
+	case KindOnOff:
+		switch w.Transport {
+		case "tcp":
+		case "udp":
+			if w.Connections != 0 {
+				p.add(at+".connections", "not used by onoff with transport udp")
+			}
+			if w.Rate == 0 {
+				p.add(at+".rate", "required for onoff with transport udp (the sending rate of each pair)")
+			}
+		case "":
+			p.add(at+".transport", "required (tcp or udp; ApplyDefaults sets tcp)")
+		default:
+			p.add(at+".transport", "unknown transport %q (use tcp or udp)", w.Transport)
+		}
+		positive(p, at+".on", w.On)
+		positive(p, at+".off", w.Off)
+	case KindFlows:
+		unused("connections", w.Connections != 0)
+		unused("rate", w.Rate != 0)
+		switch a := w.ArrivalRate; {
+		case a == 0:
+			p.add(at+".arrival_rate", "required for kind flows (flows per second per pair)")
+		case a < 0 || math.IsNaN(a) || math.IsInf(a, 0):
+			p.add(at+".arrival_rate", "must be a positive number of flows per second, got %v", a)
+		}
+		if w.Sizes == nil {
+			p.add(at+".sizes", "required for kind flows (a flow-size distribution)")
+		} else {
+			w.Sizes.validate(p, at+".sizes")
+		}
+	}
+}
+
+func (d *SizeDist) validate(p *problems, at string) {
+	unused := func(field string, set bool) {
+		if set {
+			p.add(at+"."+field, "not used by dist %s", d.Dist)
+		}
+	}
+	switch d.Dist {
+	case DistFixed, DistExponential, DistPareto, DistLognormal:
+		switch {
+		case d.Mean == 0:
+			p.add(at+".mean", "required for dist %s (a size such as \"64KB\")", d.Dist)
+		case d.Mean < 0 || math.IsNaN(float64(d.Mean)) || math.IsInf(float64(d.Mean), 0):
+			p.add(at+".mean", "must be a positive size, got %v", float64(d.Mean))
+		}
+		unused("cdf", len(d.CDF) > 0)
+	case DistCDF:
+		unused("mean", d.Mean != 0)
+		unused("shape", d.Shape != 0)
+	case "":
+		p.add(at+".dist", "required (fixed, exponential, pareto, lognormal or cdf)")
+		return
+	default:
+		p.add(at+".dist", "unknown distribution %q (use fixed, exponential, pareto, lognormal or cdf)", d.Dist)
+		return
+	}
+	switch d.Dist {
+	case DistFixed, DistExponential:
+		unused("shape", d.Shape != 0)
+	case DistPareto:
+		if !(d.Shape > 1) || math.IsInf(d.Shape, 0) {
+			p.add(at+".shape", "must be greater than 1 (a finite mean), got %v", d.Shape)
+		}
+	case DistLognormal:
+		if !(d.Shape > 0) || math.IsInf(d.Shape, 0) {
+			p.add(at+".shape", "must be positive (the sigma of the log of the size), got %v", d.Shape)
+		}
+	case DistCDF:
+		if len(d.CDF) == 0 {
+			p.add(at+".cdf", "required for dist cdf (points of size and cumulative probability p)")
+			return
+		}
+		for k, pt := range d.CDF {
+			pat := fmt.Sprintf("%s.cdf[%d]", at, k)
+			if pt.Size < 0 || math.IsNaN(float64(pt.Size)) || math.IsInf(float64(pt.Size), 0) {
+				p.add(pat+".size", "must be a non-negative size, got %v", float64(pt.Size))
+			} else if k > 0 && pt.Size <= d.CDF[k-1].Size {
+				p.add(pat+".size", "%v is not larger than the previous size %v (sizes must increase)", float64(pt.Size), float64(d.CDF[k-1].Size))
+			}
+			if !(pt.P >= 0 && pt.P <= 1) {
+				p.add(pat+".p", "must be between 0 and 1, got %v", pt.P)
+			} else if k > 0 && pt.P < d.CDF[k-1].P {
+				p.add(pat+".p", "%v is less than the previous p %v (a CDF never decreases)", pt.P, d.CDF[k-1].P)
+			}
+		}
+		if last := d.CDF[len(d.CDF)-1]; last.P != 1 && last.P >= 0 && last.P <= 1 {
+			p.add(fmt.Sprintf("%s.cdf[%d].p", at, len(d.CDF)-1), "the last point must have p 1, got %v", last.P)
+		}
+	}
+}
+
+func (w *Workload) validatePhases(p *problems, at string, duration Duration) {
+	if len(w.Phases) > 0 && (w.Start != 0 || w.Stop != 0) {
+		p.add(at, "give start/stop or phases, not both")
+		return
+	}
+	check := func(path string, ph Phase) {
+		if ph.Start < 0 {
+			p.add(path+".start", "must not be negative, got %v", ph.Start)
+		} else if duration > 0 && ph.Start >= duration {
+			p.add(path+".start", "%v is not before the end of the run (duration %v)", ph.Start, duration)
+		}
+		switch {
+		case ph.Stop < 0:
+			p.add(path+".stop", "must not be negative, got %v", ph.Stop)
+		case ph.Stop == 0:
+		case ph.Stop <= ph.Start:
+			p.add(path+".stop", "%v is not after start %v", ph.Stop, ph.Start)
+		case duration > 0 && ph.Stop > duration:
+			p.add(path+".stop", "%v is after the end of the run (duration %v)", ph.Stop, duration)
+		}
+	}
+	if len(w.Phases) == 0 {
+		check(at, Phase{Start: w.Start, Stop: w.Stop})
+		return
+	}
+	for k, ph := range w.Phases {
+		path := fmt.Sprintf("%s.phases[%d]", at, k)
+		check(path, ph)
+		if k == 0 {
+			continue
+		}
+		prev := w.Phases[k-1]
+		switch {
+		case prev.Stop == 0:
+			p.add(path, "follows phases[%d], which runs to the end of the run", k-1)
+		case ph.Start < prev.Stop:
+			p.add(path+".start", "%v is before the end of phases[%d] (%v); phases must be in order and not overlap", ph.Start, k-1, prev.Stop)
+		}
+	}
+}
