@@ -555,7 +555,7 @@ func (h *hdrf) recompute(g int32) {
 // share is set by frozen consumption) grows first, alone.
 func (h *hdrf) catchUp() {
 	type cg struct {
-		g                  int32
+		g                int32
 		tau, sigma, kink float64
 	}
 	var cs []cg

@@ -12,15 +12,11 @@ import (
 // take one water-filling pass.
 const MaxClassIterations = 64
 
-// classSlack is the relative (and, times the residual capacity, absolute)
-// headroom given to a class whose usage is known not to be limited by its
-// share, so that its own sub-resource never ties with the resource that
-// really holds its flows back.
-const classSlack = 1e-12
-
 // classTol is the relative change in a class's known usage below which the
 // class split is considered converged.
 const classTol = 1e-10
+
+var debugClasses = false
 
 // MaxMin returns the weighted max-min rates of p's flows (see Solver.Solve
 // for the semantics). It allocates a fresh Solver; use one Solver for
@@ -58,21 +54,22 @@ type Solver struct {
 	ids       map[string]int
 	floorLoad []float64
 
-	// Sub-resources: a flat resource is one sub-resource, a hierarchical one
-	// has one per class (classes sorted by name).
+	// Sub-resources: a flat resource is one sub-resource; a hierarchical
+	// one is an aggregate sub-resource (its whole capacity) followed by one
+	// per class (classes sorted by name).
 	subBase []int32   // per resource: index of its first sub-resource
 	nCls    []int32   // per resource: number of classes (0 = flat)
-	clsName []string  // per sub-resource: class name ("" if flat)
+	clsName []string  // per sub-resource: class name ("" if not a class)
 	subRes  []int32   // per sub-resource: its resource
 	clsW    []float64 // per sub-resource: class weight
 	resid   []float64 // per resource: capacity left after floors
 
-	// Class split state per sub-resource.
+	// Class split state per class sub-resource.
 	flowsOn []int32   // number of uses of the sub-resource
-	known   []bool    // the class's usage is not limited by its share
-	known2  []bool    // scratch
+	known   []bool    // the class's usage is not limited at this resource
+	settled []bool    // scratch for splitClasses
 	kdem    []float64 // its usage, when known
-	wants   []bool
+	wants   []bool    // a flow of the class was frozen here
 
 	iterations int
 }
@@ -140,11 +137,11 @@ func (s *Solver) Solve(p *Problem, rates []float64) error {
 		res := &p.Resources[r]
 		s.subBase[r] = int32(len(s.subRes))
 		s.resid[r] = max(0, res.Capacity-s.floorLoad[r])
+		s.clsName = append(s.clsName, "")
+		s.subRes = append(s.subRes, int32(r))
+		s.clsW = append(s.clsW, 0)
 		if len(res.Classes) == 0 {
 			s.nCls[r] = 0
-			s.clsName = append(s.clsName, "")
-			s.subRes = append(s.subRes, int32(r))
-			s.clsW = append(s.clsW, 0)
 			continue
 		}
 		hier = true
@@ -169,21 +166,22 @@ func (s *Solver) Solve(p *Problem, rates []float64) error {
 		g.dem[i] = f.Demand - f.Floor // +Inf stays +Inf
 		for _, u := range f.Uses {
 			sub := s.subBase[u.Resource]
-			if n := s.nCls[u.Resource]; n > 0 {
-				names := s.clsName[sub : sub+n]
-				k, _ := slices.BinarySearch(names, f.Class)
-				sub += int32(k)
-			}
 			g.addUse(sub, u.Coef)
+			if n := s.nCls[u.Resource]; n > 0 {
+				names := s.clsName[sub+1 : sub+1+n]
+				k, _ := slices.BinarySearch(names, f.Class)
+				g.addUse(sub+1+int32(k), u.Coef)
+			}
 		}
 		g.endFlow()
 	}
 
+	for r := range p.Resources {
+		g.cap[s.subBase[r]] = s.resid[r]
+	}
 	var err error
+	g.usePrio = hier
 	if !hier {
-		for sub := 0; sub < nS; sub++ {
-			g.cap[sub] = s.resid[s.subRes[sub]]
-		}
 		s.iterations = 1
 		err = s.runEngine(p)
 	} else {
@@ -214,17 +212,26 @@ func (s *Solver) solveClasses(p *Problem) error {
 	nS := len(s.subRes)
 	s.flowsOn = grow(s.flowsOn, nS)
 	s.known = grow(s.known, nS)
-	s.known2 = grow(s.known2, nS)
+	s.settled = grow(s.settled, nS)
 	s.kdem = grow(s.kdem, nS)
 	s.wants = grow(s.wants, nS)
+	g.prio = grow(g.prio, nS)
 	for sub := range s.flowsOn {
 		s.flowsOn[sub] = 0
+		switch {
+		case s.clsName[sub] != "":
+			g.prio[sub] = 1
+		case s.nCls[s.subRes[sub]] > 0:
+			g.prio[sub] = 2 // aggregate of a hierarchical resource
+		default:
+			g.prio[sub] = 0
+		}
 	}
 	for _, sub := range g.useSub {
 		s.flowsOn[sub]++
 	}
 	for sub := 0; sub < nS; sub++ {
-		// Classes without flows use nothing; the others start unknown.
+		// Classes without flows use nothing; the others start limited.
 		s.known[sub] = s.flowsOn[sub] == 0
 		s.kdem[sub] = 0
 	}
@@ -232,32 +239,34 @@ func (s *Solver) solveClasses(p *Problem) error {
 	for s.iterations < MaxClassIterations {
 		s.iterations++
 		for r := range p.Resources {
-			if s.nCls[r] == 0 {
-				g.cap[s.subBase[r]] = s.resid[r]
-			} else {
-				s.splitClasses(r, classSlack)
+			if s.nCls[r] > 0 {
+				s.splitClasses(r)
 			}
 		}
 		if err := s.runEngine(p); err != nil {
 			return err
 		}
+		// A class is limited at a resource if one of its flows was frozen
+		// by its class sub-resource (which wins ties with the aggregate). A
+		// class whose flows the aggregate froze below the class's cap is
+		// not limited by the split: it stays known with its new usage, so
+		// the next split lowers the others' level to make room for it.
 		for sub := range s.wants {
 			s.wants[sub] = false
 		}
 		for _, b := range g.by {
-			if b >= 0 {
+			if b >= 0 && g.prio[b] == 1 {
 				s.wants[b] = true
 			}
 		}
 		changed := false
 		for sub := 0; sub < nS; sub++ {
-			r := s.subRes[sub]
-			if s.nCls[r] == 0 || s.flowsOn[sub] == 0 {
+			if s.clsName[sub] == "" || s.flowsOn[sub] == 0 {
 				continue
 			}
 			k := !s.wants[sub]
 			u := g.used[sub]
-			if k != s.known[sub] || (k && math.Abs(u-s.kdem[sub]) > classTol*s.resid[r]) {
+			if k != s.known[sub] || (k && math.Abs(u-s.kdem[sub]) > classTol*s.resid[s.subRes[sub]]) {
 				changed = true
 			}
 			s.known[sub] = k
@@ -265,84 +274,61 @@ func (s *Solver) solveClasses(p *Problem) error {
 				s.kdem[sub] = u
 			}
 		}
+		if debugClasses {
+			fmt.Println("iter", s.iterations)
+			for sub := 0; sub < nS; sub++ {
+				fmt.Printf("  sub %d res %d cls %s cap %.6g used %.6g known %v kdem %.6g\n", sub, s.subRes[sub], s.clsName[sub], g.cap[sub], g.used[sub], s.known[sub], s.kdem[sub])
+			}
+		}
 		if !changed {
 			break
 		}
 	}
-	// Final pass without slack: satisfied classes get exactly their usage,
-	// which returns the slack to the classes that can use it. Rates change
-	// only at rounding level for satisfied classes (their sub-resource now
-	// saturates exactly when their last flow freezes elsewhere).
-	s.iterations++
-	for r := range p.Resources {
-		if s.nCls[r] > 0 {
-			s.splitClasses(r, 0)
-		}
-	}
-	return s.runEngine(p)
+	return nil
 }
 
-// splitClasses sets the capacities of resource r's class sub-resources: a
-// weighted water-filling of its residual capacity over its classes, where a
-// known class demands its known usage (plus slack) and the others demand
-// without bound. If every class is known, the capacity left over is spread
-// by weight so that none is lost.
-func (s *Solver) splitClasses(r int, slack float64) {
+// splitClasses sets the capacities of resource r's class sub-resources to
+// λ·weight, where λ is the level of a weighted water-filling of r's residual
+// capacity over its classes in which a known class demands its known usage
+// and the others demand without bound (λ = +Inf if every class is known and
+// they all fit). The aggregate sub-resource keeps the split feasible while
+// the iteration has not converged.
+func (s *Solver) splitClasses(r int) {
 	g := &s.eng
 	R := s.resid[r]
-	b, n := int(s.subBase[r]), int(s.nCls[r])
-	if math.IsInf(R, 1) {
-		for sub := b; sub < b+n; sub++ {
-			g.cap[sub] = R
-		}
-		return
-	}
+	b, n := int(s.subBase[r])+1, int(s.nCls[r])
 	rem, wsum := R, 0.0
-	// known2 marks settled classes here.
 	for sub := b; sub < b+n; sub++ {
-		if s.flowsOn[sub] == 0 {
-			g.cap[sub] = 0
-			s.known2[sub] = true
-			continue
+		s.settled[sub] = s.flowsOn[sub] == 0
+		if !s.settled[sub] {
+			wsum += s.clsW[sub]
 		}
-		s.known2[sub] = false
-		wsum += s.clsW[sub]
 	}
-	wPresent := wsum
-	for wsum > 0 {
-		lambda := rem / wsum
+	lambda := math.Inf(1)
+	for wsum > 0 && !math.IsInf(R, 1) {
+		lambda = rem / wsum
 		progress := false
 		for sub := b; sub < b+n; sub++ {
-			if s.known2[sub] || !s.known[sub] {
+			if s.settled[sub] || !s.known[sub] {
 				continue
 			}
-			q := s.kdem[sub]*(1+slack) + slack*R
-			if q <= lambda*s.clsW[sub] {
-				g.cap[sub] = q
+			if q := s.kdem[sub]; q <= lambda*s.clsW[sub] {
 				rem -= q
 				wsum -= s.clsW[sub]
-				s.known2[sub] = true
+				s.settled[sub] = true
 				progress = true
 			}
 		}
 		if !progress {
 			break
 		}
+		lambda = math.Inf(1)
 	}
-	if wsum > 0 {
-		lambda := max(rem, 0) / wsum
-		for sub := b; sub < b+n; sub++ {
-			if !s.known2[sub] {
-				g.cap[sub] = lambda * s.clsW[sub]
-			}
-		}
-		return
-	}
-	if wPresent > 0 && rem > 0 {
-		for sub := b; sub < b+n; sub++ {
-			if s.flowsOn[sub] > 0 {
-				g.cap[sub] += rem * s.clsW[sub] / wPresent
-			}
+	for sub := b; sub < b+n; sub++ {
+		if s.flowsOn[sub] == 0 {
+			g.cap[sub] = 0
+		} else {
+			g.cap[sub] = max(0, lambda*s.clsW[sub])
 		}
 	}
 }

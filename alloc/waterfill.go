@@ -48,7 +48,17 @@ type engine struct {
 	order     []int32
 	h         idxHeap
 	remaining int
+
+	// With usePrio, events within tieTol of each other are ties, resolved
+	// by prio (lower first) and then by index; a flow's demand wins ties.
+	usePrio bool
+	prio    []uint8
+	batch   []int32
 }
+
+// tieTol is the relative difference under which two saturation levels are
+// treated as equal when attributing flows to sub-resources.
+const tieTol = 1e-12
 
 // reset sizes the engine for nSub sub-resources and nFlow flows and empties
 // the use lists. The caller then fills cap, w, dem and appends uses with
@@ -169,7 +179,7 @@ func (g *engine) run() int {
 		if math.IsInf(ld, 1) && math.IsInf(lr, 1) {
 			break
 		}
-		if ld <= lr {
+		if ld <= lr || (g.usePrio && ld <= lr+tieTol*lr) {
 			f := g.order[di]
 			di++
 			L = max(L, ld)
@@ -178,11 +188,28 @@ func (g *engine) run() int {
 		}
 		s := g.h.pop()
 		L = max(L, lr)
-		g.level[s] = L
-		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
-			if f := g.subFlow[k]; g.active[f] {
-				g.freeze(f, g.w[f]*L, L, s)
-			}
+		if !g.usePrio {
+			g.saturate(s, L)
+			continue
+		}
+		// Sub-resources that saturate at the same level (within tieTol)
+		// are saturated together, in priority order, so that a flow held
+		// by several is attributed to the one of lowest priority value.
+		g.batch = append(g.batch[:0], s)
+		for g.h.len() > 0 && g.h.minKey() <= L+tieTol*L {
+			g.batch = append(g.batch, g.h.pop())
+		}
+		if len(g.batch) > 1 {
+			prio := g.prio
+			slices.SortFunc(g.batch, func(a, b int32) int {
+				if c := cmp.Compare(prio[a], prio[b]); c != 0 {
+					return c
+				}
+				return cmp.Compare(a, b)
+			})
+		}
+		for _, s := range g.batch {
+			g.saturate(s, L)
 		}
 	}
 	if g.remaining > 0 {
@@ -193,6 +220,16 @@ func (g *engine) run() int {
 		}
 	}
 	return -1
+}
+
+// saturate marks sub-resource s saturated at level L and freezes its flows.
+func (g *engine) saturate(s int32, L float64) {
+	g.level[s] = L
+	for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
+		if f := g.subFlow[k]; g.active[f] {
+			g.freeze(f, g.w[f]*L, L, s)
+		}
+	}
 }
 
 // freeze fixes flow f at allocation val (water level L) and updates the
@@ -266,11 +303,13 @@ func (h *idxHeap) reset(n int) {
 	}
 }
 
-func (h *idxHeap) len() int               { return len(h.items) }
-func (h *idxHeap) contains(i int32) bool  { return h.pos[i] >= 0 }
-func (h *idxHeap) minKey() float64        { return h.key[h.items[0]] }
-func (h *idxHeap) less(a, b int32) bool   { return h.key[a] < h.key[b] || (h.key[a] == h.key[b] && a < b) }
-func (h *idxHeap) keyOf(i int32) float64  { return h.key[i] }
+func (h *idxHeap) len() int              { return len(h.items) }
+func (h *idxHeap) contains(i int32) bool { return h.pos[i] >= 0 }
+func (h *idxHeap) minKey() float64       { return h.key[h.items[0]] }
+func (h *idxHeap) less(a, b int32) bool {
+	return h.key[a] < h.key[b] || (h.key[a] == h.key[b] && a < b)
+}
+func (h *idxHeap) keyOf(i int32) float64        { return h.key[i] }
 func (h *idxHeap) setKeyRaw(i int32, k float64) { h.key[i] = k }
 
 // push appends without restoring order; call heapify afterwards.

@@ -2,6 +2,7 @@ package place_test
 
 import (
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -272,5 +273,29 @@ func BenchmarkReservations(b *testing.B) {
 		if err := place.Admit(s, top); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestDocExamplesAdmitted checks that every complete scenario in
+// docs/scenarios.md passes admission control.
+func TestDocExamplesAdmitted(t *testing.T) {
+	data, err := os.ReadFile("../docs/scenarios.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, block := range strings.Split(string(data), "```yaml\n")[1:] {
+		block = block[:strings.Index(block, "```")]
+		if !strings.HasPrefix(block, "name:") {
+			continue
+		}
+		n++
+		s, top := load(t, block)
+		if err := place.Admit(s, top); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+	}
+	if n == 0 {
+		t.Error("no examples found")
 	}
 }

@@ -201,13 +201,15 @@ func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, err
 }
 
 func (e *engine) buildVMs() error {
-	for _, t := range e.sc.Tenants {
-		for _, v := range t.VMs {
+	for ti := range e.sc.Tenants {
+		t := &e.sc.Tenants[ti]
+		for vi := range t.VMs {
+			v := &t.VMs[vi]
 			n, ok := e.tp.Node(v.Server)
 			if !ok || n.Kind != topo.Server {
 				return fmt.Errorf("sim: %s: VM %q: unknown server %q", e.sc.File, v.Name, v.Server)
 			}
-			in, out := e.sc.VMGuarantee(v.Name)
+			in, out := t.Hose(v)
 			e.vmIdx[v.Name] = len(e.vms)
 			e.vms = append(e.vms, vmInfo{name: v.Name, tenant: t.Name, host: n.ID, in: in, out: out,
 				egRate: math.Inf(1), inRate: math.Inf(1), egRes: -1, inRes: -1})

@@ -159,7 +159,9 @@ func TestAccessors(t *testing.T) {
 	}
 
 	d := 10 * time.Second
-	ph := func(a, b time.Duration) spec.Phase { return spec.Phase{Start: spec.Duration(a), Stop: spec.Duration(b)} }
+	ph := func(a, b time.Duration) spec.Phase {
+		return spec.Phase{Start: spec.Duration(a), Stop: spec.Duration(b)}
+	}
 	intervals := []struct {
 		w    int
 		want []spec.Phase

@@ -91,7 +91,9 @@ type Tenant struct {
 }
 
 // VM is one virtual machine, placed on a server. Names are unique in the
-// scenario. Guarantee/In/Out override the tenant's defaults.
+// scenario. Guarantee/In/Out override the tenant's defaults; Tenant.Hose
+// resolves them (each direction: the first nonzero of the VM's In/Out, the
+// VM's Guarantee, the tenant's In/Out, the tenant's Guarantee).
 type VM struct {
 	Name      string `yaml:"name"`
 	Server    string `yaml:"server"`
@@ -143,7 +145,8 @@ type SizeDist struct {
 	Dist  string  `yaml:"dist"`            // fixed | exponential | pareto | lognormal | cdf
 	Mean  Bytes   `yaml:"mean,omitempty"`  // fixed, exponential, pareto, lognormal
 	Shape float64 `yaml:"shape,omitempty"` // pareto alpha (default 1.2); lognormal sigma (default 1)
-	// CDF points (size, cumulative probability), increasing in both, ending at 1.
+	// CDF points (size, cumulative probability): sizes strictly increasing,
+	// p non-decreasing in [0, 1], the last p exactly 1.
 	CDF []CDFPoint `yaml:"cdf,omitempty"`
 }
 

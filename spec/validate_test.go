@@ -58,7 +58,10 @@ func TestValidationErrors(t *testing.T) {
 				`scenario.yaml: outputs.sample: 20s is longer than duration 10s`}},
 		{"too many ticks", func(s *spec.Scenario) { s.DT = dur(10 * time.Nanosecond) },
 			[]string{`scenario.yaml: dt: duration 10s at dt 10ns is 1000000000 ticks; at most 100000000 are allowed`}},
-		{"sample shorter than dt", func(s *spec.Scenario) { s.DT = dur(10 * time.Millisecond); s.Outputs.Sample = dur(5 * time.Millisecond) },
+		{"sample shorter than dt", func(s *spec.Scenario) {
+			s.DT = dur(10 * time.Millisecond)
+			s.Outputs.Sample = dur(5 * time.Millisecond)
+		},
 			[]string{`scenario.yaml: outputs.sample: 5ms is shorter than dt 10ms`}},
 		{"sample longer than duration", func(s *spec.Scenario) { s.Outputs.Sample = dur(time.Minute) },
 			[]string{`scenario.yaml: outputs.sample: 1m0s is longer than duration 10s`}},
@@ -220,7 +223,10 @@ func TestValidationErrors(t *testing.T) {
 			s.Workloads[0].Start = dur(time.Second)
 			s.Workloads[0].Phases = []spec.Phase{{Start: dur(2 * time.Second)}}
 		}, []string{`scenario.yaml: workloads[0]: give start/stop or phases, not both`}},
-		{"stop before start", func(s *spec.Scenario) { s.Workloads[0].Start = dur(5 * time.Second); s.Workloads[0].Stop = dur(time.Second) },
+		{"stop before start", func(s *spec.Scenario) {
+			s.Workloads[0].Start = dur(5 * time.Second)
+			s.Workloads[0].Stop = dur(time.Second)
+		},
 			[]string{`scenario.yaml: workloads[0].stop: 1s is not after start 5s`}},
 		{"stop after the run", func(s *spec.Scenario) { s.Workloads[0].Stop = dur(11 * time.Second) },
 			[]string{`scenario.yaml: workloads[0].stop: 11s is after the end of the run (duration 10s)`}},
