@@ -11,6 +11,11 @@
 // Every function here is a pure function of its inputs; a Solver only keeps
 // scratch buffers so that repeated solves (one per simulator tick) do not
 // allocate.
+//
+// Files: waterfill.go is the water-filling engine every mechanism shares;
+// maxmin.go holds MaxMin, Solver and the class split of hierarchical
+// resources; drf.go DRF and FirstFit; hdrf.go HDRF; validate.go Validate and
+// Error; json.go SolveJSON (`bulkhead alloc`); scale.go PulsarScale.
 package alloc
 
 import "math"

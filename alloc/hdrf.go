@@ -37,11 +37,23 @@ import (
 //     raises τ; such groups are served one at a time (lowest τ, then lowest
 //     group index), as the discrete scheduler would.
 //
-// With one flow per group it is exactly DRF, and so it is with a single
-// group. Events (saturations, demands met, a group's dominant resource
-// changing, groups catching up) are processed with heaps of resources and
-// groups; a group's state is recomputed in O(resources it uses) when one of
-// its flows freezes.
+// Relation to the paper: H-DRF is defined there for discrete tasks, by a
+// scheduler that repeatedly walks down the tree to the child with the
+// lowest (weighted) dominant share, computing an internal node's share from
+// its children's consumption vectors with the non-blocked ones rescaled to
+// the smallest non-blocked dominant share and saturated resources ignored;
+// its static form is the limit of that process. This is the same process
+// in continuous form for two levels. The tests check it against a
+// small-step discrete scheduler (agreement within the step size) and check
+// that with one flow per group, or a single group, it is exactly DRF.
+// Pulsar uses H-DRF for its global allocation with groups = tenants and
+// weights derived from their guarantees: set GroupWeights accordingly.
+//
+// Events (saturations, demands met, a group's dominant resource changing,
+// groups catching up) are processed with heaps of resources and groups; a
+// group's state is recomputed in O(resources it uses) when one of its
+// flows freezes (the §6.4 instance, 24,000 flows in ~230 tenants, takes
+// ~25 ms).
 func HDRF(p *VectorProblem) ([]float64, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -58,12 +70,16 @@ const (
 	gsDone
 )
 
+// hdrf is the state of one HDRF computation. Group levels are functions of
+// a common clock T (the share of the running groups); resources' loads are
+// kept as load at rT0 plus rLam·(T − rT0).
 type hdrf struct {
 	p *VectorProblem
 	x []float64
 
-	// Live flows (they demand a finite-capacity resource, none of
-	// capacity 0): index i into p.Flows.
+	// Live flows: they demand a finite-capacity resource and none of
+	// capacity 0 (flowOf maps them to p.Flows). Sorted by group, then by
+	// the level at which they are met.
 	fg       []int32   // group
 	fw       []float64 // weight
 	fdom     []float64 // dominant share at x = 1

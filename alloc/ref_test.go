@@ -240,6 +240,25 @@ func near(a, b, scale float64) bool {
 	return math.Abs(a-b) <= checkTol*(scale+math.Abs(a)+math.Abs(b))
 }
 
+// checkFeasible verifies capacities, demands and floors only.
+func checkFeasible(p *Problem, x []float64) error {
+	load := make([]float64, len(p.Resources))
+	for i, f := range p.Flows {
+		if x[i] < f.Floor-checkTol*(1+f.Floor) || x[i] > f.Demand+checkTol*(1+f.Demand) {
+			return fmt.Errorf("flow %s: rate %g outside [floor %g, demand %g]", f.ID, x[i], f.Floor, f.Demand)
+		}
+		for _, u := range f.Uses {
+			load[u.Resource] += u.Coef * x[i]
+		}
+	}
+	for r, res := range p.Resources {
+		if load[r] > res.Capacity*(1+checkTol)+checkTol {
+			return fmt.Errorf("resource %s: load %g > capacity %g", res.ID, load[r], res.Capacity)
+		}
+	}
+	return nil
+}
+
 // checkMaxMin verifies feasibility, demands, floors and the (hierarchical)
 // bottleneck condition of rates for p.
 func checkMaxMin(p *Problem, x []float64) error {

@@ -7,9 +7,10 @@ import (
 	"strings"
 )
 
-// Error is a validation error. It names what is at fault precisely enough
-// for a caller to point at it in its own input (the JSON layer turns it into
-// a field path such as flows[2].weight).
+// Error is an input error (invalid problem, or a flow nothing bounds). It
+// names what is at fault precisely enough for a caller to point at it in
+// its own input (the JSON layer turns it into a field path such as
+// flows[2].weight).
 type Error struct {
 	Flow     int    // index into Flows, or -1
 	Resource int    // index into Resources, or -1
@@ -42,8 +43,8 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-func flowErr(i int, id string, use int, field, format string, args ...any) *Error {
-	return &Error{Flow: i, Resource: -1, Use: use, ID: id, Field: field, Msg: fmt.Sprintf(format, args...)}
+func flowErr[I int | int32](i I, id string, use int, field, format string, args ...any) *Error {
+	return &Error{Flow: int(i), Resource: -1, Use: use, ID: id, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 func resErr(r int, id, field, format string, args ...any) *Error {
@@ -79,10 +80,15 @@ func validateResources(rs []Resource, ids map[string]int, vector bool) error {
 		if res.ID == "" {
 			return resErr(r, "", "id", "empty id")
 		}
-		if j, dup := ids[res.ID]; dup {
+		n := len(ids)
+		ids[res.ID] = r
+		if len(ids) == n {
+			j := 0
+			for rs[j].ID != res.ID {
+				j++
+			}
 			return resErr(r, res.ID, "id", "duplicate resource id %q (also resource %d)", res.ID, j)
 		}
-		ids[res.ID] = r
 		if math.IsNaN(res.Capacity) || res.Capacity < 0 {
 			return resErr(r, res.ID, "capacity", "must be ≥ 0, got %s", num(res.Capacity))
 		}
@@ -114,10 +120,15 @@ func validateProblem(p *Problem, ids map[string]int, floorLoad []float64) error 
 		if f.ID == "" {
 			return flowErr(i, "", -1, "id", "empty id")
 		}
-		if j, dup := ids[f.ID]; dup {
+		n := len(ids)
+		ids[f.ID] = i
+		if len(ids) == n {
+			j := 0
+			for p.Flows[j].ID != f.ID {
+				j++
+			}
 			return flowErr(i, f.ID, -1, "id", "duplicate flow id %q (also flow %d)", f.ID, j)
 		}
-		ids[f.ID] = i
 		if !(f.Weight > 0) || math.IsInf(f.Weight, 1) {
 			return flowErr(i, f.ID, -1, "weight", "must be > 0 and finite, got %s", num(f.Weight))
 		}

@@ -40,12 +40,13 @@ type engine struct {
 	// scratch
 	subStart  []int32
 	subFlow   []int32
+	subCoef   []float64
+	satList   []int32 // sub-resources in the order they saturated
 	slope     []float64
 	slopeRef  []float64 // slope when last computed exactly
 	cnt       []int32
 	active    []bool
-	dl        []float64
-	order     []int32
+	order     []demandEvent
 	h         idxHeap
 	remaining int
 
@@ -54,6 +55,9 @@ type engine struct {
 	usePrio bool
 	prio    []uint8
 	batch   []int32
+
+	mark    []bool  // per sub-resource: in touched
+	touched []int32 // sub-resources whose heap key is stale
 }
 
 // tieTol is the relative difference under which two saturation levels are
@@ -80,6 +84,12 @@ func (g *engine) addUse(s int32, c float64) {
 
 func (g *engine) endFlow() { g.useStart = append(g.useStart, int32(len(g.useSub))) }
 
+// demandEvent is a flow and the water level at which it meets its demand.
+type demandEvent struct {
+	level float64
+	f     int32
+}
+
 // grow returns s resliced (or reallocated) to length n; contents undefined.
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
@@ -98,11 +108,13 @@ func (g *engine) run() int {
 	g.level = grow(g.level, nS)
 	g.slope = grow(g.slope, nS)
 	g.slopeRef = grow(g.slopeRef, nS)
+	g.mark = grow(g.mark, nS)
 	g.cnt = grow(g.cnt, nS)
 	g.active = grow(g.active, nF)
-	g.dl = grow(g.dl, nF)
 	g.subStart = grow(g.subStart, nS+1)
 	g.subFlow = grow(g.subFlow, len(g.useSub))
+	g.subCoef = grow(g.subCoef, len(g.useSub))
+	g.satList = g.satList[:0]
 
 	// Sub-resource → flows (CSR), initial slopes.
 	for s := 0; s <= nS; s++ {
@@ -113,23 +125,32 @@ func (g *engine) run() int {
 		g.slope[s] = 0
 		g.cnt[s] = 0
 		g.level[s] = math.Inf(1)
+		g.mark[s] = false
 	}
+	g.touched = g.touched[:0]
 	for _, s := range g.useSub {
 		g.subStart[s+1]++
 	}
 	for s := 0; s < nS; s++ {
 		g.subStart[s+1] += g.subStart[s]
 	}
+	// Locals keep the compiler from reloading the slice headers after
+	// every store.
+	useStart, useSub, useCoef := g.useStart, g.useSub, g.useCoef
+	subStart, subFlow, subCoef := g.subStart, g.subFlow, g.subCoef
+	cnt, slope, w := g.cnt, g.slope, g.w
 	for f := 0; f < nF; f++ {
 		g.active[f] = true
 		g.e[f] = 0
 		g.by[f] = byDemand
-		wf := g.w[f]
-		for k := g.useStart[f]; k < g.useStart[f+1]; k++ {
-			s := g.useSub[k]
-			g.subFlow[g.subStart[s]+g.cnt[s]] = int32(f)
-			g.cnt[s]++
-			g.slope[s] += g.useCoef[k] * wf
+		wf := w[f]
+		for k := useStart[f]; k < useStart[f+1]; k++ {
+			s, c := useSub[k], useCoef[k]
+			pos := subStart[s] + cnt[s]
+			subFlow[pos] = int32(f)
+			subCoef[pos] = c
+			cnt[s]++
+			slope[s] += c * wf
 		}
 	}
 
@@ -143,34 +164,33 @@ func (g *engine) run() int {
 	}
 	g.h.heapify()
 
-	// Flows by demand level.
+	// Flows by demand level (flows with equal levels in index order).
 	g.order = g.order[:0]
 	for f := 0; f < nF; f++ {
 		if !math.IsInf(g.dem[f], 1) {
-			g.dl[f] = g.dem[f] / g.w[f]
-			g.order = append(g.order, int32(f))
-		} else {
-			g.dl[f] = math.Inf(1)
+			g.order = append(g.order, demandEvent{g.dem[f] / g.w[f], int32(f)})
 		}
 	}
-	dl := g.dl
-	slices.SortFunc(g.order, func(a, b int32) int {
-		if c := cmp.Compare(dl[a], dl[b]); c != 0 {
-			return c
+	slices.SortFunc(g.order, func(a, b demandEvent) int {
+		if a.level < b.level {
+			return -1
 		}
-		return cmp.Compare(a, b)
+		if a.level > b.level {
+			return 1
+		}
+		return int(a.f - b.f)
 	})
 
 	L := 0.0
 	g.remaining = nF
 	di := 0
 	for g.remaining > 0 {
-		for di < len(g.order) && !g.active[g.order[di]] {
+		for di < len(g.order) && !g.active[g.order[di].f] {
 			di++
 		}
 		ld := math.Inf(1)
 		if di < len(g.order) {
-			ld = g.dl[g.order[di]]
+			ld = g.order[di].level
 		}
 		lr := math.Inf(1)
 		if g.h.len() > 0 {
@@ -180,7 +200,7 @@ func (g *engine) run() int {
 			break
 		}
 		if ld <= lr || (g.usePrio && ld <= lr+tieTol*lr) {
-			f := g.order[di]
+			f := g.order[di].f
 			di++
 			L = max(L, ld)
 			g.freeze(f, g.dem[f], L, byDemand)
@@ -225,9 +245,43 @@ func (g *engine) run() int {
 // saturate marks sub-resource s saturated at level L and freezes its flows.
 func (g *engine) saturate(s int32, L float64) {
 	g.level[s] = L
+	g.satList = append(g.satList, s)
 	for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
 		if f := g.subFlow[k]; g.active[f] {
-			g.freeze(f, g.w[f]*L, L, s)
+			g.freezeOnly(f, g.w[f]*L, s)
+		}
+	}
+	g.flush(L)
+}
+
+// sensitivity computes dx, the derivative of the last run's allocation
+// along a change dcap of the sub-resource capacities, holding the run's
+// event structure (which sub-resource froze which flow, in which order)
+// fixed: the allocation is piecewise linear in the capacities and this is
+// its slope on the current piece. A sub-resource's level is L = (cap −
+// load of the flows frozen before it) / Σ coef·w of the flows it froze.
+func (g *engine) sensitivity(dcap, dx []float64) {
+	for f := range dx {
+		dx[f] = 0
+	}
+	for _, s := range g.satList {
+		num, den := dcap[s], 0.0
+		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
+			f, c := g.subFlow[k], g.subCoef[k]
+			if g.by[f] == s {
+				den += c * g.w[f]
+			} else {
+				num -= c * dx[f]
+			}
+		}
+		if den == 0 {
+			continue
+		}
+		dL := num / den
+		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
+			if f := g.subFlow[k]; g.by[f] == s {
+				dx[f] = g.w[f] * dL
+			}
 		}
 	}
 }
@@ -235,6 +289,14 @@ func (g *engine) saturate(s int32, L float64) {
 // freeze fixes flow f at allocation val (water level L) and updates the
 // saturation levels of the sub-resources it uses.
 func (g *engine) freeze(f int32, val, L float64, by int32) {
+	g.freezeOnly(f, val, by)
+	g.flush(L)
+}
+
+// freezeOnly fixes flow f at allocation val and updates the loads and
+// slopes of its sub-resources, deferring their heap updates to flush (a
+// saturation freezes many flows that share sub-resources).
+func (g *engine) freezeOnly(f int32, val float64, by int32) {
 	g.active[f] = false
 	g.e[f] = val
 	g.by[f] = by
@@ -248,14 +310,30 @@ func (g *engine) freeze(f int32, val, L float64, by int32) {
 		if !g.h.contains(s) {
 			continue
 		}
+		g.slope[s] -= c * wf
+		if !g.mark[s] {
+			g.mark[s] = true
+			g.touched = append(g.touched, s)
+		}
+	}
+}
+
+// flush updates the heap keys of the sub-resources touched since the last
+// flush, at water level L.
+func (g *engine) flush(L float64) {
+	for _, s := range g.touched {
+		g.mark[s] = false
+		if !g.h.contains(s) {
+			continue
+		}
 		if g.cnt[s] == 0 {
 			g.slope[s] = 0
 			g.h.remove(s)
 			continue
 		}
-		g.slope[s] -= c * wf
 		g.h.fix(s, g.satLevel(s, L))
 	}
+	g.touched = g.touched[:0]
 }
 
 // satLevel is the level at which sub-resource s saturates, at least L.
@@ -309,8 +387,6 @@ func (h *idxHeap) minKey() float64       { return h.key[h.items[0]] }
 func (h *idxHeap) less(a, b int32) bool {
 	return h.key[a] < h.key[b] || (h.key[a] == h.key[b] && a < b)
 }
-func (h *idxHeap) keyOf(i int32) float64        { return h.key[i] }
-func (h *idxHeap) setKeyRaw(i int32, k float64) { h.key[i] = k }
 
 // push appends without restoring order; call heapify afterwards.
 func (h *idxHeap) push(i int32, k float64) {

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -665,8 +666,8 @@ func TestWriteComparison(t *testing.T) {
 }
 
 // bigInput is 3000 samples × 300 pairs: 10 tenants of 31 VMs (30 senders to
-// one receiver) over a two-level tree; demands change every 10 samples.
-func bigInput() Input {
+// one receiver) over a two-level tree; demands change every `every` samples.
+func bigInput(every int) Input {
 	in := Input{Scenario: "big", Mechanism: "bench", Interval: 10 * time.Millisecond, Units: "Mbps", UnitScale: mbps}
 	in.LinkCapacity = []float64{10000 * mbps} // core
 	for ti := 0; ti < 10; ti++ {
@@ -684,7 +685,7 @@ func bigInput() Input {
 	}
 	for k := 0; k < 3000; k++ {
 		s := Sample{T: time.Duration(k+1) * in.Interval, Pairs: make([]PairSample, len(in.Pairs))}
-		phase := k / 10
+		phase := k / every
 		for i := range s.Pairs {
 			d := inf
 			if (i+phase)%4 == 0 {
@@ -704,7 +705,7 @@ func TestEvaluateBig(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	r, err := Evaluate(bigInput())
+	r, err := Evaluate(bigInput(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -719,12 +720,18 @@ func TestEvaluateBig(t *testing.T) {
 	}
 }
 
+// BenchmarkEvaluate: 3000 samples × 300 pairs, demands changing every
+// sample (worst case) or every 10.
 func BenchmarkEvaluate(b *testing.B) {
-	in := bigInput()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Evaluate(in); err != nil {
-			b.Fatal(err)
-		}
+	for _, every := range []int{1, 10} {
+		b.Run(fmt.Sprintf("change-every-%d", every), func(b *testing.B) {
+			in := bigInput(every)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Evaluate(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -80,11 +80,10 @@ type pairState struct {
 	boundedOffered  float64 // Σ rates of active capped TCP and UDP connections
 
 	// since the source / destination agent's last step
-	txBits, rxBits   float64
-	txLoss, rxLoss   float64
-	boundTicks       int
-	srcTicks         int
-	seenSrc, seenDst bool
+	txBits, rxBits float64
+	txLoss, rxLoss float64
+	boundTicks     int
+	srcTicks       int
 
 	// since the last sample
 	sampleBits      float64
