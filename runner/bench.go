@@ -13,7 +13,10 @@ import (
 
 // BenchScenario is the simulator benchmark: two tenants of 10 VMs each on a
 // two-tier tree (4 racks × 10 servers, 1 Gbps edges, 4:1 oversubscribed
-// core), 20 cross-rack VM pairs × conns/20 bulk TCP connections, 1 ms ticks.
+// core), 20 cross-rack VM pairs × conns/20 TCP connections, 1 ms ticks.
+// Tenant A's pairs are bulk; tenant B's are on/off with exponential 50 ms
+// periods, so the allocation changes every few ticks, as it does in a
+// datacenter with churn.
 func BenchScenario(conns int, duration time.Duration) (*Scenario, error) {
 	if conns < 20 || conns%20 != 0 {
 		return nil, fmt.Errorf("bench scenario: connections must be a positive multiple of 20, got %d", conns)
@@ -31,8 +34,12 @@ func BenchScenario(conns int, duration time.Duration) (*Scenario, error) {
 	for _, t := range []string{"a", "b"} {
 		for i := 1; i <= 10; i++ {
 			dst := (i % 10) + 1
-			fmt.Fprintf(&b, "  - {tenant: %s, kind: tcp, src: %s%d, dst: %s%d, connections: %d}\n",
-				strings.ToUpper(t), t, i, t, dst, conns/20)
+			kind := "kind: tcp"
+			if t == "b" {
+				kind = "kind: onoff, on: 50ms, off: 50ms, exponential: true"
+			}
+			fmt.Fprintf(&b, "  - {tenant: %s, %s, src: %s%d, dst: %s%d, connections: %d}\n",
+				strings.ToUpper(t), kind, t, i, t, dst, conns/20)
 		}
 	}
 	sc, err := spec.Parse([]byte(b.String()), "bench.yaml")
