@@ -11,17 +11,18 @@ import "time"
 
 // Scenario is one runnable scenario file.
 type Scenario struct {
-	Name        string     `yaml:"name"`
-	Description string     `yaml:"description,omitempty"`
-	Units       string     `yaml:"units,omitempty"` // report unit: bps, Kbps, Mbps (default), Gbps
-	Duration    Duration   `yaml:"duration"`        // simulated time
-	DT          Duration   `yaml:"dt,omitempty"`    // tick; default 1ms
-	Seed        int64      `yaml:"seed,omitempty"`  // default 1
-	Topology    Topology   `yaml:"topology"`
-	Tenants     []Tenant   `yaml:"tenants"`
-	Workloads   []Workload `yaml:"workloads"`
-	Mechanism   Mechanism  `yaml:"mechanism,omitempty"` // default: none
-	Outputs     Outputs    `yaml:"outputs,omitempty"`
+	Name        string      `yaml:"name"`
+	Description string      `yaml:"description,omitempty"`
+	Units       string      `yaml:"units,omitempty"` // report unit: bps, Kbps, Mbps (default), Gbps
+	Duration    Duration    `yaml:"duration"`        // simulated time
+	DT          Duration    `yaml:"dt,omitempty"`    // tick; default 1ms
+	Seed        int64       `yaml:"seed,omitempty"`  // default 1
+	Topology    Topology    `yaml:"topology"`
+	Tenants     []Tenant    `yaml:"tenants"`
+	Appliances  []Appliance `yaml:"appliances,omitempty"`
+	Workloads   []Workload  `yaml:"workloads"`
+	Mechanism   Mechanism   `yaml:"mechanism,omitempty"` // default: none
+	Outputs     Outputs     `yaml:"outputs,omitempty"`
 
 	// File is the path the scenario was read from (for error messages).
 	File string `yaml:"-"`
@@ -88,6 +89,8 @@ type Tenant struct {
 	// is not best-effort needs a nonzero guarantee in at least one
 	// direction.
 	BestEffort bool `yaml:"best_effort,omitempty"`
+	// VDC adds appliance guarantees and allocation policy (Pulsar).
+	VDC *VDC `yaml:"vdc,omitempty"`
 }
 
 // VM is one virtual machine, placed on a server. Names are unique in the
@@ -126,6 +129,14 @@ type Workload struct {
 	Exponential bool      `yaml:"exponential,omitempty"`
 	ArrivalRate float64   `yaml:"arrival_rate,omitempty"`
 	Sizes       *SizeDist `yaml:"sizes,omitempty"`
+
+	// requests: every VM in Src sends requests to Appliance with the given
+	// Mix, closed-loop with Outstanding requests per VM or open-loop at
+	// RequestRate requests/s per VM.
+	Appliance   string        `yaml:"appliance,omitempty"`
+	Mix         []RequestType `yaml:"mix,omitempty"`
+	Outstanding int           `yaml:"outstanding,omitempty"`
+	RequestRate float64       `yaml:"request_rate,omitempty"`
 
 	// Phases when the workload is active; Start/Stop are a shorthand for a
 	// single phase. With neither, it runs for the whole scenario.
