@@ -62,6 +62,12 @@ type Report struct {
 	IdealThroughput       float64        `json:"ideal_throughput"`
 	FCT                   *FCTStats      `json:"fct,omitempty"`
 	Tenants               []TenantReport `json:"tenants"`
+	// Appliances: per tenant and appliance, token throughput against the
+	// VDC guarantee (scenarios with appliances only).
+	TokenUnits string            `json:"token_units,omitempty"`
+	TokenScale float64           `json:"token_scale,omitempty"`
+	Appliances []ApplianceReport `json:"appliances,omitempty"`
+	Estimates  []EstimateSeries  `json:"capacity_estimates,omitempty"`
 
 	// Times holds the end of every sample interval, in seconds; tenants'
 	// Series are indexed like it. Not serialised (see timeseries.csv).
@@ -312,6 +318,9 @@ func Evaluate(in Input) (*Report, error) {
 		r.Tenants[tenantIdx[p.Tenant]].Pairs++
 	}
 	r.Jain = Jain(jx)
+	if err := evaluateAppliances(&in, r); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

@@ -24,6 +24,30 @@ type Pair struct {
 type Sample struct {
 	T     time.Duration
 	Pairs []PairSample // indexed like Input.Pairs
+	// Requests is the throughput of each request flow, indexed like
+	// Input.RequestFlows.
+	Requests []RequestSample
+}
+
+// RequestFlow is a VM's request stream to an appliance (Pulsar).
+type RequestFlow struct {
+	Tenant    string
+	Src       string
+	Appliance string
+}
+
+// RequestSample is a request flow's throughput over one sample interval.
+type RequestSample struct {
+	Requests float64 // requests/s served
+	Tokens   float64 // tokens/s at the appliance (its virtual cost)
+}
+
+// Estimate is a controller's capacity estimate of an appliance at one
+// control step (tokens/s).
+type Estimate struct {
+	T         time.Duration
+	Appliance string
+	Tokens    float64
 }
 
 // FCT is one finished flow.
@@ -51,6 +75,13 @@ type Input struct {
 	Pairs        []Pair
 	Samples      []Sample
 	FCTs         []FCT
+	// Request flows to appliances and the tenants' appliance guarantees
+	// (tokens/s per appliance), and capacity estimates if the mechanism
+	// makes them.
+	RequestFlows        []RequestFlow
+	ApplianceGuarantees map[string]map[string]float64 // tenant → appliance → tokens/s
+	TokenScale          float64                       // tokens/s per report unit for appliance throughput
+	Estimates           []Estimate
 }
 
 // Tenant as the oracle sees it.

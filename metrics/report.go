@@ -58,6 +58,10 @@ func WriteReport(dir string, r *Report, plots bool) error {
 			names = append(names, FCTPlot)
 			makers = append(makers, fctPlot)
 		}
+		if len(r.Appliances) > 0 && len(r.Times) > 0 {
+			names = append(names, AppliancePlot)
+			makers = append(makers, appliancePlot)
+		}
 		for i, mk := range makers {
 			f, err := mk(r)
 			if err != nil {
@@ -208,6 +212,14 @@ func summary(r *Report) []byte {
 			}
 		}
 		row("all", r.FCT)
+		b.WriteString("\n")
+	}
+	if len(r.Appliances) > 0 {
+		fmt.Fprintf(&b, "Appliances (end-to-end throughput in %s, over the samples where the tenant is active there):\n\n", r.TokenUnits)
+		b.WriteString("| appliance | tenant | guarantee | mean throughput | compliance |\n| --- | --- | ---: | ---: | ---: |\n")
+		for _, a := range r.Appliances {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", mdEscape(a.Appliance), mdEscape(a.Tenant), num(a.Guarantee), num(a.Mean), pct(a.Compliance))
+		}
 		b.WriteString("\n")
 	}
 	for _, t := range r.Tenants {

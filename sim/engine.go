@@ -85,6 +85,10 @@ type pairState struct {
 	boundTicks     int
 	srcTicks       int
 
+	// since the controller's last step
+	ctlBits            float64
+	ctlBound, ctlTicks int
+
 	// since the last sample
 	sampleBits      float64
 	unboundedTicks  int
@@ -141,6 +145,19 @@ type engine struct {
 	udpIn    []float64
 	sat      []bool
 
+	// appliances and request flows
+	apps      []applianceState
+	appIdx    map[string]int
+	rflows    []rflow
+	rflowSlot []int // rflow index of each request flow in the network problem, after the TCP connections
+	appSolver alloc.Solver
+	appProb   alloc.Problem
+	appFlows  []int
+	appRates  []float64
+
+	// central controller (mechanisms implementing mech.Central)
+	ctl *controllerState
+
 	out *metrics.Input
 	now time.Duration
 }
@@ -184,15 +201,22 @@ func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, err
 		vmIdx:  map[string]int{},
 		pairIx: map[mech.PairID]int{},
 		hostN:  map[string]int{},
+		appIdx: map[string]int{},
 		dirty:  true,
 	}
 	if err := e.buildVMs(); err != nil {
+		return nil, err
+	}
+	if err := e.buildAppliances(); err != nil {
 		return nil, err
 	}
 	if err := e.buildWorkloads(); err != nil {
 		return nil, err
 	}
 	if err := e.buildAgents(); err != nil {
+		return nil, err
+	}
+	if err := e.buildController(); err != nil {
 		return nil, err
 	}
 	e.buildOutput()
@@ -350,6 +374,24 @@ func (e *engine) buildOutput() {
 	for _, p := range e.pairs {
 		in.Pairs = append(in.Pairs, metrics.Pair{Tenant: p.tenant, Src: p.id.Src, Dst: p.id.Dst, Links: p.links})
 	}
+	for _, f := range e.rflows {
+		in.RequestFlows = append(in.RequestFlows, metrics.RequestFlow{Tenant: f.tenant, Src: f.id.Src, Appliance: f.id.Dst})
+	}
+	if len(e.apps) > 0 {
+		in.TokenScale = e.sc.TokenScale()
+		in.ApplianceGuarantees = map[string]map[string]float64{}
+		for _, t := range e.sc.Tenants {
+			if t.VDC == nil {
+				continue
+			}
+			for _, g := range t.VDC.Appliances {
+				if in.ApplianceGuarantees[t.Name] == nil {
+					in.ApplianceGuarantees[t.Name] = map[string]float64{}
+				}
+				in.ApplianceGuarantees[t.Name][g.Appliance] = float64(g.Guarantee)
+			}
+		}
+	}
 	e.out = in
 }
 
@@ -373,8 +415,12 @@ func (e *engine) run(ctx context.Context) error {
 		if err := e.stepAgents(); err != nil {
 			return err
 		}
+		if err := e.stepController(); err != nil {
+			return err
+		}
 		e.physics()
 		e.account()
+		e.accountRequests()
 		end := e.now + e.dt
 		if end >= nextSample || end >= dur {
 			e.takeSample(end, end-lastSample)

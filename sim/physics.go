@@ -48,6 +48,10 @@ func (e *engine) buildResources() {
 		v.egRes = add(v.egRate, "egress:"+v.name)
 		v.inRes = add(v.inRate, "ingress:"+v.name)
 	}
+	for i := range e.rflows {
+		f := &e.rflows[i]
+		f.enfRes = add(f.enfRate, "enforcer:"+f.id.Src+"->"+f.id.Dst)
+	}
 	e.prob.Resources = res
 	R := len(res)
 	e.capacity = grow(e.capacity, R)
@@ -156,13 +160,42 @@ func (e *engine) solveUDP() {
 }
 
 // solveTCP shares what UDP leaves between TCP connections, one unit of
-// weight per connection, by weighted max-min.
+// weight per connection, by weighted max-min, together with the request
+// flows; where request flows meet appliances the appliance stage caps them
+// and the network is solved again until both stages agree.
 func (e *engine) solveTCP() {
 	for r := range e.prob.Resources {
 		e.prob.Resources[r].Capacity = math.Max(0, e.capacity[r]-e.udpLoad[r])
 	}
+	for i := range e.rflows {
+		e.rflows[i].appCap = math.Inf(1)
+	}
+	for iter := 0; ; iter++ {
+		e.solveNetwork()
+		if len(e.rflowSlot) == 0 || iter >= maxApplianceRounds {
+			break
+		}
+		if !e.applianceStage() {
+			break
+		}
+	}
+	for f, i := range e.tcpConns {
+		e.conns[i].rate = e.tcpRates[f]
+	}
+	for k, i := range e.rflowSlot {
+		e.rflows[i].rate = e.tcpRates[len(e.tcpConns)+k]
+	}
+}
+
+// maxApplianceRounds bounds the network/appliance alternation.
+const maxApplianceRounds = 8
+
+// solveNetwork builds and solves the max-min problem of TCP connections and
+// request flows.
+func (e *engine) solveNetwork() {
 	flows := e.prob.Flows[:0]
 	e.tcpConns = e.tcpConns[:0]
+	e.rflowSlot = e.rflowSlot[:0]
 	uses := e.uses[:0]
 	var buf []int
 	for i := range e.conns {
@@ -178,6 +211,7 @@ func (e *engine) solveTCP() {
 		flows = append(flows, alloc.Flow{ID: c.id, Demand: c.appCap, Weight: 1, Uses: uses[start:len(uses):len(uses)]})
 		e.tcpConns = append(e.tcpConns, i)
 	}
+	flows, uses = e.appendRequestFlows(flows, uses)
 	// uses may have been reallocated while appending: re-slice every flow
 	// into the final backing array.
 	off := 0
@@ -193,11 +227,14 @@ func (e *engine) solveTCP() {
 		if err := e.solver.Solve(&e.prob, e.tcpRates); err != nil {
 			// The problem is built from validated inputs; an error here is
 			// a bug, not bad input.
-			panic(fmt.Sprintf("sim: TCP allocation failed: %v", err))
+			panic(fmt.Sprintf("sim: network allocation failed: %v", err))
 		}
 	}
-	for f, i := range e.tcpConns {
-		e.conns[i].rate = e.tcpRates[f]
+	for k, i := range e.rflowSlot {
+		f := &e.rflows[i]
+		if math.IsInf(f.appCap, 1) {
+			f.netRate = e.tcpRates[len(e.tcpConns)+k]
+		}
 	}
 }
 
@@ -214,9 +251,19 @@ func (e *engine) markSaturation() {
 			e.load[r] += c.rate
 		}
 	}
+	for k, i := range e.rflowSlot {
+		f := &e.rflows[i]
+		for _, u := range e.prob.Flows[len(e.tcpConns)+k].Uses {
+			e.load[u.Resource] += u.Coef * f.rate
+		}
+	}
 	for r := range e.load {
 		cp := e.capacity[r]
 		e.sat[r] = e.load[r] >= cp*(1-satTol) && (e.load[r] > 0 || cp == 0)
+	}
+	for _, i := range e.rflowSlot {
+		f := &e.rflows[i]
+		f.enfBound = f.enfRes >= 0 && e.sat[f.enfRes]
 	}
 	for i := range e.pairs {
 		p := &e.pairs[i]
@@ -282,6 +329,11 @@ func (e *engine) account() {
 			p.boundTicks++
 		}
 		p.sampleBits += bits
+		p.ctlBits += bits
+		p.ctlTicks++
+		if p.bound {
+			p.ctlBound++
+		}
 		if p.unboundedActive > 0 {
 			p.unboundedTicks++
 		} else {
@@ -305,6 +357,15 @@ func (e *engine) takeSample(t, span time.Duration) {
 		}
 		s.Pairs[i] = ps
 		p.sampleBits, p.unboundedTicks, p.boundedDemandDT = 0, 0, 0
+	}
+	if len(e.rflows) > 0 {
+		s.Requests = make([]metrics.RequestSample, len(e.rflows))
+		for i := range e.rflows {
+			f := &e.rflows[i]
+			r := f.sampleReq / sec
+			s.Requests[i] = metrics.RequestSample{Requests: r, Tokens: r * f.tokens}
+			f.sampleReq = 0
+		}
 	}
 	e.out.Samples = append(e.out.Samples, s)
 }

@@ -17,6 +17,7 @@ type generator struct {
 	wi    int // workload index, for messages
 	pair  int
 	conns []int // fixed connections (tcp, udp, onoff)
+	rflow int   // request flow (requests), -1 otherwise
 	rng   *rand.Rand
 	// epoch invalidates events scheduled in an earlier phase.
 	epoch   int
@@ -74,16 +75,27 @@ func (e *engine) schedule(t time.Duration, gen int, kind eventKind) {
 // derived from the scenario seed and its position, so that adding a
 // workload does not change the draws of the others.
 func (e *engine) buildWorkloads() error {
-	dur := time.Duration(e.sc.Duration)
 	for wi := range e.sc.Workloads {
 		w := &e.sc.Workloads[wi]
 		sizes, err := sizeSampler(w.Sizes)
 		if err != nil {
 			return fmt.Errorf("sim: %s: workloads[%d].sizes: %w", e.sc.File, wi, err)
 		}
+		if w.Kind == "requests" {
+			for _, src := range w.Sources() {
+				ri, err := e.newRequestFlow(w, wi, src)
+				if err != nil {
+					return err
+				}
+				gi := len(e.gens)
+				e.gens = append(e.gens, &generator{w: w, wi: wi, pair: -1, rflow: ri})
+				e.schedulePhases(gi, w)
+			}
+			continue
+		}
 		for _, pr := range w.Pairs() {
 			p := e.pairFor(w.Tenant, pr[0], pr[1])
-			g := &generator{w: w, wi: wi, pair: p, sizes: sizes,
+			g := &generator{w: w, wi: wi, pair: p, sizes: sizes, rflow: -1,
 				rng: rand.New(rand.NewPCG(uint64(e.sc.Seed), uint64(len(e.gens))+1))}
 			udp := w.Kind == "udp" || (w.Kind == "onoff" && w.Transport == "udp")
 			switch w.Kind {
@@ -107,16 +119,21 @@ func (e *engine) buildWorkloads() error {
 			}
 			gi := len(e.gens)
 			e.gens = append(e.gens, g)
-			for _, ph := range w.Intervals(dur) {
-				e.schedule(time.Duration(ph.Start), gi, evPhaseStart)
-				stop := time.Duration(ph.Stop)
-				if stop > 0 && stop < dur {
-					e.schedule(stop, gi, evPhaseStop)
-				}
-			}
+			e.schedulePhases(gi, w)
 		}
 	}
 	return nil
+}
+
+func (e *engine) schedulePhases(gi int, w *spec.Workload) {
+	dur := time.Duration(e.sc.Duration)
+	for _, ph := range w.Intervals(dur) {
+		e.schedule(time.Duration(ph.Start), gi, evPhaseStart)
+		stop := time.Duration(ph.Stop)
+		if stop > 0 && stop < dur {
+			e.schedule(stop, gi, evPhaseStop)
+		}
+	}
 }
 
 // setActive switches a connection on or off, keeping the pair's offered
@@ -207,6 +224,10 @@ func (e *engine) fireEvents() error {
 func (e *engine) setConns(g *generator, on bool) {
 	for _, i := range g.conns {
 		e.setActive(i, on)
+	}
+	if g.rflow >= 0 && e.rflows[g.rflow].active != on {
+		e.rflows[g.rflow].active = on
+		e.dirty = true
 	}
 }
 

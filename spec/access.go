@@ -22,6 +22,8 @@ const (
 	KindUDP   = "udp"
 	KindOnOff = "onoff"
 	KindFlows = "flows"
+	// KindRequests: VMs sending requests to an appliance.
+	KindRequests = "requests"
 
 	// Size distributions.
 	DistFixed       = "fixed"
@@ -121,8 +123,13 @@ func (w Workload) Intervals(duration time.Duration) []Phase {
 }
 
 // Pairs returns the workload's directed VM pairs: every Src VM to every Dst
-// VM, in that order, skipping a VM paired with itself.
+// VM, in that order, skipping a VM paired with itself. A requests workload
+// has no VM pairs (its flows go from each of Sources to its Appliance):
+// Pairs returns nil for it.
 func (w Workload) Pairs() [][2]string {
+	if w.Kind == KindRequests {
+		return nil
+	}
 	out := make([][2]string, 0, len(w.Src)*len(w.Dst))
 	for _, a := range w.Src {
 		for _, b := range w.Dst {
@@ -132,6 +139,12 @@ func (w Workload) Pairs() [][2]string {
 		}
 	}
 	return out
+}
+
+// Sources returns the VMs that send: Src, in order (for a requests
+// workload, the VMs that each send the mix to Appliance).
+func (w Workload) Sources() []string {
+	return append([]string(nil), w.Src...)
 }
 
 // ServerNames lists the servers the topology declares, in order: s1..sN

@@ -19,6 +19,8 @@ const (
 	DefaultParetoShape = 1.2
 	DefaultLognormal   = 1.0 // sigma
 	DefaultOversub     = 1.0 // two-tier, when core is not given
+	DefaultParallelism = 1.0 // appliances
+	DefaultPolicy      = PolicyDRF
 )
 
 // ApplyDefaults fills the fields a scenario may leave out:
@@ -31,6 +33,11 @@ const (
 //     workloads list); connections 1 for tcp workloads and tcp onoff
 //     workloads; transport "tcp" for onoff
 //   - sizes: shape 1.2 for pareto, sigma (shape) 1 for lognormal
+//   - appliances: parallelism 1; virtual_cost gains Pulsar Fig. 6(b)
+//     (DefaultVirtualCost) for all types when no entry covers all types
+//   - tenants' vdc: policy "drf"
+//   - requests workloads: a mix of one entry has fraction 1; every mix
+//     entry's request and response bytes by type (RequestType.Bytes)
 //
 // It is idempotent. Parse calls it; call it yourself on a Scenario built in
 // code before Validate.
@@ -59,8 +66,36 @@ func (s *Scenario) ApplyDefaults() {
 	if tt := s.Topology.TwoTier; tt != nil && tt.Core == 0 && tt.Oversubscription == 0 {
 		tt.Oversubscription = DefaultOversub
 	}
+	for i := range s.Appliances {
+		a := &s.Appliances[i]
+		if a.Parallelism == 0 {
+			a.Parallelism = DefaultParallelism
+		}
+		all := false
+		for _, v := range a.VirtualCost {
+			all = all || v.Type == ""
+		}
+		if !all {
+			a.VirtualCost = append(a.VirtualCost, DefaultVirtualCost())
+		}
+	}
+	for i := range s.Tenants {
+		if v := s.Tenants[i].VDC; v != nil && v.Policy == "" {
+			v.Policy = DefaultPolicy
+		}
+	}
 	for i := range s.Workloads {
 		w := &s.Workloads[i]
+		if w.Kind == KindRequests {
+			if len(w.Mix) == 1 && w.Mix[0].Fraction == 0 {
+				w.Mix[0].Fraction = 1
+			}
+			for k := range w.Mix {
+				m := &w.Mix[k]
+				req, resp := m.Bytes()
+				m.Request, m.Response = Bytes(req), Bytes(resp)
+			}
+		}
 		if w.Name == "" && w.Tenant != "" && w.Kind != "" {
 			w.Name = fmt.Sprintf("%s-%s-%d", w.Tenant, w.Kind, i+1)
 		}
@@ -81,9 +116,13 @@ func (s *Scenario) ApplyDefaults() {
 	}
 }
 
+// reportUnits are the report units, canonically spelled: rates, then
+// token rates.
+var reportUnits = []string{"bps", "Kbps", "Mbps", "Gbps", "Tbps", "T/s", "KT/s", "MT/s", "GT/s"}
+
 // canonicalUnit returns the canonical spelling of a report unit.
 func canonicalUnit(u string) (string, bool) {
-	for _, c := range []string{"bps", "Kbps", "Mbps", "Gbps", "Tbps"} {
+	for _, c := range reportUnits {
 		if strings.EqualFold(u, c) {
 			return c, true
 		}
@@ -92,12 +131,25 @@ func canonicalUnit(u string) (string, bool) {
 }
 
 // UnitScale is the number of bits/s in one report unit (Units): 1e6 for
-// "Mbps". It is 1e6 for an unknown or empty unit (Validate rejects those).
+// "Mbps". For a token unit, network tokens are bytes, so it is 8 × the
+// tokens/s of the unit: 8e6 for "MT/s". It is 1e6 for an unknown or empty
+// unit (Validate rejects those).
 func (s *Scenario) UnitScale() float64 {
 	u, ok := canonicalUnit(s.Units)
 	if !ok {
 		return 1e6
 	}
+	if t, ok := strings.CutSuffix(u, "T/s"); ok {
+		f, _ := tokenUnit(t)
+		return 8 * f
+	}
 	f, _ := rateUnit(u)
 	return f
+}
+
+// TokenScale is the number of tokens/s in one report unit, for appliance
+// throughput and guarantees: 1e6 for "MT/s"; for a bps unit a token counts
+// as a byte, UnitScale()/8 (125 000 for "Mbps").
+func (s *Scenario) TokenScale() float64 {
+	return s.UnitScale() / 8
 }

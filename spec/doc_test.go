@@ -11,8 +11,8 @@ import (
 )
 
 // TestDocExamples parses every complete scenario in docs/scenarios.md (YAML
-// blocks starting with "name:") and every size-distribution fragment, so
-// that the reference stays true to the code.
+// blocks starting with "name:") and every size-distribution and virtual
+// cost fragment, so that the reference stays true to the code.
 func TestDocExamples(t *testing.T) {
 	data, err := os.ReadFile("../docs/scenarios.md")
 	if err != nil {
@@ -49,11 +49,33 @@ func TestDocExamples(t *testing.T) {
 					t.Errorf("fragment %q: %v", line, err)
 				}
 			}
+		case strings.HasPrefix(b, "# virtual_cost fragments"):
+			for _, line := range strings.Split(b, "\n")[1:] {
+				if line == "" {
+					continue
+				}
+				fragments++
+				var frag struct {
+					VirtualCost []spec.VirtualCost `yaml:"virtual_cost"`
+				}
+				dec := yaml.NewDecoder(bytes.NewReader([]byte(line)))
+				dec.KnownFields(true)
+				if err := dec.Decode(&frag); err != nil {
+					t.Errorf("fragment %q: %v", line, err)
+					continue
+				}
+				s := parsePulsar(t)
+				s.Appliances[0].VirtualCost = frag.VirtualCost
+				s.ApplyDefaults()
+				if err := s.Validate(); err != nil {
+					t.Errorf("fragment %q: %v", line, err)
+				}
+			}
 		default:
 			t.Errorf("yaml block %d is neither a scenario nor fragments:\n%s", i, b)
 		}
 	}
-	if full < 10 || fragments < 4 {
+	if full < 14 || fragments < 9 {
 		t.Errorf("found %d scenarios and %d fragments", full, fragments)
 	}
 }

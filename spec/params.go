@@ -111,6 +111,24 @@ func (p Params) Rate(name string, def float64) (float64, error) {
 	return 0, p.typeError(name, `a rate such as "450Mbps"`, v)
 }
 
+// Tokens returns the amount (or rate) of tokens name ("1600MT/s", "8K", or
+// a plain number), or def if absent.
+func (p Params) Tokens(name string, def float64) (float64, error) {
+	v, ok := p[name]
+	if !ok {
+		return def, nil
+	}
+	if f, ok := toFloat(v); ok && f >= 0 {
+		return f, nil
+	}
+	if s, ok := v.(string); ok {
+		if t, err := ParseTokens(s); err == nil {
+			return t, nil
+		}
+	}
+	return 0, p.typeError(name, `an amount of tokens such as "1600MT/s"`, v)
+}
+
 // Check returns a *FieldError for every parameter not in known (joined),
 // or nil.
 func (p Params) Check(known ...string) error {

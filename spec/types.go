@@ -13,7 +13,7 @@ import "time"
 type Scenario struct {
 	Name        string      `yaml:"name"`
 	Description string      `yaml:"description,omitempty"`
-	Units       string      `yaml:"units,omitempty"` // report unit: bps, Kbps, Mbps (default), Gbps
+	Units       string      `yaml:"units,omitempty"` // report unit: bps, Kbps, Mbps (default), Gbps, Tbps, T/s, KT/s, MT/s, GT/s
 	Duration    Duration    `yaml:"duration"`        // simulated time
 	DT          Duration    `yaml:"dt,omitempty"`    // tick; default 1ms
 	Seed        int64       `yaml:"seed,omitempty"`  // default 1
@@ -106,13 +106,14 @@ type VM struct {
 }
 
 // Workload generates traffic from every VM in Src to every VM in Dst (the
-// cross product, self pairs skipped), during its phases.
+// cross product, self pairs skipped), during its phases; a requests
+// workload from every VM in Src to Appliance (Dst unused).
 type Workload struct {
 	Name   string     `yaml:"name,omitempty"`
 	Tenant string     `yaml:"tenant"`
-	Kind   string     `yaml:"kind"` // tcp | udp | onoff | flows
+	Kind   string     `yaml:"kind"` // tcp | udp | onoff | flows | requests
 	Src    StringList `yaml:"src"`
-	Dst    StringList `yaml:"dst"`
+	Dst    StringList `yaml:"dst,omitempty"` // not for requests
 
 	// tcp: bulk transfer with Connections parallel connections per pair
 	// (default 1), optionally capped at Rate per pair by the application.
@@ -132,7 +133,9 @@ type Workload struct {
 
 	// requests: every VM in Src sends requests to Appliance with the given
 	// Mix, closed-loop with Outstanding requests per VM or open-loop at
-	// RequestRate requests/s per VM.
+	// RequestRate requests/s per VM; exactly one of the two. The
+	// tenant needs a guarantee on the appliance in its VDC unless it is
+	// best effort.
 	Appliance   string        `yaml:"appliance,omitempty"`
 	Mix         []RequestType `yaml:"mix,omitempty"`
 	Outstanding int           `yaml:"outstanding,omitempty"`

@@ -303,3 +303,92 @@ func (l StringList) MarshalYAML() (any, error) {
 	}
 	return []string(l), nil
 }
+
+// tokenUnit maps a token unit to tokens: a prefix K, M, G, T (powers of
+// 1000; T alone is tera, as for rates) optionally followed by T (tokens)
+// or T/s; case-insensitive. "" and "T/s" are 1.
+func tokenUnit(u string) (float64, bool) {
+	u = strings.ToLower(u)
+	prefix := func(p string) (float64, bool) {
+		switch p {
+		case "":
+			return 1, true
+		case "k":
+			return 1e3, true
+		case "m":
+			return 1e6, true
+		case "g":
+			return 1e9, true
+		case "t":
+			return 1e12, true
+		}
+		return 0, false
+	}
+	if p, ok := strings.CutSuffix(u, "t/s"); ok {
+		return prefix(p)
+	}
+	if f, ok := prefix(u); ok {
+		return f, true
+	}
+	if p, ok := strings.CutSuffix(u, "t"); ok && p != "" {
+		return prefix(p)
+	}
+	return 0, false
+}
+
+// ParseTokens parses an amount or rate of tokens such as 8000, "8K",
+// "1.6M", "1600MT", "1600MT/s" or "5GT/s". Units are case-insensitive: a
+// prefix K, M, G, T (powers of 1000; T alone is tera, as for rates),
+// optionally followed by T (tokens) or T/s; "T/s" alone is tokens/s. A
+// space before the unit is allowed; negative amounts are rejected.
+func ParseTokens(s string) (float64, error) {
+	num, unit, err := splitQuantity(s)
+	if errors.Is(err, errNegative) {
+		return 0, fmt.Errorf("invalid tokens %q: %w", s, err)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("invalid tokens %q: want a number with an optional unit such as \"8K\", \"1.6M\" or \"1600MT/s\"", s)
+	}
+	scale, ok := tokenUnit(unit)
+	if !ok {
+		return 0, fmt.Errorf("invalid tokens %q: unknown unit %q (use K, M, G or T, optionally followed by T or T/s: \"8K\", \"1600MT/s\")", s, unit)
+	}
+	return num * scale, nil
+}
+
+// UnmarshalYAML reads tokens with or without units.
+func (t *Tokens) UnmarshalYAML(n *yaml.Node) error {
+	v, err := scalarValue(n, "a number of tokens")
+	if err != nil {
+		return err
+	}
+	f, err := ParseTokens(v)
+	if err != nil {
+		return scalarError(n, err)
+	}
+	*t = Tokens(f)
+	return nil
+}
+
+// MarshalYAML writes the amount in the largest of K, M, G that keeps it
+// exact, or as a plain number.
+func (t Tokens) MarshalYAML() (any, error) {
+	v := float64(t)
+	if v < 1e3 {
+		return v, nil
+	}
+	return exactQuantity(v, []string{"G", "M", "K"}, []float64{1e9, 1e6, 1e3}, ""), nil
+}
+
+// String formats the amount for messages: a plain number below a million
+// ("8000", "2.5"), else millions with up to three decimals ("1600M",
+// "6.84M"), as the Pulsar paper counts (MT/s).
+func (t Tokens) String() string { return FormatTokens(float64(t)) }
+
+// FormatTokens formats an amount of tokens as Tokens.String does.
+func FormatTokens(v float64) string {
+	if math.Abs(v) < 1e6 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return trimFloat(v/1e6) + "M"
+}

@@ -20,9 +20,9 @@ const (
 // names are checked against the names the topology declares (ServerNames),
 // which are the names package topo builds.
 //
-// VM servers are checked only when the topology itself is valid, and
-// workload VMs only when the workload's tenant exists, so that one mistake
-// does not cascade.
+// VM and appliance servers are checked only when the topology itself is
+// valid, and workload VMs only when the workload's tenant exists, so that
+// one mistake does not cascade.
 func (s *Scenario) Validate() error {
 	p := &problems{file: s.File}
 	s.validateRun(p)
@@ -30,6 +30,7 @@ func (s *Scenario) Validate() error {
 	s.Topology.validate(p)
 	topoOK := len(p.errs) == before
 	s.validateTenants(p, topoOK)
+	s.validateAppliances(p, topoOK)
 	s.validateWorkloads(p)
 	if s.Mechanism.Name == "" {
 		p.add("mechanism.name", "required")
@@ -42,7 +43,7 @@ func (s *Scenario) validateRun(p *problems) {
 		p.add("name", "required")
 	}
 	if _, ok := canonicalUnit(s.Units); !ok {
-		p.add("units", "unknown unit %q (use bps, Kbps, Mbps, Gbps or Tbps)", s.Units)
+		p.add("units", "unknown unit %q (use %s)", s.Units, orList(reportUnits))
 	}
 	durOK := positive(p, "duration", s.Duration)
 	dtOK := positive(p, "dt", s.DT)
@@ -281,6 +282,8 @@ func (s *Scenario) validateTenants(p *problems, topoOK bool) {
 		return
 	}
 	isServer, kindOf := s.Topology.serverSet()
+	apps := s.applianceIndex()
+	vmIndex := s.VMIndex()
 	tenants := map[string]int{}
 	vms := map[string]string{}
 	for i := range s.Tenants {
@@ -331,6 +334,9 @@ func (s *Scenario) validateTenants(p *problems, topoOK bool) {
 				p.add(vat, "no guarantee in either direction: set guarantee, in or out (here or on the tenant), or best_effort: true on the tenant")
 			}
 		}
+		if t.VDC != nil {
+			s.validateVDC(p, at, i, apps, vmIndex)
+		}
 	}
 }
 
@@ -369,10 +375,14 @@ func (s *Scenario) validateWorkloads(p *problems) {
 		default:
 			tenantOK = true
 		}
-		for _, side := range []struct {
+		sides := []struct {
 			field string
 			list  StringList
-		}{{"src", w.Src}, {"dst", w.Dst}} {
+		}{{"src", w.Src}, {"dst", w.Dst}}
+		if w.Kind == KindRequests {
+			sides = sides[:1] // dst is checked with the other requests fields
+		}
+		for _, side := range sides {
 			if len(side.list) == 0 {
 				p.add(at+"."+side.field, "required (a VM name or a list of them)")
 			}
@@ -396,10 +406,13 @@ func (s *Scenario) validateWorkloads(p *problems) {
 				}
 			}
 		}
-		if len(w.Src) > 0 && len(w.Dst) > 0 && len(w.Pairs()) == 0 {
+		if w.Kind != KindRequests && len(w.Src) > 0 && len(w.Dst) > 0 && len(w.Pairs()) == 0 {
 			p.add(at, "no VM pairs: src and dst are the same single VM")
 		}
 		w.validateKind(p, at)
+		if w.Kind == KindRequests {
+			s.validateRequests(p, at, w, tenantOK)
+		}
 		w.validatePhases(p, at, s.Duration)
 	}
 }
@@ -407,12 +420,12 @@ func (s *Scenario) validateWorkloads(p *problems) {
 func (w *Workload) validateKind(p *problems, at string) {
 	kind := w.Kind
 	switch kind {
-	case KindTCP, KindUDP, KindOnOff, KindFlows:
+	case KindTCP, KindUDP, KindOnOff, KindFlows, KindRequests:
 	case "":
-		p.add(at+".kind", "required (tcp, udp, onoff or flows)")
+		p.add(at+".kind", "required (tcp, udp, onoff, flows or requests)")
 		return
 	default:
-		p.add(at+".kind", "unknown kind %q (use tcp, udp, onoff or flows)", kind)
+		p.add(at+".kind", "unknown kind %q (use tcp, udp, onoff, flows or requests)", kind)
 		return
 	}
 	unused := func(field string, set bool) {
@@ -430,11 +443,20 @@ func (w *Workload) validateKind(p *problems, at string) {
 		unused("arrival_rate", w.ArrivalRate != 0)
 		unused("sizes", w.Sizes != nil)
 	}
+	if kind != KindRequests {
+		unused("appliance", w.Appliance != "")
+		unused("mix", len(w.Mix) > 0)
+		unused("outstanding", w.Outstanding != 0)
+		unused("request_rate", w.RequestRate != 0)
+	}
 	if w.Connections < 0 {
 		p.add(at+".connections", "must not be negative, got %d", w.Connections)
 	}
 	nonNegativeRate(p, at+".rate", w.Rate)
 	switch kind {
+	case KindRequests:
+		unused("connections", w.Connections != 0)
+		unused("rate", w.Rate != 0)
 	case KindUDP:
 		unused("connections", w.Connections != 0)
 		if w.Rate == 0 {

@@ -1,0 +1,182 @@
+package metrics
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"sort"
+
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// AppliancePlot is the base name of the appliance throughput plot.
+const AppliancePlot = "appliances"
+
+// ApplianceReport is a tenant's end-to-end throughput at one appliance, in
+// tokens (Pulsar's unified currency), against its VDC guarantee there.
+type ApplianceReport struct {
+	Appliance string  `json:"appliance"`
+	Tenant    string  `json:"tenant"`
+	Guarantee float64 `json:"guarantee"`       // token units (Report.TokenUnits)
+	Mean      float64 `json:"mean_throughput"` // over the samples where the tenant is active there
+	// Compliance is the share of active samples in which the tenant gets at
+	// least ServedFraction of its guarantee at the appliance.
+	Compliance    float64   `json:"compliance"`
+	ActiveSamples int       `json:"active_samples"`
+	Series        []float64 `json:"-"` // per sample, token units
+}
+
+// EstimateSeries is a controller's capacity estimate of one appliance over
+// time, in token units.
+type EstimateSeries struct {
+	Appliance string    `json:"appliance"`
+	Times     []float64 `json:"times_s"`
+	Tokens    []float64 `json:"tokens"`
+}
+
+// evaluateAppliances adds the appliance section of the report: per tenant
+// and appliance, token throughput against the VDC guarantee.
+func evaluateAppliances(in *Input, r *Report) error {
+	if len(in.RequestFlows) == 0 {
+		return nil
+	}
+	scale := in.TokenScale
+	if scale <= 0 {
+		scale = 1
+	}
+	r.TokenScale = scale
+	r.TokenUnits = tokenUnits(scale)
+	type key struct{ tenant, app string }
+	idx := map[key]int{}
+	var keys []key
+	flowKey := make([]int, len(in.RequestFlows))
+	for i, f := range in.RequestFlows {
+		k := key{f.Tenant, f.Appliance}
+		j, ok := idx[k]
+		if !ok {
+			j = len(keys)
+			idx[k] = j
+			keys = append(keys, k)
+		}
+		flowKey[i] = j
+	}
+	ns := len(in.Samples)
+	reps := make([]ApplianceReport, len(keys))
+	sums := make([]float64, len(keys))
+	nServed := make([]int, len(keys))
+	for j, k := range keys {
+		reps[j] = ApplianceReport{Appliance: k.app, Tenant: k.tenant, Guarantee: in.ApplianceGuarantees[k.tenant][k.app] / scale,
+			Series: make([]float64, ns)}
+	}
+	active := make([]bool, len(keys))
+	for s, smp := range in.Samples {
+		if len(smp.Requests) != len(in.RequestFlows) {
+			return fmt.Errorf("metrics: sample %d has %d request flows, want %d", s, len(smp.Requests), len(in.RequestFlows))
+		}
+		for j := range active {
+			active[j] = false
+		}
+		for i, rs := range smp.Requests {
+			j := flowKey[i]
+			reps[j].Series[s] += rs.Tokens / scale
+			if rs.Requests > 0 {
+				active[j] = true
+			}
+		}
+		for j := range keys {
+			if !active[j] {
+				continue
+			}
+			reps[j].ActiveSamples++
+			sums[j] += reps[j].Series[s]
+			if served(reps[j].Series[s], reps[j].Guarantee) {
+				nServed[j]++
+			}
+		}
+	}
+	for j := range reps {
+		reps[j].Mean = ratio(sums[j], float64(reps[j].ActiveSamples), 0)
+		reps[j].Compliance = ratio(float64(nServed[j]), float64(reps[j].ActiveSamples), 1)
+	}
+	sort.SliceStable(reps, func(a, b int) bool {
+		if reps[a].Appliance != reps[b].Appliance {
+			return reps[a].Appliance < reps[b].Appliance
+		}
+		return reps[a].Tenant < reps[b].Tenant
+	})
+	r.Appliances = reps
+	byApp := map[string]int{}
+	for _, e := range in.Estimates {
+		j, ok := byApp[e.Appliance]
+		if !ok {
+			j = len(r.Estimates)
+			byApp[e.Appliance] = j
+			r.Estimates = append(r.Estimates, EstimateSeries{Appliance: e.Appliance})
+		}
+		r.Estimates[j].Times = append(r.Estimates[j].Times, e.T.Seconds())
+		r.Estimates[j].Tokens = append(r.Estimates[j].Tokens, e.Tokens/scale)
+	}
+	return nil
+}
+
+// tokenUnits names a token scale.
+func tokenUnits(scale float64) string {
+	switch scale {
+	case 1:
+		return "T/s"
+	case 1e3:
+		return "KT/s"
+	case 1e6:
+		return "MT/s"
+	case 1e9:
+		return "GT/s"
+	}
+	return fmt.Sprintf("×%g T/s", scale)
+}
+
+// appliancePlot draws, per appliance, every tenant's token throughput over
+// time with its guarantee dashed, and the capacity estimate in black.
+func appliancePlot(r *Report) (*figure, error) {
+	f := newFigure(plotTitle(r, "appliance throughput"), "time (s)", "throughput"+unitLabel(r.TokenUnits))
+	f.p.Y.Min = 0
+	for i, a := range r.Appliances {
+		if len(a.Series) != len(r.Times) {
+			return nil, fmt.Errorf("metrics: appliance %s tenant %s: time series missing", a.Appliance, a.Tenant)
+		}
+		l, err := plotter.NewLine(downsample(r.Times, a.Series))
+		if err != nil {
+			return nil, err
+		}
+		l.Color = colour(i)
+		l.Width = vg.Points(1.5)
+		f.p.Add(l)
+		f.add(a.Tenant+" @ "+a.Appliance, l)
+		if a.Guarantee > 0 {
+			g, err := plotter.NewLine(plotter.XYs{{X: 0, Y: a.Guarantee}, {X: r.DurationS, Y: a.Guarantee}})
+			if err != nil {
+				return nil, err
+			}
+			g.Color = colour(i)
+			g.Width = vg.Points(1.2)
+			g.Dashes = dashes
+			f.p.Add(g)
+		}
+	}
+	for _, e := range r.Estimates {
+		if len(e.Times) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(downsample(e.Times, e.Tokens))
+		if err != nil {
+			return nil, err
+		}
+		l.Color = color.Black
+		l.Width = vg.Points(1.8)
+		f.p.Add(l)
+		f.add("capacity estimate "+e.Appliance, l)
+	}
+	f.p.X.Min = math.Min(f.p.X.Min, 0)
+	f.headroom()
+	return f, nil
+}

@@ -1,0 +1,283 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/alloc"
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/spec"
+)
+
+// BaseRTT is the network round trip a closed-loop request pays besides its
+// service time; with N outstanding requests a flow cannot exceed
+// N / (service time + BaseRTT) requests/s.
+const BaseRTT = 100 * time.Microsecond
+
+// Appliance physics (Pulsar §2.3, the brief's simulator model): an
+// appliance serves requests FIFO and never drops them. Its capacity is
+// Parallelism service-seconds per second; a request costs its actual
+// service time, so its capacity in tokens/s moves with the request mix.
+// Closed-loop flows share it in proportion to their outstanding requests,
+// open-loop flows in proportion to their arrivals; what open-loop flows
+// cannot get waits in a backlog that is served later.
+//
+// The fluid solution alternates two stages until they agree: the network
+// stage (weighted max-min over links and limiters, request flows weighted
+// like one TCP connection in bits) gives every request flow the rate the
+// network would carry; the appliance stage shares each appliance among the
+// flows that reach it (weights: outstanding requests, or arrival rates) and
+// caps the flows it cannot serve, which frees network capacity for others.
+type applianceState struct {
+	name string
+	spec *spec.Appliance
+	node int // server node it sits behind
+	par  float64
+	res  int // index into the controller's resources
+	// per tick
+	busy float64 // service-seconds per second in use
+}
+
+// rflow is one request flow: a VM sending a request mix to an appliance.
+type rflow struct {
+	id        mech.FlowID
+	tenant    string
+	src       int // vm index
+	app       int // appliance index
+	closed    bool
+	n         float64 // outstanding requests (closed loop)
+	lambda    float64 // requests/s (open loop)
+	active    bool
+	reqBits   float64 // mean bits per request on the forward path
+	respBits  float64 // mean bits per response on the reverse path
+	svc       float64 // mean service time, seconds
+	tokens    float64 // mean virtual cost at the appliance, tokens
+	fwd, rev  []int   // links
+	elems     []mech.PathElem
+	elemTok   []float64 // tokens per request on each path element
+	enfRate   float64   // enforcer cap, requests/s (+Inf: none)
+	enfRes    int
+	allocated bool
+	backlog   float64 // open loop: requests waiting, anywhere
+
+	// per tick
+	rate       float64 // requests/s served
+	appCap     float64 // cap from the appliance stage
+	netRate    float64 // rate the network stage would carry
+	enfBound   bool
+	outstandng float64 // requests beyond the enforcer
+	queued     float64 // requests at the enforcer
+
+	// since the controller's last step
+	accReq, accQueued, accOut, accTicks float64
+
+	// since the last sample
+	sampleReq float64
+}
+
+func (e *engine) buildAppliances() error {
+	for i := range e.sc.Appliances {
+		a := &e.sc.Appliances[i]
+		n, ok := e.tp.Node(a.Server)
+		if !ok {
+			return fmt.Errorf("sim: %s: appliances[%d].server: unknown server %q", e.sc.File, i, a.Server)
+		}
+		par := a.Parallelism
+		if par <= 0 {
+			par = 1
+		}
+		e.appIdx[a.Name] = len(e.apps)
+		e.apps = append(e.apps, applianceState{name: a.Name, spec: a, node: n.ID, par: par, res: len(e.tp.Links) + len(e.apps)})
+	}
+	return nil
+}
+
+// newRequestFlow adds the request flow of workload w from VM src.
+func (e *engine) newRequestFlow(w *spec.Workload, wi int, src string) (int, error) {
+	ai, ok := e.appIdx[w.Appliance]
+	if !ok {
+		return 0, fmt.Errorf("sim: %s: workloads[%d].appliance: unknown appliance %q", e.sc.File, wi, w.Appliance)
+	}
+	app := &e.apps[ai]
+	s := e.vmIdx[src]
+	f := rflow{id: mech.FlowID{Src: src, Dst: app.name}, tenant: w.Tenant, src: s, app: ai,
+		closed: w.Outstanding > 0, n: float64(w.Outstanding), lambda: w.RequestRate,
+		enfRate: math.Inf(1), enfRes: -1, appCap: math.Inf(1)}
+	for _, r := range e.rflows {
+		if r.id == f.id {
+			return 0, fmt.Errorf("sim: %s: workloads[%d]: VM %q already sends requests to %q in another workload", e.sc.File, wi, src, app.name)
+		}
+	}
+	var tokFwd, tokRev float64
+	for mi, m := range w.Mix {
+		size := float64(m.Size)
+		st, err := app.spec.ServiceTime(m.Type, size)
+		if err != nil {
+			return 0, fmt.Errorf("sim: %s: workloads[%d].mix[%d]: %w", e.sc.File, wi, mi, err)
+		}
+		req, resp := m.Bytes()
+		f.reqBits += m.Fraction * req * 8
+		f.respBits += m.Fraction * resp * 8
+		f.svc += m.Fraction * st.Seconds()
+		f.tokens += m.Fraction * app.spec.Tokens(m.Type, size)
+		tokFwd += m.Fraction * req
+		tokRev += m.Fraction * resp
+	}
+	host := e.vms[s].host
+	f.fwd = e.tp.Route(host, app.node, connHash(e.sc.Seed, src, app.name, 0))
+	f.rev = e.tp.Route(app.node, host, connHash(e.sc.Seed, app.name, src, 0))
+	for _, l := range f.fwd {
+		f.elems = append(f.elems, mech.PathElem{Resource: l, Role: mech.Forward})
+		f.elemTok = append(f.elemTok, tokFwd)
+	}
+	f.elems = append(f.elems, mech.PathElem{Resource: app.res, Role: mech.Appliance})
+	f.elemTok = append(f.elemTok, f.tokens)
+	for _, l := range f.rev {
+		f.elems = append(f.elems, mech.PathElem{Resource: l, Role: mech.Reverse})
+		f.elemTok = append(f.elemTok, tokRev)
+	}
+	e.rflows = append(e.rflows, f)
+	return len(e.rflows) - 1, nil
+}
+
+// baseDemand is what a request flow would send with nothing in its way,
+// requests/s.
+func (e *engine) baseDemand(f *rflow) float64 {
+	if f.closed {
+		return f.n / (f.svc + BaseRTT.Seconds())
+	}
+	return f.lambda + f.backlog/e.dtSec
+}
+
+// appendRequestFlows adds the active request flows to the network problem.
+// Their unit is requests/s; each is weighted like one TCP connection in
+// bits (1 / bits per request on its busier direction).
+func (e *engine) appendRequestFlows(flows []alloc.Flow, uses []alloc.Use) ([]alloc.Flow, []alloc.Use) {
+	for i := range e.rflows {
+		f := &e.rflows[i]
+		if !f.active {
+			continue
+		}
+		start := len(uses)
+		if f.enfRes >= 0 {
+			uses = append(uses, alloc.Use{Resource: f.enfRes, Coef: 1})
+		}
+		for _, l := range f.fwd {
+			if f.reqBits > 0 {
+				uses = append(uses, alloc.Use{Resource: l, Coef: f.reqBits})
+			}
+		}
+		for _, l := range f.rev {
+			if f.respBits > 0 {
+				uses = append(uses, alloc.Use{Resource: l, Coef: f.respBits})
+			}
+		}
+		d := math.Min(e.baseDemand(f), f.appCap)
+		w := 1 / math.Max(1, math.Max(f.reqBits, f.respBits))
+		flows = append(flows, alloc.Flow{ID: f.id.Src + "->" + f.id.Dst, Uses: uses[start:len(uses):len(uses)], Demand: d, Weight: w})
+		e.rflowSlot = append(e.rflowSlot, i)
+	}
+	return flows, uses
+}
+
+// applianceStage shares every appliance among the flows that reach it at
+// their network rates and caps those it cannot serve. It reports whether
+// any cap changed by more than a relative 1e-9.
+func (e *engine) applianceStage() bool {
+	changed := false
+	for ai := range e.apps {
+		app := &e.apps[ai]
+		app.busy = 0
+		e.appProb.Resources = e.appProb.Resources[:0]
+		e.appProb.Resources = append(e.appProb.Resources, alloc.Resource{ID: app.name, Capacity: app.par})
+		e.appProb.Flows = e.appProb.Flows[:0]
+		e.appFlows = e.appFlows[:0]
+		for i := range e.rflows {
+			f := &e.rflows[i]
+			if !f.active || f.app != ai || f.netRate <= 0 {
+				continue
+			}
+			w := f.netRate // open loop: share by arrivals
+			if f.closed {
+				w = f.n // closed loop: share by outstanding requests
+			}
+			e.appProb.Flows = append(e.appProb.Flows, alloc.Flow{ID: f.id.Src, Weight: w, Demand: f.netRate,
+				Uses: []alloc.Use{{Resource: 0, Coef: math.Max(f.svc, 1e-12)}}})
+			e.appFlows = append(e.appFlows, i)
+		}
+		if len(e.appFlows) == 0 {
+			continue
+		}
+		e.appRates = grow(e.appRates, len(e.appFlows))
+		if err := e.appSolver.Solve(&e.appProb, e.appRates); err != nil {
+			panic(fmt.Sprintf("sim: appliance %s allocation failed: %v", app.name, err))
+		}
+		for k, i := range e.appFlows {
+			f := &e.rflows[i]
+			a := e.appRates[k]
+			newCap := math.Inf(1)
+			if a < f.netRate*(1-1e-9) {
+				newCap = a
+			}
+			if !sameRate(newCap, f.appCap) {
+				f.appCap = newCap
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// accountRequests advances request flows by one tick.
+func (e *engine) accountRequests() {
+	dt := e.dtSec
+	for ai := range e.apps {
+		e.apps[ai].busy = 0
+	}
+	for i := range e.rflows {
+		f := &e.rflows[i]
+		if !f.active {
+			f.rate = 0
+			continue
+		}
+		e.apps[f.app].busy += f.rate * f.svc
+		if !f.closed {
+			f.backlog = math.Max(0, f.backlog+(f.lambda-f.rate)*dt)
+			if f.backlog > 0 {
+				e.dirty = true // the drain term of its demand moves
+			}
+		}
+		// Where the flow's requests wait: at its enforcer when the enforcer
+		// holds it back, otherwise beyond it (network, appliance queue).
+		if f.closed {
+			if f.enfBound {
+				f.outstandng = math.Min(f.n, f.rate*(f.svc+BaseRTT.Seconds()))
+			} else {
+				f.outstandng = f.n
+			}
+			f.queued = f.n - f.outstandng
+		} else {
+			inFlight := f.rate * (f.svc + BaseRTT.Seconds())
+			if f.enfBound {
+				f.queued, f.outstandng = f.backlog, inFlight
+			} else {
+				f.queued, f.outstandng = 0, inFlight+f.backlog
+			}
+		}
+		f.accReq += f.rate * dt
+		f.accQueued += f.queued * dt
+		f.accOut += f.outstandng * dt
+		f.accTicks += dt
+		f.sampleReq += f.rate * dt
+	}
+}
+
+// sameRate reports whether two rates (possibly +Inf) agree within a
+// relative 1e-9.
+func sameRate(a, b float64) bool {
+	if math.IsInf(a, 1) || math.IsInf(b, 1) {
+		return a == b
+	}
+	return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
+}

@@ -1,0 +1,239 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/metrics"
+)
+
+// controllerState drives a mechanism's central controller (mech.Central):
+// every period it hands over what the hosts' enforcers measured per flow
+// (Pulsar §4.2's utilization, backlog, queueing and outstanding vectors, in
+// tokens) and applies the allocation vectors it returns. The enforcer is a
+// multi-resource token bucket (tokenbucket/ on real hosts); in the fluid
+// model a flow's bucket set admits min over its path of allocation ÷ tokens
+// per unit, which becomes the capacity of the flow's enforcer resource.
+type controllerState struct {
+	ctl    mech.Controller
+	period time.Duration
+	next   time.Duration
+	last   time.Duration
+	env    mech.ControllerEnv
+	// VM pairs as Pulsar flows: every link of the route is a Forward
+	// element; tokens are bytes.
+	pairElems [][]mech.PathElem
+	pairAlloc [][]float64
+	rflAlloc  [][]float64
+	def       float64
+	obs       mech.ControllerObs
+}
+
+func (e *engine) buildController() error {
+	c, ok := e.opts.Mechanism.(mech.Central)
+	if !ok {
+		return nil
+	}
+	env := mech.ControllerEnv{}
+	for _, l := range e.tp.Links {
+		env.Resources = append(env.Resources, mech.ResourceInfo{ID: l.Name, Kind: mech.LinkResource, Capacity: l.Capacity / 8})
+	}
+	for _, a := range e.apps {
+		env.Resources = append(env.Resources, mech.ResourceInfo{ID: a.name, Kind: mech.ApplianceResource,
+			CapacityMin: float64(a.spec.CapacityMin), CapacityMax: float64(a.spec.CapacityMax)})
+	}
+	for _, v := range e.vms {
+		env.VMs = append(env.VMs, mech.VM{Name: v.name, Tenant: v.tenant, Host: e.tp.Nodes[v.host].Name, In: v.in, Out: v.out})
+	}
+	sort.Slice(env.VMs, func(i, j int) bool { return env.VMs[i].Name < env.VMs[j].Name })
+	for _, t := range e.sc.Tenants {
+		v := mech.VDC{Tenant: t.Name}
+		if t.VDC != nil {
+			v.Fixed = t.VDC.Fixed
+			v.Policy = t.VDC.Policy
+			v.Weights = t.VDC.Weights
+			v.GlobalWeight = t.VDC.GlobalWeight
+			for _, g := range t.VDC.Appliances {
+				v.Appliances = append(v.Appliances, mech.ApplianceGuarantee{Appliance: g.Appliance, Min: float64(g.Guarantee), Max: float64(g.Max)})
+			}
+		}
+		env.VDCs = append(env.VDCs, v)
+	}
+	ctl, err := c.NewController(env)
+	if err != nil {
+		return fmt.Errorf("sim: mechanism %s: controller: %w", c.Name(), err)
+	}
+	p := ctl.Period()
+	if p <= 0 {
+		return fmt.Errorf("sim: mechanism %s: controller period %v is not positive", c.Name(), p)
+	}
+	cs := &controllerState{ctl: ctl, period: p, env: env,
+		pairElems: make([][]mech.PathElem, len(e.pairs)),
+		pairAlloc: make([][]float64, len(e.pairs)),
+		rflAlloc:  make([][]float64, len(e.rflows))}
+	for i, p := range e.pairs {
+		for _, l := range p.links {
+			cs.pairElems[i] = append(cs.pairElems[i], mech.PathElem{Resource: l, Role: mech.Forward})
+		}
+	}
+	e.ctl = cs
+	return nil
+}
+
+// stepController runs the controller when its step is due.
+func (e *engine) stepController() error {
+	cs := e.ctl
+	if cs == nil || e.now < cs.next {
+		return nil
+	}
+	period := e.now - cs.last
+	sec := period.Seconds()
+	obs := &cs.obs
+	obs.Now, obs.Period = e.now, period
+	obs.Flows = obs.Flows[:0]
+	for i := range e.pairs {
+		p := &e.pairs[i]
+		bits := p.ctlBits
+		bound := p.ctlTicks > 0 && 2*p.ctlBound >= p.ctlTicks
+		p.ctlBits, p.ctlBound, p.ctlTicks = 0, 0, 0
+		if bits == 0 && cs.pairAlloc[i] == nil {
+			continue
+		}
+		n := len(cs.pairElems[i])
+		fo := mech.FlowObs{Flow: mech.FlowID{Src: p.id.Src, Dst: p.id.Dst}, Tenant: p.tenant, Path: cs.pairElems[i],
+			Used: make([]float64, n), Backlog: make([]float64, n), Queued: make([]float64, n), Outstanding: make([]float64, n),
+			Allocation: cs.pairAlloc[i]}
+		if sec > 0 {
+			used := bits / 8 / sec
+			for k := range fo.Used {
+				fo.Used[k] = used
+				// A bulk sender held back by its enforcer has a full send
+				// buffer: report one interval's worth of backlog.
+				if bound {
+					fo.Backlog[k] = used * sec
+				}
+			}
+		}
+		obs.Flows = append(obs.Flows, fo)
+	}
+	for i := range e.rflows {
+		f := &e.rflows[i]
+		if !f.active && f.accReq == 0 && cs.rflAlloc[i] == nil {
+			continue
+		}
+		n := len(f.elems)
+		fo := mech.FlowObs{Flow: f.id, Tenant: f.tenant, Path: f.elems,
+			Used: make([]float64, n), Backlog: make([]float64, n), Queued: make([]float64, n), Outstanding: make([]float64, n),
+			Allocation: cs.rflAlloc[i]}
+		for k, tok := range f.elemTok {
+			if sec > 0 {
+				fo.Used[k] = f.accReq * tok / sec
+			}
+			if !f.closed && f.enfBound {
+				fo.Backlog[k] = f.backlog * tok
+			}
+			if f.accTicks > 0 {
+				fo.Queued[k] = f.accQueued / f.accTicks * tok
+				fo.Outstanding[k] = f.accOut / f.accTicks * tok
+			}
+		}
+		f.accReq, f.accQueued, f.accOut, f.accTicks = 0, 0, 0, 0
+		obs.Flows = append(obs.Flows, fo)
+	}
+	act := cs.ctl.Step(obs)
+	cs.last, cs.next = e.now, e.now+cs.period
+	if act.DefaultRate < 0 || math.IsNaN(act.DefaultRate) {
+		return fmt.Errorf("sim: mechanism %s: controller set default rate %g", e.opts.Mechanism.Name(), act.DefaultRate)
+	}
+	cs.def = act.DefaultRate
+	for _, a := range act.Allocations {
+		if err := e.applyAllocation(a); err != nil {
+			return err
+		}
+	}
+	// Flows never allocated run at the default rate.
+	if cs.def > 0 {
+		for i := range e.pairs {
+			if cs.pairAlloc[i] == nil {
+				e.setLimiter(&e.pairs[i].limRate, cs.def*8)
+			}
+		}
+		for i := range e.rflows {
+			if cs.rflAlloc[i] == nil {
+				f := &e.rflows[i]
+				r := math.Inf(1)
+				for _, tok := range f.elemTok {
+					if tok > 0 {
+						r = math.Min(r, cs.def/tok)
+					}
+				}
+				e.setLimiter(&f.enfRate, r)
+			}
+		}
+	}
+	if len(act.Estimates) > 0 {
+		e.recordEstimates(act.Estimates)
+	}
+	return nil
+}
+
+func (e *engine) applyAllocation(a mech.FlowAllocation) error {
+	cs := e.ctl
+	name := e.opts.Mechanism.Name()
+	check := func(n int) error {
+		if len(a.Rates) != n {
+			return fmt.Errorf("sim: mechanism %s: allocation for %s->%s has %d rates for a path of %d", name, a.Flow.Src, a.Flow.Dst, len(a.Rates), n)
+		}
+		for _, r := range a.Rates {
+			if math.IsNaN(r) || r < 0 {
+				return fmt.Errorf("sim: mechanism %s: allocation for %s->%s has rate %g", name, a.Flow.Src, a.Flow.Dst, r)
+			}
+		}
+		return nil
+	}
+	if i, ok := e.pairIx[mech.PairID{Src: a.Flow.Src, Dst: a.Flow.Dst}]; ok {
+		if err := check(len(cs.pairElems[i])); err != nil {
+			return err
+		}
+		cs.pairAlloc[i] = append(cs.pairAlloc[i][:0], a.Rates...)
+		r := math.Inf(1)
+		for _, x := range a.Rates {
+			r = math.Min(r, x*8)
+		}
+		e.setLimiter(&e.pairs[i].limRate, r)
+		return nil
+	}
+	for i := range e.rflows {
+		f := &e.rflows[i]
+		if f.id != a.Flow {
+			continue
+		}
+		if err := check(len(f.elems)); err != nil {
+			return err
+		}
+		cs.rflAlloc[i] = append(cs.rflAlloc[i][:0], a.Rates...)
+		r := math.Inf(1)
+		for k, tok := range f.elemTok {
+			if tok > 0 {
+				r = math.Min(r, a.Rates[k]/tok)
+			}
+		}
+		e.setLimiter(&f.enfRate, r)
+		return nil
+	}
+	return fmt.Errorf("sim: mechanism %s: allocation for unknown flow %s->%s", name, a.Flow.Src, a.Flow.Dst)
+}
+
+func (e *engine) recordEstimates(est map[string]float64) {
+	names := make([]string, 0, len(est))
+	for n := range est {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		e.out.Estimates = append(e.out.Estimates, metrics.Estimate{T: e.now, Appliance: n, Tokens: est[n]})
+	}
+}
