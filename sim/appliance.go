@@ -48,7 +48,8 @@ type rflow struct {
 	closed    bool
 	n         float64 // outstanding requests (closed loop)
 	lambda    float64 // requests/s (open loop)
-	active    bool
+	gen       bool    // in a phase: generating requests
+	active    bool    // generating, or (open loop) still has a backlog
 	reqBits   float64 // mean bits per request on the forward path
 	respBits  float64 // mean bits per response on the reverse path
 	svc       float64 // mean service time, seconds
@@ -147,7 +148,11 @@ func (e *engine) baseDemand(f *rflow) float64 {
 	if f.closed {
 		return f.n / (f.svc + BaseRTT.Seconds())
 	}
-	return f.lambda + f.backlog/e.dtSec
+	d := f.backlog / e.dtSec
+	if f.gen {
+		d += f.lambda
+	}
+	return d
 }
 
 // appendRequestFlows adds the active request flows to the network problem.
@@ -198,9 +203,22 @@ func (e *engine) applianceStage() bool {
 			if !f.active || f.app != ai || f.netRate <= 0 {
 				continue
 			}
-			w := f.netRate // open loop: share by arrivals
-			if f.closed {
-				w = f.n // closed loop: share by outstanding requests
+			// Closed loop: share by outstanding requests. Open loop: FIFO
+			// shares by arrivals, and a backlog by its share of the queue
+			// (its requests drain in proportion to how much of the queue
+			// they are).
+			w := f.n
+			if !f.closed {
+				w = 0
+				if f.gen {
+					w = f.lambda
+				}
+				if drain := e.drainTime(ai); drain > 0 {
+					w += f.backlog / drain
+				}
+				if w <= 0 {
+					continue
+				}
 			}
 			e.appProb.Flows = append(e.appProb.Flows, alloc.Flow{ID: f.id.Src, Weight: w, Demand: f.netRate,
 				Uses: []alloc.Use{{Resource: 0, Coef: math.Max(f.svc, 1e-12)}}})
@@ -229,6 +247,31 @@ func (e *engine) applianceStage() bool {
 	return changed
 }
 
+// drainTime is how long appliance ai would take to serve the open-loop
+// backlogs of its flows at full speed.
+func (e *engine) drainTime(ai int) float64 {
+	work := 0.0
+	for i := range e.rflows {
+		f := &e.rflows[i]
+		if f.app == ai && !f.closed {
+			work += f.backlog * f.svc
+		}
+	}
+	return work / e.apps[ai].par
+}
+
+// setGenerating starts or stops a request flow's generation. An open-loop
+// flow stays active until its backlog is served: the appliance never drops.
+func (e *engine) setGenerating(i int, on bool) {
+	f := &e.rflows[i]
+	if f.gen == on {
+		return
+	}
+	f.gen = on
+	f.active = on || (!f.closed && f.backlog > 0)
+	e.dirty = true
+}
+
 // accountRequests advances request flows by one tick.
 func (e *engine) accountRequests() {
 	dt := e.dtSec
@@ -243,9 +286,19 @@ func (e *engine) accountRequests() {
 		}
 		e.apps[f.app].busy += f.rate * f.svc
 		if !f.closed {
-			f.backlog = math.Max(0, f.backlog+(f.lambda-f.rate)*dt)
-			if f.backlog > 0 {
+			arrivals := 0.0
+			if f.gen {
+				arrivals = f.lambda
+			}
+			f.backlog = math.Max(0, f.backlog+(arrivals-f.rate)*dt)
+			if f.backlog < 1e-6 {
+				f.backlog = 0
+			}
+			if f.backlog > 0 || !f.gen {
 				e.dirty = true // the drain term of its demand moves
+			}
+			if !f.gen && f.backlog == 0 {
+				f.active = false
 			}
 		}
 		// Where the flow's requests wait: at its enforcer when the enforcer

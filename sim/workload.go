@@ -225,9 +225,8 @@ func (e *engine) setConns(g *generator, on bool) {
 	for _, i := range g.conns {
 		e.setActive(i, on)
 	}
-	if g.rflow >= 0 && e.rflows[g.rflow].active != on {
-		e.rflows[g.rflow].active = on
-		e.dirty = true
+	if g.rflow >= 0 {
+		e.setGenerating(g.rflow, on)
 	}
 }
 

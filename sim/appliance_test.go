@@ -1,0 +1,132 @@
+package sim_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/bulkhead-dc/bulkhead/metrics"
+)
+
+// appHeader: two tenants on a 40 Gbps rack with a filestore and a
+// key-value store behind s8; tenants have appliance guarantees (VDCs).
+const appHeader = `
+name: t
+duration: 2s
+dt: 1ms
+units: MT/s
+topology: {kind: two-tier, two_tier: {racks: 1, servers_per_rack: 8, edge: 40Gbps}}
+appliances:
+  - {name: fs, server: s8, model: filestore}
+  - {name: kv, server: s7, model: kv}
+tenants:
+  - name: A
+    guarantee: 3.2Gbps
+    vms: [{name: a1, server: s1}, {name: a2, server: s2}]
+    vdc: {appliances: [{appliance: fs, guarantee: 500MT/s}, {appliance: kv, guarantee: 500MT/s}]}
+  - name: B
+    guarantee: 3.2Gbps
+    vms: [{name: b1, server: s3}, {name: b2, server: s4}]
+    vdc: {appliances: [{appliance: fs, guarantee: 500MT/s}, {appliance: kv, guarantee: 500MT/s}]}
+`
+
+// applianceMean is the mean token throughput (MT/s) of a tenant at an
+// appliance over samples in (from, to] seconds.
+func applianceMean(t *testing.T, in *metrics.Input, tenant, app string, from, to float64) float64 {
+	t.Helper()
+	sum, n := 0.0, 0
+	for _, s := range in.Samples {
+		if sec := s.T.Seconds(); sec > from && sec <= to {
+			for i, f := range in.RequestFlows {
+				if f.Tenant == tenant && f.Appliance == app {
+					sum += s.Requests[i].Tokens
+				}
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no samples in (%g, %g]", from, to)
+	}
+	return sum / float64(n) / 1e6
+}
+
+func TestAppliancePhysics(t *testing.T) {
+	fsMix := "mix: [{type: read, size: 64KB, fraction: 0.5}, {type: write, size: 64KB, fraction: 0.5}]"
+	cases := []struct {
+		name      string
+		workloads string
+		app       string
+		ratio     float64 // A ÷ B
+		total     float64 // MT/s, 0: don't check
+	}{
+		{"closed loop shares by outstanding requests", `
+  - {tenant: A, kind: requests, src: [a1, a2], appliance: fs, outstanding: 32, ` + fsMix + `}
+  - {tenant: B, kind: requests, src: [b1, b2], appliance: fs, outstanding: 8, ` + fsMix + `}`, "fs", 4, 2210},
+		{"equal outstanding share equally", `
+  - {tenant: A, kind: requests, src: [a1, a2], appliance: fs, outstanding: 8, ` + fsMix + `}
+  - {tenant: B, kind: requests, src: [b1, b2], appliance: fs, outstanding: 8, ` + fsMix + `}`, "fs", 1, 2210},
+		{"open loop shares by arrivals", `
+  - {tenant: A, kind: requests, src: [a1, a2], appliance: fs, request_rate: 60000, ` + fsMix + `}
+  - {tenant: B, kind: requests, src: [b1, b2], appliance: fs, request_rate: 20000, ` + fsMix + `}`, "fs", 3, 2210},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := run(t, appHeader+"workloads:"+c.workloads+"\n", "none")
+			a := applianceMean(t, in, "A", c.app, 0.1, 2)
+			b := applianceMean(t, in, "B", c.app, 0.1, 2)
+			if c.ratio > 0 && math.Abs(a/b-c.ratio) > 0.02*c.ratio {
+				t.Errorf("A %.1f, B %.1f MT/s: ratio %.3f, want %g", a, b, a/b, c.ratio)
+			}
+			if c.total > 0 && math.Abs(a+b-c.total) > 0.01*c.total {
+				t.Errorf("total %.1f MT/s, want ≈ %g (the filestore's capacity for this mix)", a+b, c.total)
+			}
+		})
+	}
+}
+
+// The appliance's capacity in tokens moves with the request mix: 64 KB
+// GETs alone yield ~6957 MT/s from the key-value store; 512 B GETs, charged
+// 8K tokens but costing 2.85 µs each, yield ~2806 MT/s; mixed, less than
+// the large ones alone.
+func TestCapacityMovesWithMix(t *testing.T) {
+	// 100 Gbps links so that the key-value store, not its link, is the
+	// bottleneck; 64 outstanding so that round trips do not limit.
+	hdr := strings.Replace(appHeader, "edge: 40Gbps", "edge: 100Gbps", 1)
+	big := "  - {tenant: A, kind: requests, src: [a1, a2], appliance: kv, outstanding: 64, mix: [{type: get, size: 64KB}]}\n"
+	small := "  - {tenant: B, kind: requests, src: [b1, b2], appliance: kv, outstanding: 64, mix: [{type: get, size: 512}]}\n"
+	alone := applianceMean(t, run(t, hdr+"workloads:\n"+big, "none"), "A", "kv", 0.1, 2)
+	smallOnly := applianceMean(t, run(t, hdr+"workloads:\n"+small, "none"), "B", "kv", 0.1, 2)
+	in := run(t, hdr+"workloads:\n"+big+small, "none")
+	mixed := applianceMean(t, in, "A", "kv", 0.1, 2) + applianceMean(t, in, "B", "kv", 0.1, 2)
+	if math.Abs(alone-6957) > 70 || math.Abs(smallOnly-2806) > 30 {
+		t.Errorf("alone: 64 KB %.0f MT/s (want ≈ 6957), 512 B %.0f MT/s (want ≈ 2806)", alone, smallOnly)
+	}
+	if !(mixed < alone && mixed > smallOnly) {
+		t.Errorf("mixed %.0f MT/s, want between %.0f and %.0f", mixed, smallOnly, alone)
+	}
+}
+
+// An open-loop tenant that asks for more than the appliance serves builds
+// a backlog that drains when the load goes away: the appliance never drops.
+func TestOpenLoopBacklogDrains(t *testing.T) {
+	in := run(t, appHeader+`workloads:
+  - {tenant: A, kind: requests, src: a1, appliance: fs, request_rate: 60000, stop: 1s, mix: [{type: read, size: 64KB}]}
+`, "none")
+	// Reads of 64 KB take 20.92 µs: capacity ≈ 47.8K requests/s, so 1 s
+	// at 60K leaves ≈ 12.2K requests queued, served in the next ≈ 0.26 s.
+	busy := applianceMean(t, in, "A", "fs", 0.9, 1.2)
+	if math.Abs(busy-3059) > 40 {
+		t.Errorf("throughput while draining %.0f MT/s, want the capacity ≈ 3059", busy)
+	}
+	if after := applianceMean(t, in, "A", "fs", 1.4, 2); after > 1 {
+		t.Errorf("still serving %.1f MT/s after the backlog should have drained", after)
+	}
+	total := 0.0
+	for _, s := range in.Samples {
+		total += s.Requests[0].Requests * in.Interval.Seconds()
+	}
+	if math.Abs(total-60000) > 60 {
+		t.Errorf("served %.0f requests, want all 60000 offered (never drops)", total)
+	}
+}
