@@ -38,7 +38,7 @@ func tenant(t *testing.T, r *metrics.Report, name string) metrics.TenantReport {
 // Scenario (a): without protection the tenant with 4x the connections takes
 // ~80% of the shared link and the other falls below its guarantee.
 func TestFig3NetworkNone(t *testing.T) {
-	r := runScenario(t, "fig3-network.yaml", "none")
+	r := runScenario(t, "pulsar-fig3-network.yaml", "none")
 	a, b := tenant(t, r, "A"), tenant(t, r, "B")
 	share := b.MeanThroughput / (a.MeanThroughput + b.MeanThroughput)
 	if math.Abs(share-0.8) > 0.02 {
@@ -54,7 +54,7 @@ func TestFig3NetworkNone(t *testing.T) {
 
 // Scenario (a) under static: both held at their guarantees.
 func TestFig3NetworkStatic(t *testing.T) {
-	r := runScenario(t, "fig3-network.yaml", "static")
+	r := runScenario(t, "pulsar-fig3-network.yaml", "static")
 	for _, name := range []string{"A", "B"} {
 		x := tenant(t, r, name)
 		if math.Abs(x.MeanThroughput-450) > 1 || x.Compliance < 0.99 {
@@ -81,7 +81,7 @@ func TestStaticIdle(t *testing.T) {
 }
 
 func TestRunAndReportWritesFiles(t *testing.T) {
-	s, err := runner.Load(filepath.Join("..", "scenarios", "fig3-network.yaml"))
+	s, err := runner.Load(filepath.Join("..", "scenarios", "pulsar-fig3-network.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

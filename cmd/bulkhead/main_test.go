@@ -109,7 +109,7 @@ func TestAllocErrors(t *testing.T) {
 func TestSimBadScenario(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "scenario.yaml")
-	data, err := os.ReadFile(filepath.Join("..", "..", "scenarios", "fig3-network.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "scenarios", "pulsar-fig3-network.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestShippedScenariosValidate(t *testing.T) {
 
 func TestSimWritesReport(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	out, errs, code := run(t, "", "sim", filepath.Join("..", "..", "scenarios", "fig3-network.yaml"), "-o", dir, "--no-plots", "-q")
+	out, errs, code := run(t, "", "sim", filepath.Join("..", "..", "scenarios", "pulsar-fig3-network.yaml"), "-o", dir, "--no-plots", "-q")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

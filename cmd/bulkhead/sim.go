@@ -34,8 +34,8 @@ report goes to DIR/<mechanism>/ and DIR/comparison.{md,json,png,svg}
 compares them.
 
 Mechanisms: ` + strings.Join(all.Names(), ", ") + `.`,
-		Example: `  bulkhead sim scenarios/fig3-network.yaml -o out/fig3
-  bulkhead sim scenarios/fig3-network.yaml --compare none,static -o out/cmp`,
+		Example: `  bulkhead sim scenarios/pulsar-fig3-network.yaml -o out/fig3
+  bulkhead sim scenarios/pulsar-fig3-network.yaml --compare none,static -o out/cmp`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -71,8 +71,15 @@ Mechanisms: ` + strings.Join(all.Names(), ", ") + `.`,
 			for _, r := range reps {
 				fmt.Fprintf(w, "%s under %s: work conservation %.2f, compliance %.2f\n", r.Scenario, r.Mechanism, r.WorkConservation, r.Compliance)
 				for _, t := range r.Tenants {
+					if t.Pairs == 0 {
+						continue
+					}
 					fmt.Fprintf(w, "  %-12s guarantee %8.1f  mean %8.1f  ideal %8.1f %s  compliance %.2f\n",
 						t.Name, t.Guarantee, t.MeanThroughput, t.IdealThroughput, r.Units, t.Compliance)
+				}
+				for _, a := range r.Appliances {
+					fmt.Fprintf(w, "  %-12s at %-8s guarantee %8.1f  mean %8.1f %s  compliance %.2f\n",
+						a.Tenant, a.Appliance, a.Guarantee, a.Mean, r.TokenUnits, a.Compliance)
 				}
 			}
 			fmt.Fprintf(w, "report written to %s\n", out)
