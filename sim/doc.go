@@ -15,11 +15,15 @@
 //     unit of weight per connection (so more connections grab more),
 //     limited by their application rate if they have one. One solver
 //     (alloc.Solver) serves this physics and the policies.
-//  3. A resource is saturated when its load reaches its capacity. A pair
-//     whose connections cross a saturated physical link sees losses: UDP the
-//     bits actually dropped there, TCP a fraction (Options.TCPLoss) of the
-//     packets it sends through it, unless the pair's own limiter held it
-//     back (then the network is not its bottleneck).
+//  3. A resource is saturated when its load reaches its capacity. A
+//     saturated link is congested — its queue overflows — when traffic that
+//     is not held back upstream pushes into it (a TCP connection not bound
+//     by its own limiter, a request flow not bound by its enforcer, UDP
+//     dropped there). Every pair crossing a congested link sees losses,
+//     limiter-bound or not, as drop-tail drops whatever arrives: a fraction
+//     (Options.TCPLoss) of the packets it sends, plus for UDP the bits
+//     actually dropped. A link filled exactly by limiter-bound traffic is
+//     loss-free.
 //
 // Mechanisms run as mech.Agent values, one per server, stepped at their own
 // period with what the host would measure (per-pair rates, limits, losses)

@@ -132,18 +132,19 @@ type engine struct {
 	events eventQueue
 
 	// physics; per-resource slices are indexed links first, then limiters
-	dirty    bool
-	solver   alloc.Solver
-	prob     alloc.Problem
-	uses     []alloc.Use
-	tcpRates []float64
-	tcpConns []int // conn index of each TCP problem flow
-	capacity []float64
-	udpLoad  []float64 // UDP passing each resource
-	load     []float64 // total passing each resource
-	udpScale []float64 // fraction of arriving UDP that passes
-	udpIn    []float64
-	sat      []bool
+	dirty     bool
+	solver    alloc.Solver
+	prob      alloc.Problem
+	uses      []alloc.Use
+	tcpRates  []float64
+	tcpConns  []int // conn index of each TCP problem flow
+	capacity  []float64
+	udpLoad   []float64 // UDP passing each resource
+	load      []float64 // total passing each resource
+	udpScale  []float64 // fraction of arriving UDP that passes
+	udpIn     []float64
+	sat       []bool
+	congested []bool // per link: saturated and overflowing
 
 	// appliances and request flows
 	apps      []applianceState

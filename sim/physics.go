@@ -270,6 +270,41 @@ func (e *engine) markSaturation() {
 		p.rate, p.lossRate = 0, 0
 		p.bound = p.limRes >= 0 && e.sat[p.limRes]
 	}
+	// A saturated link is congested — its queue overflows — when traffic
+	// pushes into it that is not held back upstream: a TCP connection not
+	// bound by its own limiter, a request flow not bound by its enforcer,
+	// or UDP being dropped there. Every pair crossing a congested link
+	// then sees losses, limiter-bound or not (drop-tail drops whatever
+	// arrives at a full queue): TCPLoss of its packets, plus for UDP the
+	// bits the fluid model drops. A link filled exactly by limiter-bound
+	// traffic stays loss-free.
+	L := len(e.tp.Links)
+	if cap(e.congested) < L {
+		e.congested = make([]bool, L)
+	}
+	e.congested = e.congested[:L]
+	clear(e.congested)
+	mark := func(links []int) {
+		for _, l := range links {
+			if e.sat[l] {
+				e.congested[l] = true
+			}
+		}
+	}
+	for i := range e.conns {
+		c := &e.conns[i]
+		if !c.active || (!c.udp && e.pairs[c.pair].bound) || (c.udp && c.drop == 0) {
+			continue
+		}
+		mark(c.links)
+	}
+	for _, i := range e.rflowSlot {
+		f := &e.rflows[i]
+		if !f.enfBound && math.IsInf(f.appCap, 1) {
+			mark(f.fwd)
+			mark(f.rev)
+		}
+	}
 	for i := range e.conns {
 		c := &e.conns[i]
 		if !c.active {
@@ -279,13 +314,9 @@ func (e *engine) markSaturation() {
 		p.rate += c.rate
 		if c.udp {
 			p.lossRate += c.drop
-			continue
-		}
-		if p.bound {
-			continue
 		}
 		for _, l := range c.links {
-			if e.sat[l] {
+			if e.congested[l] {
 				p.lossRate += c.rate * e.opts.TCPLoss
 				break
 			}

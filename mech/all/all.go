@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
 	"github.com/bulkhead-dc/bulkhead/mech/none"
+	"github.com/bulkhead-dc/bulkhead/mech/seawall"
 	"github.com/bulkhead-dc/bulkhead/mech/static"
 )
 
@@ -19,6 +21,20 @@ func registry() map[string]constructor {
 	return map[string]constructor{
 		none.Name:   noParams(func() mech.Mechanism { return none.New() }),
 		static.Name: noParams(func() mech.Mechanism { return static.New() }),
+		elasticswitch.Name: func(params map[string]any) (mech.Mechanism, error) {
+			m, err := elasticswitch.New(params)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+		seawall.Name: func(params map[string]any) (mech.Mechanism, error) {
+			m, err := seawall.New(params)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
 	}
 }
 

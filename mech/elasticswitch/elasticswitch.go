@@ -1,0 +1,492 @@
+// Package elasticswitch is ElasticSwitch (Popa et al., "ElasticSwitch:
+// Practical Work-Conserving Bandwidth Guarantees for Cloud Computing",
+// SIGCOMM 2013): hose-model bandwidth guarantees that are work-conserving,
+// enforced by per-VM-pair rate limiters at source hypervisors, decided by
+// every hypervisor independently (§3).
+//
+// Every host runs one Agent with two layers (§3, Fig. 3):
+//
+//   - Guarantee Partitioning (GP, §4), every gp_period (60 ms): each local
+//     VM's hose guarantee is split max-min among its VM pairs by estimated
+//     demand, separately for what it sends (VM.Out, at the source) and what
+//     it receives (VM.In, at the destination). The guarantee of a pair is
+//     B = min(source's share, destination's share); destinations tell
+//     sources their share and whether they deem the pair unbounded in
+//     remote-guarantee messages (Guarantees). See gp.go.
+//   - Rate Allocation (RA, §5), every ra_period (15 ms), per pair at the
+//     source: the limit R = max(B, R_W_TCP) follows a Seawall-like weighted
+//     TCP with Hold-Increase and Rate-Caution (package ra, shared with
+//     mech/seawall).
+//
+// Agent.Period is the RA period; GP runs every gp_period / ra_period-th
+// step (every 4th by default).
+//
+// Headroom (§5 improvement 1, §7: 10%) is "a strictly positive gap between
+// the link capacity and the maximum offered guarantees on any link": a
+// property of admission control, which this mechanism can neither see nor
+// enforce (it does not know link capacities). The scenarios reproducing
+// the paper provide it (e.g. 2 × 450 Mbps of guarantees on a 1 Gbps link).
+// On a link reserved to 100%, RA's probing above the guarantees eats into
+// them, and guarantees are met only approximately.
+//
+// Congestion (the feedback F of §5) is a period with losses on the pair.
+// The "congestion" parameter says where they are read (ra.Source): from
+// the source's Egress observation (default: the simulator copies there the
+// losses the receiver detects, and a host daemon may do the same), from
+// congestion feedback messages that receiver hosts send to source hosts
+// (§6: "receiver", the paper's protocol), or both.
+//
+// Control messages are Guarantees (destination → source, every GP period)
+// and ra.Feedback (destination → source, every RA period with losses, only
+// when congestion is "receiver" or "both"). Their bodies encode to JSON and
+// are accepted either as Go values (as the simulator delivers them) or as
+// raw JSON (json.RawMessage, []byte or string) with their "kind" field.
+package elasticswitch
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch/ra"
+	"github.com/bulkhead-dc/bulkhead/spec"
+)
+
+// Name of the mechanism.
+const Name = "elasticswitch"
+
+// Config is ElasticSwitch's configuration. Rates are in bits/s.
+type Config struct {
+	// RA holds the rate-allocation constants (§5, §7).
+	RA ra.Config
+	// GPPeriod is the GP period (§7: 60 ms), a multiple of RA.Period.
+	GPPeriod time.Duration
+	// Margin is the error margin of the demand estimates (§4): a pair
+	// whose peak rate over a GP period, times 1 + Margin, stays below its
+	// share is bounded, and its demand estimate is that rate times
+	// (1 + Margin)² (so that a steady demand stays classified bounded).
+	Margin float64
+	// Initial is the guarantee of a new pair (§4: "a small value"), given
+	// as soon as the pair is seen; the next GP run partitions the hose
+	// again with the new pair in it, so until then (at most GPPeriod) a
+	// VM's pairs may hold up to Initial per new pair more than its hose.
+	Initial float64
+	// Growth is the factor by which the guarantee of a new (or bounded)
+	// pair that used its guarantee grows at each GP, up to the fair share
+	// of the unbounded pairs (§4: "exponentially").
+	Growth float64
+	// IdleTimeout is how long a pair may send nothing before it is
+	// forgotten (its limiter removed at the source). It then starts anew.
+	IdleTimeout time.Duration
+}
+
+// Defaults returns the paper's parameters (§7): RA every 15 ms and GP every
+// 60 ms, α 0.4, δ 0.75, A 0.5 Mbps, T_S 1.5, w = B / 450 Mbps, Hold-Increase
+// (γ 0.75), Rate-Caution (C 0.5, C_min 0.3); and, where the paper gives no
+// number, a 10% demand-estimate margin, new pairs at 5 Mbps doubling every
+// GP period, pairs forgotten after 1 s idle.
+func Defaults() Config {
+	return Config{
+		RA:          ra.Defaults(),
+		GPPeriod:    60 * time.Millisecond,
+		Margin:      0.1,
+		Initial:     5e6,
+		Growth:      2,
+		IdleTimeout: time.Second,
+	}
+}
+
+// gpParams are the GP parameters (see Parse).
+func gpParams() []string {
+	return []string{"gp_period", "gp_margin", "gp_initial", "gp_growth", "idle_timeout"}
+}
+
+// ParamNames lists every parameter of the mechanism: ra.CoreParams,
+// ra.ImprovementParams and the GP parameters (see Parse).
+func ParamNames() []string {
+	n := append(ra.CoreParams(), ra.ImprovementParams()...)
+	return append(n, gpParams()...)
+}
+
+// Parse reads scenario parameters (mechanism.params) over Defaults.
+// Unknown parameters, wrong types and out-of-range values are reported as
+// *spec.FieldError values ("mechanism.params.alpha: expected a number, got
+// "x""), joined. The parameters are those of package ra (ra.CoreParams and
+// ra.ImprovementParams) and:
+//
+//	gp_period     GP period (duration, "60ms"), a multiple of ra_period
+//	gp_margin     demand-estimate error margin (0.1)
+//	gp_initial    guarantee of a new pair (rate, "5Mbps")
+//	gp_growth     growth factor of a new pair's guarantee per GP (2)
+//	idle_timeout  idle time after which a pair is forgotten (duration, "1s")
+func Parse(params map[string]any) (Config, error) {
+	p := spec.Params(params)
+	cfg := Defaults()
+	if err := p.Check(ParamNames()...); err != nil {
+		return cfg, err
+	}
+	var errs []error
+	if err := ra.Parse(p, &cfg.RA, append(ra.CoreParams(), ra.ImprovementParams()...)...); err != nil {
+		errs = append(errs, err)
+	}
+	var err error
+	if cfg.GPPeriod, err = p.Duration("gp_period", cfg.GPPeriod); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Margin, err = p.Float("gp_margin", cfg.Margin); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Initial, err = p.Rate("gp_initial", cfg.Initial); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Growth, err = p.Float("gp_growth", cfg.Growth); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.IdleTimeout, err = p.Duration("idle_timeout", cfg.IdleTimeout); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return cfg, errors.Join(errs...)
+	}
+	return cfg, cfg.Validate()
+}
+
+// Validate checks the configuration; problems are *spec.FieldError values
+// named after the parameters, joined.
+func (c *Config) Validate() error {
+	errs := []error{c.RA.Validate()}
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, &spec.FieldError{Path: "mechanism.params." + name, Msg: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case c.GPPeriod <= 0:
+		bad("gp_period", "must be positive, got %v", c.GPPeriod)
+	case c.RA.Period > 0 && c.GPPeriod%c.RA.Period != 0:
+		bad("gp_period", "must be a multiple of ra_period (%v), got %v", c.RA.Period, c.GPPeriod)
+	}
+	if !(c.Margin >= 0 && c.Margin < 1) {
+		bad("gp_margin", "must be in [0, 1), got %g", c.Margin)
+	}
+	if !(c.Initial > 0) || math.IsInf(c.Initial, 0) {
+		bad("gp_initial", "must be a positive finite rate, got %g", c.Initial)
+	}
+	if !(c.Growth > 1) || math.IsInf(c.Growth, 0) {
+		bad("gp_growth", "must be finite and > 1, got %g", c.Growth)
+	}
+	if c.IdleTimeout <= 0 {
+		bad("idle_timeout", "must be positive, got %v", c.IdleTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// Mechanism is ElasticSwitch with one configuration.
+type Mechanism struct {
+	cfg Config
+}
+
+// New parses params (see Parse) and returns the mechanism.
+func New(params map[string]any) (*Mechanism, error) {
+	cfg, err := Parse(params)
+	if err != nil {
+		return nil, err
+	}
+	return &Mechanism{cfg: cfg}, nil
+}
+
+// NewWithConfig returns the mechanism with a configuration built in code.
+func NewWithConfig(cfg Config) (*Mechanism, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Mechanism{cfg: cfg}, nil
+}
+
+// Name implements mech.Mechanism.
+func (m *Mechanism) Name() string { return Name }
+
+// Config returns the mechanism's configuration.
+func (m *Mechanism) Config() Config { return m.cfg }
+
+// NewAgent implements mech.Mechanism.
+func (m *Mechanism) NewAgent(env mech.Env) (mech.Agent, error) {
+	return NewAgent(m.cfg, env)
+}
+
+// pairState is GP's classification of a pair at one end (§4).
+type pairState int
+
+const (
+	// growing: a new pair (or a bounded one that used its guarantee) whose
+	// guarantee grows by Growth per GP up to the fair share; not reported
+	// as unbounded ("not considering new flows as unbounded", §4).
+	growing pairState = iota
+	// bounded: demand estimated from the measured rate.
+	bounded
+	// unbounded: got the fair share of the unbounded pairs.
+	unbounded
+)
+
+// end is GP's state of a pair at one of its ends.
+type end struct {
+	id    mech.PairID
+	share float64 // this end's share of its VM's hose
+	state pairState
+	peak  float64       // highest per-period rate since the last GP
+	held  bool          // held back by its limiter in a period since the last GP (source only)
+	last  time.Duration // last time it sent anything (or was created)
+}
+
+// outPair is a pair whose source VM is on this host.
+type outPair struct {
+	end
+	remote          float64 // the destination's share (if remoteKnown)
+	remoteUnbounded bool
+	remoteKnown     bool
+	flow            ra.Flow
+	limit           float64 // limit last set (NaN: none yet)
+	obs             *mech.PairObs
+}
+
+// guarantee is B = min(source's share, destination's share) (§4); until
+// the destination's share arrives, the source's ("Initially, each flow is
+// given the guarantee allocated by the source hypervisor").
+func (p *outPair) guarantee() float64 {
+	if p.remoteKnown {
+		return math.Min(p.share, p.remote)
+	}
+	return p.share
+}
+
+// inPair is a pair whose destination VM is on this host.
+type inPair struct {
+	end
+}
+
+// GuaranteesKind is the Kind of a Guarantees message body.
+const GuaranteesKind = "elasticswitch.guarantees"
+
+// Guarantees is the body of a remote-guarantee message (§4, §6) from a
+// destination host to a source host, sent every GP period.
+type Guarantees struct {
+	Kind  string            `json:"kind"`
+	Pairs []RemoteGuarantee `json:"pairs"`
+}
+
+// RemoteGuarantee is the destination's share B_Y^{X→Y} of one pair, and
+// whether the destination deems the pair unbounded (the flag bit of §4,
+// footnote 3).
+type RemoteGuarantee struct {
+	Src       string  `json:"src"`
+	Dst       string  `json:"dst"`
+	Share     float64 `json:"share"`
+	Unbounded bool    `json:"unbounded"`
+}
+
+// Agent is ElasticSwitch on one host. It is not safe for concurrent use.
+type Agent struct {
+	cfg     Config
+	env     mech.Env
+	gpEvery int
+	steps   int
+	local   map[string]mech.VM // VMs on this host
+	det     *ra.Detector
+
+	out     map[mech.PairID]*outPair
+	outList []*outPair // sorted by (Src, Dst)
+	in      map[mech.PairID]*inPair
+	inList  []*inPair // sorted by (Dst, Src)
+
+	// scratch for GP
+	demands, shares []float64
+}
+
+// NewAgent returns the agent for env.Host under cfg (validated).
+func NewAgent(cfg Config, env mech.Env) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if env.Host == "" {
+		return nil, fmt.Errorf("%s: environment names no host", Name)
+	}
+	a := &Agent{
+		cfg:     cfg,
+		env:     env,
+		gpEvery: int(cfg.GPPeriod / cfg.RA.Period),
+		local:   map[string]mech.VM{},
+		det:     ra.NewDetector(cfg.RA.Congestion),
+		out:     map[mech.PairID]*outPair{},
+		in:      map[mech.PairID]*inPair{},
+	}
+	for _, v := range env.VMs {
+		if v.Host == env.Host {
+			a.local[v.Name] = v
+		}
+	}
+	return a, nil
+}
+
+// Period implements mech.Agent: the RA period.
+func (a *Agent) Period() time.Duration { return a.cfg.RA.Period }
+
+// Guarantee returns the guarantee B the agent currently enforces as the
+// floor of a pair whose source is on its host.
+func (a *Agent) Guarantee(p mech.PairID) (float64, bool) {
+	if o, ok := a.out[p]; ok {
+		return o.guarantee(), true
+	}
+	return 0, false
+}
+
+// Share returns this host's GP share of a pair: at the source if the
+// pair's source VM is here (out), else at the destination.
+func (a *Agent) Share(p mech.PairID, out bool) (float64, bool) {
+	if out {
+		if o, ok := a.out[p]; ok {
+			return o.share, true
+		}
+		return 0, false
+	}
+	if i, ok := a.in[p]; ok {
+		return i.share, true
+	}
+	return 0, false
+}
+
+// Step implements mech.Agent: it takes the messages and observations,
+// runs GP when due, then RA for every pair whose source is here.
+func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
+	now := obs.Now
+	var act mech.Actions
+	for _, m := range a.det.Receive(inbox) {
+		g, ok := ra.Decode[Guarantees](m.Body, GuaranteesKind)
+		if !ok {
+			continue
+		}
+		for _, rg := range g.Pairs {
+			if p := a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]; p != nil && rg.Share >= 0 {
+				p.remote, p.remoteUnbounded, p.remoteKnown = rg.Share, rg.Unbounded, true
+			}
+		}
+	}
+	for i := range obs.Egress {
+		o := &obs.Egress[i]
+		vm, ok := a.local[o.Pair.Src]
+		if !ok {
+			continue
+		}
+		p := a.out[o.Pair]
+		if p == nil {
+			if !(o.Rate > 0) {
+				continue // a limiter with nothing behind it: not a pair of ours
+			}
+			p = &outPair{end: a.newEnd(o.Pair, vm.Out, now), limit: math.NaN()}
+			a.out[o.Pair] = p
+			a.outList = append(a.outList, p)
+			sort.Slice(a.outList, func(i, j int) bool { return pairLess(a.outList[i].id, a.outList[j].id) })
+		}
+		p.obs = o
+		p.see(o.Rate, now)
+		p.held = p.held || ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
+	}
+	for i := range obs.Ingress {
+		o := &obs.Ingress[i]
+		vm, ok := a.local[o.Pair.Dst]
+		if !ok {
+			continue
+		}
+		p := a.in[o.Pair]
+		if p == nil {
+			if !(o.Rate > 0) {
+				continue
+			}
+			p = &inPair{end: a.newEnd(o.Pair, vm.In, now)}
+			a.in[o.Pair] = p
+			a.inList = append(a.inList, p)
+			sort.Slice(a.inList, func(i, j int) bool { return inLess(a.inList[i].id, a.inList[j].id) })
+		}
+		p.see(o.Rate, now)
+	}
+	act.Messages = a.det.Report(a.env.Host, obs.Ingress, a.env.HostOf)
+
+	a.steps++
+	if a.steps%a.gpEvery == 0 {
+		act.Messages = append(act.Messages, a.partition()...)
+	}
+
+	act.Limits = a.allocate(now, act.Limits)
+	a.forget(now, &act)
+	a.det.EndStep()
+	return act
+}
+
+func (a *Agent) newEnd(id mech.PairID, hose float64, now time.Duration) end {
+	return end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now}
+}
+
+func (e *end) see(rate float64, now time.Duration) {
+	if rate > e.peak {
+		e.peak = rate
+	}
+	if rate > 0 {
+		e.last = now
+	}
+}
+
+// allocate runs RA (§5) for every pair whose source is here.
+func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
+	c := &a.cfg.RA
+	for _, p := range a.outList {
+		in := ra.Input{Now: now}
+		in.Floor = p.guarantee()
+		in.Weight = ra.Weight(in.Floor, c)
+		if o := p.obs; o != nil {
+			in.Rate = o.Rate
+			in.Demanding = ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
+			in.Congested = a.det.Losses(o) > 0
+			p.obs = nil // it points into the driver's observation
+		}
+		r := p.flow.Step(c, in)
+		if r != p.limit {
+			p.limit = r
+			limits = append(limits, mech.Limit{Kind: mech.PairLimit, Pair: p.id, Rate: r})
+		}
+	}
+	return limits
+}
+
+// forget drops the pairs idle for longer than IdleTimeout, removing their
+// limiters.
+func (a *Agent) forget(now time.Duration, act *mech.Actions) {
+	keep := a.outList[:0]
+	for _, p := range a.outList {
+		if now-p.last > a.cfg.IdleTimeout {
+			delete(a.out, p.id)
+			act.Limits = append(act.Limits, mech.Limit{Kind: mech.PairLimit, Pair: p.id, Rate: mech.Unlimited})
+			continue
+		}
+		keep = append(keep, p)
+	}
+	clear(a.outList[len(keep):])
+	a.outList = keep
+	keepIn := a.inList[:0]
+	for _, p := range a.inList {
+		if now-p.last > a.cfg.IdleTimeout {
+			delete(a.in, p.id)
+			continue
+		}
+		keepIn = append(keepIn, p)
+	}
+	clear(a.inList[len(keepIn):])
+	a.inList = keepIn
+}
+
+func pairLess(x, y mech.PairID) bool {
+	return x.Src < y.Src || x.Src == y.Src && x.Dst < y.Dst
+}
+
+func inLess(x, y mech.PairID) bool {
+	return x.Dst < y.Dst || x.Dst == y.Dst && x.Src < y.Src
+}

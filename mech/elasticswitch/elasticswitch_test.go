@@ -1,0 +1,421 @@
+package elasticswitch_test
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/all"
+	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
+	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch/ra"
+	"github.com/bulkhead-dc/bulkhead/spec"
+)
+
+const (
+	mbps   = 1e6
+	period = 15 * time.Millisecond
+)
+
+var inf = math.Inf(1)
+
+func pid(s, d string) mech.PairID { return mech.PairID{Src: s, Dst: d} }
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }
+
+// env: tenant T with x on h1 and y, z, t on h2, h3, h4, all with 100 Mbps
+// hoses; tenant U's u on h2 (another tenant on y's host).
+func env(host string) mech.Env {
+	return mech.Env{Host: host, VMs: []mech.VM{
+		{Name: "t", Tenant: "T", Host: "h4", In: 100 * mbps, Out: 100 * mbps},
+		{Name: "u", Tenant: "U", Host: "h2", In: 100 * mbps, Out: 100 * mbps},
+		{Name: "x", Tenant: "T", Host: "h1", In: 100 * mbps, Out: 100 * mbps},
+		{Name: "y", Tenant: "T", Host: "h2", In: 100 * mbps, Out: 100 * mbps},
+		{Name: "z", Tenant: "T", Host: "h3", In: 100 * mbps, Out: 100 * mbps},
+	}}
+}
+
+func newAgent(t *testing.T, host string, params map[string]any) *elasticswitch.Agent {
+	t.Helper()
+	m, err := elasticswitch.New(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.NewAgent(env(host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Period() != period {
+		t.Fatalf("period %v, want %v", a.Period(), period)
+	}
+	return a.(*elasticswitch.Agent)
+}
+
+// source drives an agent as the source of some pairs over an ideal network
+// of 1 Gbps access links: every pair sends at min(its limit, its demand,
+// 1 Gbps), is limiter-bound when its demand exceeds its limit, and loses
+// packets in every period when lossy is set (which pins RA's limits at
+// the guarantees).
+type source struct {
+	t       *testing.T
+	a       *elasticswitch.Agent
+	demand  map[mech.PairID]float64
+	limit   map[mech.PairID]float64
+	lossy   bool
+	k       int
+	inbox   []mech.Message
+	sent    []mech.Message
+	ingress []mech.PairObs
+}
+
+func newSource(t *testing.T, a *elasticswitch.Agent, demand map[mech.PairID]float64) *source {
+	return &source{t: t, a: a, demand: demand, limit: map[mech.PairID]float64{}}
+}
+
+func (s *source) step() mech.Actions {
+	obs := &mech.HostObs{Now: time.Duration(s.k) * period, Period: period}
+	if s.k == 0 {
+		obs.Period = 0
+	}
+	s.k++
+	for p, d := range s.demand {
+		lim, ok := s.limit[p]
+		if !ok {
+			lim = inf
+		}
+		o := mech.PairObs{Pair: p, Tenant: "T", Limit: lim, Rate: math.Min(math.Min(lim, d), 1000*mbps)}
+		o.LimiterBound = d > lim
+		if s.lossy {
+			o.Losses = 1
+		}
+		if obs.Period > 0 {
+			obs.Egress = append(obs.Egress, o)
+		}
+	}
+	obs.Ingress = s.ingress
+	act := s.a.Step(obs, s.inbox)
+	s.inbox = nil
+	for _, l := range act.Limits {
+		if l.Kind != mech.PairLimit {
+			s.t.Fatalf("unexpected limit kind %v", l.Kind)
+		}
+		s.limit[l.Pair] = l.Rate
+	}
+	s.sent = append(s.sent, act.Messages...)
+	return act
+}
+
+func (s *source) run(n int) {
+	for i := 0; i < n; i++ {
+		s.step()
+	}
+}
+
+func share(t *testing.T, a *elasticswitch.Agent, p mech.PairID, out bool) float64 {
+	t.Helper()
+	v, ok := a.Share(p, out)
+	if !ok {
+		t.Fatalf("no share for %v", p)
+	}
+	return v
+}
+
+// §4's example: B_X = 100 Mbps, demand to Y 20 Mbps, to Z and T
+// unbounded: 20/40/40.
+func TestMaxMinPaperExample(t *testing.T) {
+	out := make([]float64, 3)
+	elasticswitch.MaxMin(100*mbps, []float64{20 * mbps, inf, inf}, out)
+	for i, w := range []float64{20 * mbps, 40 * mbps, 40 * mbps} {
+		if !near(out[i], w) {
+			t.Errorf("out[%d] = %g, want %g", i, out[i], w)
+		}
+	}
+	elasticswitch.MaxMin(100*mbps, []float64{10 * mbps, 20 * mbps}, out[:2])
+	if out[0] != 10*mbps || out[1] != 20*mbps {
+		t.Errorf("satisfiable demands split %v", out[:2])
+	}
+	elasticswitch.MaxMin(90*mbps, []float64{50 * mbps, 50 * mbps, 50 * mbps}, out)
+	for _, v := range out {
+		if !near(v, 30*mbps) {
+			t.Errorf("equal demands split %v", out)
+		}
+	}
+}
+
+// The same example through the agent, with the demands measured: X's
+// pairs converge to 20/40/40 (margin 0), and the limits RA sets sit on
+// the guarantees while every period sees losses.
+func TestGPSplitThroughAgent(t *testing.T) {
+	a := newAgent(t, "h1", map[string]any{"gp_margin": 0})
+	s := newSource(t, a, map[mech.PairID]float64{pid("x", "y"): 20 * mbps, pid("x", "z"): inf, pid("x", "t"): inf})
+	s.lossy = true
+	s.run(40)
+	for p, w := range map[mech.PairID]float64{pid("x", "y"): 20 * mbps, pid("x", "z"): 40 * mbps, pid("x", "t"): 40 * mbps} {
+		if got := share(t, a, p, true); !near(got, w) {
+			t.Errorf("share of %v = %g, want %g", p, got, w)
+		}
+		if got, _ := a.Guarantee(p); !near(got, w) {
+			t.Errorf("guarantee of %v = %g, want %g", p, got, w)
+		}
+		if !near(s.limit[p], w) {
+			t.Errorf("limit of %v = %g, want the guarantee %g", p, s.limit[p], w)
+		}
+	}
+	// With the default 10% margin the bounded pair keeps (1.1)² of its
+	// demand.
+	a = newAgent(t, "h1", nil)
+	s = newSource(t, a, map[mech.PairID]float64{pid("x", "y"): 20 * mbps, pid("x", "z"): inf, pid("x", "t"): inf})
+	s.lossy = true
+	s.run(40)
+	if got, want := share(t, a, pid("x", "y"), true), 20*mbps*1.21; !near(got, want) {
+		t.Errorf("bounded share %g, want %g", got, want)
+	}
+	if got, want := share(t, a, pid("x", "z"), true), (100*mbps-20*mbps*1.21)/2; !near(got, want) {
+		t.Errorf("unbounded share %g, want %g", got, want)
+	}
+}
+
+// A new pair starts at gp_initial and doubles every GP period (4 RA
+// periods) up to the fair share, here the whole 100 Mbps hose.
+func TestNewPairGrowsExponentially(t *testing.T) {
+	a := newAgent(t, "h1", nil)
+	s := newSource(t, a, map[mech.PairID]float64{pid("x", "y"): inf})
+	s.run(2)
+	if got := share(t, a, pid("x", "y"), true); got != 5*mbps {
+		t.Fatalf("new pair share %g, want 5 Mbps", got)
+	}
+	if s.limit[pid("x", "y")] != 5*mbps {
+		t.Fatalf("new pair limit %g, want 5 Mbps", s.limit[pid("x", "y")])
+	}
+	s.run(2) // GP at the 4th step
+	for _, w := range []float64{10, 20, 40, 80, 100, 100} {
+		if got := share(t, a, pid("x", "y"), true); !near(got, w*mbps) {
+			t.Fatalf("share %g, want %g Mbps", got, w)
+		}
+		s.run(4)
+	}
+	// Bounded and unallocated guarantee: when all of a VM's pairs are
+	// bounded, the rest of its hose is shared in proportion to demands.
+	a = newAgent(t, "h1", nil)
+	s = newSource(t, a, map[mech.PairID]float64{pid("x", "y"): 10 * mbps, pid("x", "z"): 30 * mbps})
+	s.run(40)
+	y, z := share(t, a, pid("x", "y"), true), share(t, a, pid("x", "z"), true)
+	if !near(y+z, 100*mbps) || !near(z/y, 3) {
+		t.Errorf("all bounded: shares %g and %g, want 100 Mbps in total, 1:3", y, z)
+	}
+}
+
+// B = min(source's share, destination's share): the destination's share
+// arrives in a remote-guarantee message.
+func TestGuaranteeIsMinOfBothEnds(t *testing.T) {
+	a := newAgent(t, "h1", nil)
+	s := newSource(t, a, map[mech.PairID]float64{pid("x", "z"): inf, pid("x", "t"): inf})
+	s.lossy = true
+	s.run(40)
+	if got := share(t, a, pid("x", "z"), true); !near(got, 50*mbps) {
+		t.Fatalf("share %g, want 50 Mbps", got)
+	}
+	// z's host gives x→z 10 Mbps, not (yet) unbounded: B drops to 10 Mbps
+	// at once, x's own share stays.
+	s.inbox = []mech.Message{{From: "h3", To: "h1", Body: elasticswitch.Guarantees{Kind: elasticswitch.GuaranteesKind,
+		Pairs: []elasticswitch.RemoteGuarantee{{Src: "x", Dst: "z", Share: 10 * mbps}}}}}
+	s.run(1)
+	if got, _ := a.Guarantee(pid("x", "z")); got != 10*mbps {
+		t.Errorf("guarantee %g, want min(50, 10) Mbps", got)
+	}
+	s.run(4)
+	if s.limit[pid("x", "z")] != 10*mbps {
+		t.Errorf("limit %g, want 10 Mbps", s.limit[pid("x", "z")])
+	}
+	s.run(8)
+	if got := share(t, a, pid("x", "z"), true); got < 30*mbps {
+		t.Errorf("share fell to %g: a bounded destination share must not be adopted", got)
+	}
+	// Now flagged unbounded (as JSON, as a daemon would deliver it): weak
+	// interdependence, x adopts 10 Mbps for x→z and gives t the rest.
+	body, err := json.Marshal(elasticswitch.Guarantees{Kind: elasticswitch.GuaranteesKind,
+		Pairs: []elasticswitch.RemoteGuarantee{{Src: "x", Dst: "z", Share: 10 * mbps, Unbounded: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.inbox = []mech.Message{{From: "h3", To: "h1", Body: json.RawMessage(body)}}
+	s.run(8)
+	if got := share(t, a, pid("x", "z"), true); !near(got, 10*mbps) {
+		t.Errorf("share of x→z %g, want the destination's 10 Mbps", got)
+	}
+	if got := share(t, a, pid("x", "t"), true); !near(got, 90*mbps) {
+		t.Errorf("share of x→t %g, want 90 Mbps", got)
+	}
+}
+
+// The destination side: y's host splits y's in-hose between its senders
+// and reports the shares, new pairs not flagged unbounded.
+func TestDestinationReportsShares(t *testing.T) {
+	a := newAgent(t, "h2", nil)
+	s := newSource(t, a, nil)
+	s.ingress = []mech.PairObs{
+		{Pair: pid("x", "y"), Tenant: "T", Rate: 80 * mbps, Limit: inf},
+		{Pair: pid("z", "y"), Tenant: "T", Rate: 80 * mbps, Limit: inf},
+	}
+	s.run(4)
+	if len(s.sent) != 2 || s.sent[0].To != "h1" || s.sent[1].To != "h3" {
+		t.Fatalf("messages %+v, want one to h1 and one to h3", s.sent)
+	}
+	g, ok := s.sent[0].Body.(elasticswitch.Guarantees)
+	if !ok || len(g.Pairs) != 1 || g.Pairs[0] != (elasticswitch.RemoteGuarantee{Src: "x", Dst: "y", Share: 10 * mbps}) {
+		t.Fatalf("first report %+v, want x→y at 10 Mbps, not unbounded", s.sent[0].Body)
+	}
+	if _, err := json.Marshal(s.sent[0].Body); err != nil {
+		t.Fatalf("body does not encode to JSON: %v", err)
+	}
+	s.sent = nil
+	s.run(20)
+	last := s.sent[len(s.sent)-1].Body.(elasticswitch.Guarantees).Pairs[0]
+	if last.Src != "z" || !near(last.Share, 50*mbps) || !last.Unbounded {
+		t.Errorf("final report %+v, want z→y at 50 Mbps, unbounded", last)
+	}
+}
+
+// RA through the agent: without congestion the limit grows above the
+// guarantee (work conservation); a period with losses cuts it by α, never
+// below the guarantee.
+func TestRAThroughAgent(t *testing.T) {
+	a := newAgent(t, "h1", nil)
+	p := pid("x", "y")
+	s := newSource(t, a, map[mech.PairID]float64{p: inf})
+	s.run(200) // 3 s
+	b, _ := a.Guarantee(p)
+	if b != 100*mbps {
+		t.Fatalf("guarantee %g, want the whole 100 Mbps hose", b)
+	}
+	r := s.limit[p]
+	if r < 2*b {
+		t.Fatalf("after 3 s without congestion the limit is %g, want well above the guarantee %g", r, b)
+	}
+	s.lossy = true
+	s.run(1)
+	if got := s.limit[p]; !near(got, 0.6*r) {
+		t.Errorf("after losses: %g, want (1-α)·%g = %g", got, r, 0.6*r)
+	}
+	s.run(20)
+	if got := s.limit[p]; got != b {
+		t.Errorf("under constant losses: %g, want the guarantee %g", got, b)
+	}
+	// The Rate-Caution and Hold-Increase switches slow the increase.
+	grow := func(params map[string]any) float64 {
+		a := newAgent(t, "h1", params)
+		s := newSource(t, a, map[mech.PairID]float64{p: inf})
+		s.run(100)
+		return s.limit[p]
+	}
+	cautious, bold := grow(nil), grow(map[string]any{"rate_caution": false})
+	if !(bold > cautious) {
+		t.Errorf("without Rate-Caution the limit reached %g, not above %g with it", bold, cautious)
+	}
+	if aggr := grow(map[string]any{"aggressive": true}); !(aggr > cautious) {
+		t.Errorf("aggressive preset reached %g, not above %g", aggr, cautious)
+	}
+}
+
+// Congestion from receiver feedback: the destination host reports the
+// losses it sees, the source reacts at its next step.
+func TestReceiverFeedback(t *testing.T) {
+	params := map[string]any{"congestion": "receiver"}
+	src := newAgent(t, "h1", params)
+	dst := newAgent(t, "h2", params)
+	p := pid("x", "y")
+	s := newSource(t, src, map[mech.PairID]float64{p: inf})
+	s.run(200)
+	r := s.limit[p]
+	// Losses on the egress observation alone are ignored in this mode.
+	s.lossy = true
+	s.run(1)
+	if s.limit[p] < r {
+		t.Fatalf("egress losses acted on in receiver mode: %g < %g", s.limit[p], r)
+	}
+	s.lossy = false
+	r = s.limit[p]
+	act := dst.Step(&mech.HostObs{Now: time.Second, Period: period, Ingress: []mech.PairObs{{Pair: p, Tenant: "T", Rate: r, Losses: 4}}}, nil)
+	var fb []mech.Message
+	for _, m := range act.Messages {
+		if _, ok := m.Body.(ra.Feedback); ok {
+			fb = append(fb, m)
+		}
+	}
+	if len(fb) != 1 || fb[0].To != "h1" {
+		t.Fatalf("feedback %+v, want one message to h1", act.Messages)
+	}
+	s.inbox = fb
+	s.run(1)
+	if got := s.limit[p]; !near(got, math.Max(100*mbps, 0.6*r)) {
+		t.Errorf("after feedback: %g, want %g", got, math.Max(100*mbps, 0.6*r))
+	}
+}
+
+// Idle pairs are forgotten and their limiters removed.
+func TestIdlePairForgotten(t *testing.T) {
+	a := newAgent(t, "h1", nil)
+	p := pid("x", "y")
+	s := newSource(t, a, map[mech.PairID]float64{p: inf})
+	s.run(10)
+	s.demand[p] = 0
+	s.run(80)
+	if _, ok := a.Guarantee(p); ok {
+		t.Error("idle pair still tracked after 1.2 s")
+	}
+	if !math.IsInf(s.limit[p], 1) {
+		t.Errorf("idle pair's limit %g, want removed", s.limit[p])
+	}
+}
+
+func TestParams(t *testing.T) {
+	m, err := elasticswitch.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Config()
+	d := elasticswitch.Defaults()
+	if c.RA.Period != 15*time.Millisecond || c.GPPeriod != 60*time.Millisecond || c.RA.Alpha != 0.4 || c.RA.Delta != 0.75 ||
+		c.RA.Increase != 0.5e6 || c.RA.TimeScale != 1.5 || c.RA.Caution != 0.5 || c.RA.CautionMin != 0.3 || c.RA.Gamma != 0.75 ||
+		c.RA.WeightUnit != 450e6 || !c.RA.HoldIncrease || !c.RA.RateCaution || c != d {
+		t.Errorf("defaults %+v", c)
+	}
+	m, err = elasticswitch.New(map[string]any{"aggressive": true, "hold_increase": false, "rate_caution": false, "gp_period": "90ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Config(); c.RA.Increase != 2.5e6 || c.RA.TimeScale != 2 || c.RA.HoldIncrease || c.RA.RateCaution || c.GPPeriod != 90*time.Millisecond {
+		t.Errorf("parsed %+v", c)
+	}
+	for _, tc := range []struct {
+		params map[string]any
+		want   string
+	}{
+		{map[string]any{"alpha": "x"}, `mechanism.params.alpha: expected a number, got "x"`},
+		{map[string]any{"alpah": 0.4}, "mechanism.params.alpah: unknown parameter (known: ra_period, alpha"},
+		{map[string]any{"headroom": 0.1}, "mechanism.params.headroom: unknown parameter"},
+		{map[string]any{"gp_period": "50ms"}, "mechanism.params.gp_period: must be a multiple of ra_period (15ms), got 50ms"},
+		{map[string]any{"gp_growth": 1}, "mechanism.params.gp_growth: must be finite and > 1, got 1"},
+		{map[string]any{"gp_initial": "-1Mbps"}, "mechanism.params.gp_initial: expected a rate"},
+		{map[string]any{"gp_margin": 1}, "mechanism.params.gp_margin: must be in [0, 1), got 1"},
+		{map[string]any{"idle_timeout": 5}, `mechanism.params.idle_timeout: expected a duration such as "60ms", got 5`},
+		{map[string]any{"delta": 0, "alpha": true}, "mechanism.params.alpha: expected a number, got true"},
+	} {
+		_, err := elasticswitch.New(tc.params)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%v) = %v, want an error containing %q", tc.params, err, tc.want)
+			continue
+		}
+		if len(spec.FieldErrors(err)) == 0 {
+			t.Errorf("New(%v): %v has no *spec.FieldError", tc.params, err)
+		}
+		if _, err2 := all.New(elasticswitch.Name, tc.params); err2 == nil || err2.Error() != err.Error() {
+			t.Errorf("registry: %v, want %v", err2, err)
+		}
+	}
+	if _, err := elasticswitch.NewAgent(elasticswitch.Defaults(), mech.Env{}); err == nil {
+		t.Error("agent without a host accepted")
+	}
+}

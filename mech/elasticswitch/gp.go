@@ -1,0 +1,181 @@
+package elasticswitch
+
+import (
+	"math"
+	"sort"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+)
+
+// MaxMin writes to out the max-min split of capacity among demands (each
+// ≥ 0, +Inf for unbounded): every demand below the fair share is met and
+// the rest share what is left equally (§4, "GP in a static context"). The
+// sum of out is min(capacity, Σ demands). out must be as long as demands.
+func MaxMin(capacity float64, demands, out []float64) {
+	n := len(demands)
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(i, j int) bool { return demands[idx[i]] < demands[idx[j]] })
+	left := math.Max(capacity, 0)
+	for k, i := range idx {
+		fair := left / float64(n-k)
+		d := math.Max(demands[i], 0)
+		if d <= fair {
+			out[i] = d
+			left -= d
+			continue
+		}
+		for _, j := range idx[k:] {
+			out[j] = fair
+		}
+		return
+	}
+}
+
+// estimate returns a pair end's demand estimate for the next GP period from
+// its peak rate over the last one, and classifies it (§4, "GP in a dynamic
+// context"):
+//
+//   - a pair that did not use its share (peak·(1+margin) < share, or sent
+//     nothing) is bounded, with demand peak·(1+margin)²; at the source, a
+//     pair its limiter held back did use it, whatever its rate (the limit
+//     may be the destination's smaller share, which the source adopts only
+//     if the destination deems the pair unbounded);
+//   - a pair already unbounded that used its share stays unbounded (+Inf);
+//   - any other pair that used its share (new, or bounded whose demand
+//     grew) grows: demand Growth × its share (at least Initial), which the
+//     max-min caps at the fair share of the unbounded pairs; a growing
+//     pair so capped becomes unbounded (see divide).
+func (a *Agent) estimate(e *end) float64 {
+	m := 1 + a.cfg.Margin
+	if !(e.peak > 0) || e.peak*m < e.share && !e.held {
+		e.state = bounded
+		return e.peak * m * m
+	}
+	if e.state == unbounded {
+		return math.Inf(1)
+	}
+	e.state = growing
+	return a.cfg.Growth * math.Max(e.share, a.cfg.Initial)
+}
+
+// divide sets the shares of one VM's pairs on one side (its out- or
+// in-hose of capacity hose) from their demands: max-min, then, if every
+// pair is bounded, the unallocated rest shared in proportion to the
+// demands (equally if all are zero) so that the whole guarantee is
+// allocated (§4). Growing pairs the max-min capped become unbounded. Peaks
+// are reset for the next period.
+func (a *Agent) divide(hose float64, ends []*end, demands []float64) {
+	shares := grow(&a.shares, len(ends))
+	MaxMin(hose, demands, shares)
+	allBounded := true
+	sumShare, sumDemand := 0.0, 0.0
+	for i, e := range ends {
+		if e.state != bounded {
+			allBounded = false
+		}
+		if e.state == growing && shares[i] < demands[i]*(1-1e-9) {
+			e.state = unbounded
+		}
+		sumShare += shares[i]
+		sumDemand += demands[i]
+	}
+	if rest := hose - sumShare; allBounded && rest > 0 {
+		for i := range ends {
+			if sumDemand > 0 {
+				shares[i] += rest * demands[i] / sumDemand
+			} else {
+				shares[i] += rest / float64(len(ends))
+			}
+		}
+	}
+	for i, e := range ends {
+		e.share = shares[i]
+		e.peak, e.held = 0, false
+	}
+}
+
+func grow(s *[]float64, n int) []float64 {
+	if cap(*s) < n {
+		*s = make([]float64, n)
+	}
+	*s = (*s)[:n]
+	return *s
+}
+
+// partition runs GP (§4) for every VM on this host, both sides, and
+// returns the remote-guarantee messages for the source hosts of the pairs
+// received here (one message per host, in host order). Pairs between two
+// VMs of this host take the destination's share directly.
+func (a *Agent) partition() []mech.Message {
+	var ends []*end
+	// Out side: outList is sorted by source VM.
+	for i := 0; i < len(a.outList); {
+		src := a.outList[i].id.Src
+		j := i
+		for j < len(a.outList) && a.outList[j].id.Src == src {
+			j++
+		}
+		ends = ends[:0]
+		demands := grow(&a.demands, j-i)
+		for k, p := range a.outList[i:j] {
+			ends = append(ends, &p.end)
+			if p.remoteKnown && p.remoteUnbounded && p.remote <= p.share && p.peak > 0 {
+				// Weak interdependence (§4): the destination gives the
+				// unbounded pair no more than we do; deem its demand the
+				// destination's guarantee.
+				p.state = bounded
+				demands[k] = p.remote
+				continue
+			}
+			demands[k] = a.estimate(&p.end)
+		}
+		a.divide(a.local[src].Out, ends, demands)
+		i = j
+	}
+	// In side: inList is sorted by destination VM.
+	for i := 0; i < len(a.inList); {
+		dst := a.inList[i].id.Dst
+		j := i
+		for j < len(a.inList) && a.inList[j].id.Dst == dst {
+			j++
+		}
+		ends = ends[:0]
+		demands := grow(&a.demands, j-i)
+		for k, p := range a.inList[i:j] {
+			ends = append(ends, &p.end)
+			demands[k] = a.estimate(&p.end)
+		}
+		a.divide(a.local[dst].In, ends, demands)
+		i = j
+	}
+	// Remote guarantees, one message per source host.
+	byHost := map[string]int{}
+	var msgs []mech.Message
+	for _, p := range a.inList {
+		rg := RemoteGuarantee{Src: p.id.Src, Dst: p.id.Dst, Share: p.share, Unbounded: p.state == unbounded}
+		h := a.env.HostOf(p.id.Src)
+		switch h {
+		case "":
+			continue
+		case a.env.Host:
+			if o := a.out[p.id]; o != nil {
+				o.remote, o.remoteUnbounded, o.remoteKnown = rg.Share, rg.Unbounded, true
+			}
+			continue
+		}
+		k, ok := byHost[h]
+		if !ok {
+			k = len(msgs)
+			byHost[h] = k
+			msgs = append(msgs, mech.Message{To: h, Body: Guarantees{Kind: GuaranteesKind}})
+		}
+		g := msgs[k].Body.(Guarantees)
+		g.Pairs = append(g.Pairs, rg)
+		msgs[k].Body = g
+	}
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].To < msgs[j].To })
+	return msgs
+}
