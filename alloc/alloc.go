@@ -39,6 +39,11 @@ type Resource struct {
 type Use struct {
 	Resource int     // index into Problem.Resources
 	Coef     float64 // > 0
+	// Class at this resource when it is hierarchical; empty means the
+	// flow's Class. (A connection crosses its sender's egress scheduler in
+	// the sender's class and its receiver's ingress scheduler in the
+	// receiver's.)
+	Class string
 }
 
 // Flow is one client of the allocator.

@@ -76,8 +76,8 @@ func TestDRFTable(t *testing.T) {
 		{"infinite capacity", VectorProblem{Resources: vres(math.Inf(1), 10),
 			Flows: []VectorFlow{vflow("a", "", 1, 100, 0), vflow("b", "", 1, 100, 20)}}, []float64{1, 0.5}},
 		{"sparse and dense agree", VectorProblem{Resources: vres(9, 18),
-			Flows: []VectorFlow{{ID: "A", Weight: 1, Sparse: []Use{{1, 36}, {0, 9}}},
-				{ID: "B", Weight: 1, Sparse: []Use{{0, 20}, {1, 9}, {0, 7}}}}}, []float64{3.0 / 9, 2.0 / 9}},
+			Flows: []VectorFlow{{ID: "A", Weight: 1, Sparse: []Use{{Resource: 1, Coef: 36}, {Resource: 0, Coef: 9}}},
+				{ID: "B", Weight: 1, Sparse: []Use{{Resource: 0, Coef: 20}, {Resource: 1, Coef: 9}, {Resource: 0, Coef: 7}}}}}, []float64{3.0 / 9, 2.0 / 9}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,7 +257,7 @@ func TestVectorValidation(t *testing.T) {
 	ok := func() VectorProblem {
 		return VectorProblem{
 			Resources: vres(10, 10),
-			Flows:     []VectorFlow{vflow("a", "g", 1, 1, 2), {ID: "b", Weight: 1, Sparse: []Use{{1, 3}}}},
+			Flows:     []VectorFlow{vflow("a", "g", 1, 1, 2), {ID: "b", Weight: 1, Sparse: []Use{{Resource: 1, Coef: 3}}}},
 		}
 	}
 	tests := []struct {
@@ -273,7 +273,7 @@ func TestVectorValidation(t *testing.T) {
 		{"short demand", func(p *VectorProblem) { p.Flows[0].Demand = []float64{1} }, "demand", "has 1 entries, want one per resource (2)"},
 		{"negative demand", func(p *VectorProblem) { p.Flows[0].Demand[1] = -1 }, "demand", `demand for resource "r1" must be finite and ≥ 0`},
 		{"infinite demand", func(p *VectorProblem) { p.Flows[0].Demand[1] = math.Inf(1) }, "demand", "+Inf"},
-		{"both forms", func(p *VectorProblem) { p.Flows[0].Sparse = []Use{{0, 1}} }, "demand", "both"},
+		{"both forms", func(p *VectorProblem) { p.Flows[0].Sparse = []Use{{Resource: 0, Coef: 1}} }, "demand", "both"},
 		{"sparse unknown resource", func(p *VectorProblem) { p.Flows[1].Sparse[0].Resource = 2 }, "resource", "unknown resource index 2"},
 		{"sparse zero", func(p *VectorProblem) { p.Flows[1].Sparse[0].Coef = 0 }, "coef", "must be > 0"},
 		{"empty id", func(p *VectorProblem) { p.Flows[1].ID = "" }, "id", "empty id"},

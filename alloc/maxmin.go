@@ -188,7 +188,11 @@ func (s *Solver) Solve(p *Problem, rates []float64) error {
 			g.addUse(sub, u.Coef)
 			if n := s.nCls[u.Resource]; n > 0 {
 				names := s.clsName[sub+1 : sub+1+n]
-				k, _ := slices.BinarySearch(names, f.Class)
+				cls := u.Class
+				if cls == "" {
+					cls = f.Class
+				}
+				k, _ := slices.BinarySearch(names, cls)
 				g.addUse(sub+1+int32(k), u.Coef)
 			}
 		}

@@ -213,10 +213,10 @@ func TestMaxMinValidation(t *testing.T) {
 		{"negative coef", func(p *Problem) { p.Flows[0].Uses[0].Coef = -1 }, "coef", "must be > 0"},
 		{"empty flow id", func(p *Problem) { p.Flows[1].ID = "" }, "id", "empty id"},
 		{"duplicate flow id", func(p *Problem) { p.Flows[1].ID = "f1" }, "id", `duplicate flow id "f1" (also flow 0)`},
-		{"missing class", func(p *Problem) { p.Flows[0].Uses = append(p.Flows[0].Uses, Use{1, 1}) }, "class", `no class but resource "w" is hierarchical`},
+		{"missing class", func(p *Problem) { p.Flows[0].Uses = append(p.Flows[0].Uses, Use{Resource: 1, Coef: 1}) }, "class", `no class but resource "w" is hierarchical`},
 		{"unknown class", func(p *Problem) {
 			p.Flows[0].Class = "Z"
-			p.Flows[0].Uses = append(p.Flows[0].Uses, Use{1, 1})
+			p.Flows[0].Uses = append(p.Flows[0].Uses, Use{Resource: 1, Coef: 1})
 		}, "class", `class "Z" is not a class of resource "w"`},
 		{"floors do not fit", func(p *Problem) {
 			p.Flows[0].Floor = 95
@@ -429,4 +429,28 @@ func itoa(i int) string {
 		i /= 10
 	}
 	return string(b[n:])
+}
+
+// Use.Class overrides Flow.Class at one resource: a connection crosses its
+// sender's egress scheduler in the sender's class and its receiver's
+// ingress scheduler in the receiver's.
+func TestUseClassOverridesFlowClass(t *testing.T) {
+	p := &Problem{
+		Resources: []Resource{{ID: "port", Capacity: 100, Classes: map[string]float64{"A": 3, "B": 1}}},
+		Flows: []Flow{
+			{ID: "f1", Uses: []Use{{Resource: 0, Coef: 1, Class: "A"}}, Demand: Unbounded, Weight: 1, Class: "B"},
+			{ID: "f2", Uses: []Use{{Resource: 0, Coef: 1}}, Demand: Unbounded, Weight: 1, Class: "B"},
+		},
+	}
+	got, err := MaxMin(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(got[0]-75) > 1e-6 || math.Abs(got[1]-25) > 1e-6 {
+		t.Errorf("rates %v, want [75 25]", got)
+	}
+	p.Flows[0].Uses[0].Class = "C"
+	if _, err := MaxMin(p); err == nil || !strings.Contains(err.Error(), `class "C" is not a class of resource "port"`) {
+		t.Errorf("unknown per-use class: %v", err)
+	}
 }

@@ -150,11 +150,15 @@ func validateProblem(p *Problem, ids map[string]int, floorLoad []float64) error 
 			}
 			res := &p.Resources[u.Resource]
 			if len(res.Classes) > 0 {
-				if _, ok := res.Classes[f.Class]; !ok {
-					if f.Class == "" {
+				cls := u.Class
+				if cls == "" {
+					cls = f.Class
+				}
+				if _, ok := res.Classes[cls]; !ok {
+					if cls == "" {
 						return flowErr(i, f.ID, j, "class", "flow has no class but resource %q is hierarchical", res.ID)
 					}
-					return flowErr(i, f.ID, j, "class", "class %q is not a class of resource %q", f.Class, res.ID)
+					return flowErr(i, f.ID, j, "class", "class %q is not a class of resource %q", cls, res.ID)
 				}
 			}
 		}

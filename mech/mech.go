@@ -72,6 +72,8 @@ type HostObs struct {
 	// destination VM is; pairs of two VMs on the same host appear in both.
 	// Pairs with no traffic in the period and no limiter may be omitted.
 	Egress, Ingress []PairObs
+	// VMs lists the host's VMs.
+	VMs []VMObs
 }
 
 // LimitKind says which enforcement point a Limit sets.
@@ -107,8 +109,9 @@ type Message struct {
 // Actions is what an agent wants done after a step. Limits not mentioned
 // keep their current rate.
 type Actions struct {
-	Limits   []Limit
-	Messages []Message
+	Limits     []Limit
+	Schedulers []Scheduler
+	Messages   []Message
 }
 
 // Agent is the per-host control loop of a mechanism.
@@ -151,4 +154,39 @@ func (e *Env) VM(name string) (VM, bool) {
 		return e.VMs[lo], true
 	}
 	return VM{}, false
+}
+
+// Direction of a host scheduler on its access link.
+type Direction int
+
+// Scheduler directions.
+const (
+	Egress Direction = iota
+	Ingress
+)
+
+// Scheduler configures a host's per-VM scheduler on its access link
+// (Gatekeeper's egress and ingress schedulers; an HTB tree of per-VM classes
+// on real hosts): a work-conserving weighted fair queue across the host's
+// VMs, weights typically their guarantees, serving at most Rate bits/s in
+// total. VMs of the host not in Weights get a negligible weight (best
+// effort). Rate Unlimited with no Weights removes the scheduler.
+type Scheduler struct {
+	Dir     Direction
+	Rate    float64
+	Weights map[string]float64
+}
+
+// VMObs is one local VM as its host measured it over the last period.
+type VMObs struct {
+	VM string
+	// InArrival is the rate (bits/s) at which traffic for the VM arrived at
+	// the host, InRate what was delivered to it, InDrops what the host's
+	// ingress dropped (its per-VM queue overflowing); OutRate is what the VM
+	// sent.
+	InArrival, InRate, InDrops, OutRate float64
+	// DropSrc is the source VM that lost most at this VM's ingress queue in
+	// the period ("" if none): Gatekeeper targets the sender of the last
+	// dropped packet.
+	DropSrc string
 }

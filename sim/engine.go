@@ -55,6 +55,11 @@ type vmInfo struct {
 	// index in the current problem (-1: none).
 	egRate, inRate float64
 	egRes, inRes   int
+	// the host schedulers the VM's traffic crosses (index into e.scheds,
+	// -1: none)
+	egSched, inSched int
+	// since the host agent's last step
+	inBits, outBits, inDropBits float64
 }
 
 type pairState struct {
@@ -70,10 +75,12 @@ type pairState struct {
 	nconn   int // connections ever made, for ECMP hashing
 
 	// per tick
-	rate     float64 // delivered bits/s this tick
-	lossRate float64 // bits/s lost in the network this tick
-	bound    bool    // held back by its own limiter this tick
-	partial  float64 // correction for flows that finished mid-tick (bits)
+	rate      float64 // delivered bits/s this tick
+	lossRate  float64 // bits/s lost in the network this tick
+	inDrop    float64 // bits/s of it dropped at the receiver host's ingress
+	inDropAcc float64 // since the destination agent's last step
+	bound     bool    // held back by its own limiter this tick
+	partial   float64 // correction for flows that finished mid-tick (bits)
 
 	// offered load of the active connections
 	unboundedActive int     // active TCP connections with no rate cap
@@ -107,6 +114,7 @@ type connState struct {
 	start     time.Duration
 	rate      float64 // delivered this tick
 	drop      float64 // UDP bits/s dropped in the network this tick
+	inDrop    float64 // of which at the receiver host's ingress scheduler
 	id        string  // for the allocator
 }
 
@@ -145,6 +153,9 @@ type engine struct {
 	udpIn     []float64
 	sat       []bool
 	congested []bool // per link: saturated and overflowing
+	scheds    []schedState
+	resSched  []int // per resource: scheduler index, -1
+	hops      []hop
 
 	// appliances and request flows
 	apps      []applianceState
@@ -176,6 +187,8 @@ type hostAgent struct {
 	limSeen  map[mech.PairID]bool
 	obsEgr   []mech.PairObs
 	obsIngr  []mech.PairObs
+	obsVMs   []mech.VMObs
+	vms      []int // local VM indices
 	stepsRun int
 }
 
@@ -236,7 +249,7 @@ func (e *engine) buildVMs() error {
 			in, out := t.Hose(v)
 			e.vmIdx[v.Name] = len(e.vms)
 			e.vms = append(e.vms, vmInfo{name: v.Name, tenant: t.Name, host: n.ID, in: in, out: out,
-				egRate: math.Inf(1), inRate: math.Inf(1), egRes: -1, inRes: -1})
+				egRate: math.Inf(1), inRate: math.Inf(1), egRes: -1, inRes: -1, egSched: -1, inSched: -1})
 		}
 	}
 	return nil
@@ -330,9 +343,10 @@ func (e *engine) buildAgents() error {
 			return fmt.Errorf("sim: mechanism %s: agent on %s: non-positive period %v", e.opts.Mechanism.Name(), name, p)
 		}
 		ha := &hostAgent{name: name, agent: a, period: p, vmsHere: map[string]bool{}, limSeen: map[mech.PairID]bool{}}
-		for _, v := range e.vms {
+		for vi, v := range e.vms {
 			if v.host == h {
 				ha.vmsHere[v.name] = true
+				ha.vms = append(ha.vms, vi)
 			}
 		}
 		for i, ps := range e.pairs {
@@ -458,6 +472,11 @@ func (e *engine) stepAgents() error {
 				return err
 			}
 		}
+		for _, s := range act.Schedulers {
+			if err := e.applyScheduler(h, s); err != nil {
+				return err
+			}
+		}
 		for _, m := range act.Messages {
 			m.From = h.name
 			j, ok := e.hostN[m.To]
@@ -501,6 +520,28 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 		p.rxBits, p.rxLoss = 0, 0
 	}
 	obs.Egress, obs.Ingress = h.obsEgr, h.obsIngr
+	h.obsVMs = h.obsVMs[:0]
+	for _, vi := range h.vms {
+		v := &e.vms[vi]
+		o := mech.VMObs{VM: v.name}
+		if sec > 0 {
+			o.InRate, o.OutRate, o.InDrops = v.inBits/sec, v.outBits/sec, v.inDropBits/sec
+			o.InArrival = o.InRate + o.InDrops
+		}
+		most := 0.0
+		for _, i := range h.ingress {
+			p := &e.pairs[i]
+			if p.dst == vi && p.inDropAcc > most {
+				most, o.DropSrc = p.inDropAcc, p.id.Src
+			}
+		}
+		v.inBits, v.outBits, v.inDropBits = 0, 0, 0
+		h.obsVMs = append(h.obsVMs, o)
+	}
+	for _, i := range h.ingress {
+		e.pairs[i].inDropAcc = 0
+	}
+	obs.VMs = h.obsVMs
 	return obs
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
+	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/metrics"
 )
 
@@ -52,8 +53,30 @@ func (e *engine) buildResources() {
 		f := &e.rflows[i]
 		f.enfRes = add(f.enfRate, "enforcer:"+f.id.Src+"->"+f.id.Dst)
 	}
+	for i := range e.scheds {
+		st := &e.scheds[i]
+		st.res = -1
+		if math.IsInf(st.rate, 1) {
+			continue
+		}
+		dir := "egress-sched:"
+		if st.dir == mech.Ingress {
+			dir = "ingress-sched:"
+		}
+		res = append(res, alloc.Resource{ID: dir + e.tp.Nodes[st.host].Name, Capacity: st.rate, Classes: st.classes()})
+		st.res = len(res) - 1
+	}
 	e.prob.Resources = res
 	R := len(res)
+	e.resSched = growInt(e.resSched, R)
+	for r := range e.resSched {
+		e.resSched[r] = -1
+	}
+	for i := range e.scheds {
+		if r := e.scheds[i].res; r >= 0 {
+			e.resSched[r] = i
+		}
+	}
 	e.capacity = grow(e.capacity, R)
 	for r := range res {
 		e.capacity[r] = res[r].Capacity
@@ -68,6 +91,13 @@ func (e *engine) buildResources() {
 	e.sat = e.sat[:R]
 }
 
+func growInt(s []int, n int) []int {
+	if cap(s) < n {
+		return make([]int, n)
+	}
+	return s[:n]
+}
+
 func grow(s []float64, n int) []float64 {
 	if cap(s) < n {
 		return make([]float64, n)
@@ -76,46 +106,90 @@ func grow(s []float64, n int) []float64 {
 }
 
 // path appends connection c's resources in the order its packets meet them:
-// pair limiter, VM egress limiter, links, VM ingress limiter.
-func (e *engine) path(buf []int, c *connState) []int {
+// pair limiter, VM egress limiter, the sender host's egress scheduler,
+// links, the receiver host's ingress scheduler, VM ingress limiter.
+func (e *engine) path(buf []hop, c *connState) []hop {
 	p := &e.pairs[c.pair]
+	src, dst := &e.vms[p.src], &e.vms[p.dst]
 	if p.limRes >= 0 {
-		buf = append(buf, p.limRes)
+		buf = append(buf, hop{p.limRes, -1})
 	}
-	if r := e.vms[p.src].egRes; r >= 0 {
-		buf = append(buf, r)
+	if src.egRes >= 0 {
+		buf = append(buf, hop{src.egRes, -1})
 	}
-	buf = append(buf, c.links...)
-	if r := e.vms[p.dst].inRes; r >= 0 {
-		buf = append(buf, r)
+	if src.egSched >= 0 && len(c.links) > 0 {
+		if st := &e.scheds[src.egSched]; st.res >= 0 {
+			buf = append(buf, hop{st.res, st.classOf(src.name)})
+		}
+	}
+	for _, l := range c.links {
+		buf = append(buf, hop{l, -1})
+	}
+	if dst.inSched >= 0 && len(c.links) > 0 {
+		if st := &e.scheds[dst.inSched]; st.res >= 0 {
+			buf = append(buf, hop{st.res, st.classOf(dst.name)})
+		}
+	}
+	if dst.inRes >= 0 {
+		buf = append(buf, hop{dst.inRes, -1})
 	}
 	return buf
 }
 
+// isIngressSched reports whether resource r is a host ingress scheduler.
+func (e *engine) isIngressSched(r int) bool {
+	i := e.resSched[r]
+	return i >= 0 && e.scheds[i].dir == mech.Ingress
+}
+
 // solveUDP finds what unresponsive traffic gets: at every resource where it
 // arrives faster than the capacity, each UDP connection keeps a share in
-// proportion to its arrival rate (drop-tail), hop by hop. A few sweeps of
-// the fixed point settle the upstream/downstream interplay.
+// proportion to its arrival rate (drop-tail), hop by hop; at a scheduler,
+// per class (see schedState). A few sweeps of the fixed point settle the
+// upstream/downstream interplay.
 func (e *engine) solveUDP() {
 	for r := range e.udpScale {
 		e.udpScale[r] = 1
 		e.udpLoad[r] = 0
 	}
+	for i := range e.scheds {
+		st := &e.scheds[i]
+		for k := range st.udpScale {
+			st.udpScale[k], st.tcp[k] = 1, false
+		}
+	}
 	any := false
 	for i := range e.conns {
 		c := &e.conns[i]
-		if c.active && c.udp {
+		if !c.active {
+			continue
+		}
+		if c.udp {
 			any = true
-			break
+			continue
+		}
+		// Classes with TCP ask a scheduler for all they can get.
+		for _, h := range e.path(e.hops[:0], c) {
+			if h.cls >= 0 {
+				e.scheds[e.resSched[h.r]].tcp[h.cls] = true
+			}
 		}
 	}
 	if !any {
 		return
 	}
-	var buf []int
+	scale := func(h hop) float64 {
+		if h.cls >= 0 {
+			return e.scheds[e.resSched[h.r]].udpScale[h.cls]
+		}
+		return e.udpScale[h.r]
+	}
 	for sweep := 0; sweep < 6; sweep++ {
 		for r := range e.udpIn {
 			e.udpIn[r] = 0
+		}
+		for i := range e.scheds {
+			clear(e.scheds[i].udpIn)
 		}
 		for i := range e.conns {
 			c := &e.conns[i]
@@ -123,10 +197,13 @@ func (e *engine) solveUDP() {
 				continue
 			}
 			a := c.offered
-			buf = e.path(buf[:0], c)
-			for _, r := range buf {
-				e.udpIn[r] += a
-				a *= e.udpScale[r]
+			e.hops = e.path(e.hops[:0], c)
+			for _, h := range e.hops {
+				e.udpIn[h.r] += a
+				if h.cls >= 0 {
+					e.scheds[e.resSched[h.r]].udpIn[h.cls] += a
+				}
+				a *= scale(h)
 			}
 		}
 		for r, in := range e.udpIn {
@@ -136,6 +213,25 @@ func (e *engine) solveUDP() {
 			}
 			e.udpScale[r] = s
 		}
+		for i := range e.scheds {
+			st := &e.scheds[i]
+			if st.res < 0 {
+				continue
+			}
+			for k := range st.dem {
+				st.dem[k] = st.udpIn[k]
+				if st.tcp[k] {
+					st.dem[k] = math.Inf(1)
+				}
+			}
+			wfqShares(e.capacity[st.res], st.weights, st.dem, st.share)
+			for k, in := range st.udpIn {
+				st.udpScale[k] = 1
+				if in > st.share[k] {
+					st.udpScale[k] = st.share[k] / in
+				}
+			}
+		}
 	}
 	L := len(e.tp.Links)
 	for i := range e.conns {
@@ -144,18 +240,21 @@ func (e *engine) solveUDP() {
 			continue
 		}
 		a := c.offered
-		drop := 0.0
-		buf = e.path(buf[:0], c)
-		for _, r := range buf {
-			pass := a * e.udpScale[r]
-			if r < L {
+		drop, inDrop := 0.0, 0.0
+		e.hops = e.path(e.hops[:0], c)
+		for _, h := range e.hops {
+			pass := a * scale(h)
+			if h.r < L {
 				drop += a - pass
+			} else if e.isIngressSched(h.r) {
+				inDrop += a - pass
 			}
-			e.udpLoad[r] += pass
+			e.udpLoad[h.r] += pass
 			a = pass
 		}
 		c.rate = a
-		c.drop = drop
+		c.drop = drop + inDrop
+		c.inDrop = inDrop
 	}
 }
 
@@ -197,16 +296,19 @@ func (e *engine) solveNetwork() {
 	e.tcpConns = e.tcpConns[:0]
 	e.rflowSlot = e.rflowSlot[:0]
 	uses := e.uses[:0]
-	var buf []int
 	for i := range e.conns {
 		c := &e.conns[i]
 		if !c.active || c.udp {
 			continue
 		}
-		buf = e.path(buf[:0], c)
+		e.hops = e.path(e.hops[:0], c)
 		start := len(uses)
-		for _, r := range buf {
-			uses = append(uses, alloc.Use{Resource: r, Coef: 1})
+		for _, h := range e.hops {
+			u := alloc.Use{Resource: h.r, Coef: 1}
+			if h.cls >= 0 {
+				u.Class = e.scheds[e.resSched[h.r]].names[h.cls]
+			}
+			uses = append(uses, u)
 		}
 		flows = append(flows, alloc.Flow{ID: c.id, Demand: c.appCap, Weight: 1, Uses: uses[start:len(uses):len(uses)]})
 		e.tcpConns = append(e.tcpConns, i)
@@ -243,12 +345,11 @@ func (e *engine) solveNetwork() {
 // whether the pair's own limiter held it back.
 func (e *engine) markSaturation() {
 	copy(e.load, e.udpLoad)
-	var buf []int
 	for _, i := range e.tcpConns {
 		c := &e.conns[i]
-		buf = e.path(buf[:0], c)
-		for _, r := range buf {
-			e.load[r] += c.rate
+		e.hops = e.path(e.hops[:0], c)
+		for _, h := range e.hops {
+			e.load[h.r] += c.rate
 		}
 	}
 	for k, i := range e.rflowSlot {
@@ -305,6 +406,9 @@ func (e *engine) markSaturation() {
 			mark(f.rev)
 		}
 	}
+	for i := range e.pairs {
+		e.pairs[i].inDrop = 0
+	}
 	for i := range e.conns {
 		c := &e.conns[i]
 		if !c.active {
@@ -314,11 +418,23 @@ func (e *engine) markSaturation() {
 		p.rate += c.rate
 		if c.udp {
 			p.lossRate += c.drop
+			p.inDrop += c.inDrop
 		}
+		lost := false
 		for _, l := range c.links {
 			if e.congested[l] {
 				p.lossRate += c.rate * e.opts.TCPLoss
+				lost = true
 				break
+			}
+		}
+		// The receiver host's ingress scheduler drops from a VM's queue
+		// that TCP pushes into when it is full.
+		if !c.udp && !lost && !p.bound && len(c.links) > 0 {
+			if si := e.vms[p.dst].inSched; si >= 0 && e.scheds[si].res >= 0 && e.sat[e.scheds[si].res] {
+				d := c.rate * e.opts.TCPLoss
+				p.lossRate += d
+				p.inDrop += d
 			}
 		}
 	}
@@ -351,6 +467,10 @@ func (e *engine) account() {
 		bits := p.rate*dt + p.partial
 		p.partial = 0
 		lost := p.lossRate * dt / MTU
+		e.vms[p.src].outBits += bits
+		e.vms[p.dst].inBits += bits
+		e.vms[p.dst].inDropBits += p.inDrop * dt
+		p.inDropAcc += p.inDrop * dt
 		p.txBits += bits
 		p.rxBits += bits
 		p.txLoss += lost
