@@ -62,6 +62,9 @@ type PairObs struct {
 	// per-pair sequence numbers are seen, and copied to the egress side in
 	// the simulator for mechanisms that react at the source).
 	Losses float64
+	// Marks is the number of packets of this pair ECN-marked in the period
+	// (scenarios with ECN: congested links mark TCP instead of dropping).
+	Marks float64
 }
 
 // HostObs is what one host measured since its previous step.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"time"
@@ -89,6 +90,8 @@ type pairState struct {
 	// since the source / destination agent's last step
 	txBits, rxBits float64
 	txLoss, rxLoss float64
+	txMark, rxMark float64
+	markRate       float64 // bits/s ECN-marked this tick
 	boundTicks     int
 	srcTicks       int
 
@@ -135,6 +138,10 @@ type engine struct {
 
 	hosts []*hostAgent
 	hostN map[string]int // server name -> index in hosts
+	// control messages in flight (network.control_delay), in send order,
+	// and the random stream that loses them (network.control_loss)
+	inflight []inflightMsg
+	ctlRand  *rand.Rand
 
 	gens   []*generator
 	events eventQueue
@@ -174,6 +181,12 @@ type engine struct {
 	now time.Duration
 }
 
+type inflightMsg struct {
+	sent, at time.Duration
+	to       int
+	msg      mech.Message
+}
+
 type hostAgent struct {
 	name     string
 	agent    mech.Agent
@@ -197,6 +210,9 @@ func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, err
 		return nil, fmt.Errorf("sim: no mechanism")
 	}
 	if opts.TCPLoss == 0 {
+		opts.TCPLoss = sc.Network.TCPLoss
+	}
+	if opts.TCPLoss == 0 {
 		opts.TCPLoss = 0.01
 	}
 	if opts.TCPLoss < 0 || opts.TCPLoss > 1 {
@@ -217,6 +233,9 @@ func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, err
 		hostN:  map[string]int{},
 		appIdx: map[string]int{},
 		dirty:  true,
+		// A stream of its own, so that losing control messages does not
+		// change the workloads' draws.
+		ctlRand: rand.New(rand.NewPCG(uint64(sc.Seed), 0xC0)),
 	}
 	if err := e.buildVMs(); err != nil {
 		return nil, err
@@ -456,6 +475,17 @@ func (e *engine) run(ctx context.Context) error {
 // stepAgents runs every agent whose step is due, applies its limits and
 // queues its messages for delivery at the recipient's next step.
 func (e *engine) stepAgents() error {
+	if len(e.inflight) > 0 {
+		kept := e.inflight[:0]
+		for _, m := range e.inflight {
+			if m.at <= e.now && m.sent < e.now {
+				e.hosts[m.to].inbox = append(e.hosts[m.to].inbox, m.msg)
+			} else {
+				kept = append(kept, m)
+			}
+		}
+		e.inflight = kept
+	}
 	for _, h := range e.hosts {
 		if e.now < h.next {
 			continue
@@ -483,7 +513,12 @@ func (e *engine) stepAgents() error {
 			if !ok {
 				return fmt.Errorf("sim: mechanism %s: agent on %s sent a message to unknown host %q", e.opts.Mechanism.Name(), h.name, m.To)
 			}
-			e.hosts[j].inbox = append(e.hosts[j].inbox, m)
+			if l := e.sc.Network.ControlLoss; l > 0 && e.ctlRand.Float64() < l {
+				continue
+			}
+			// Delivered at the recipient's first step after it arrives,
+			// and never in the tick it was sent.
+			e.inflight = append(e.inflight, inflightMsg{sent: e.now, at: e.now + time.Duration(e.sc.Network.ControlDelay), to: j, msg: m})
 		}
 	}
 	return nil
@@ -497,27 +532,27 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 	for _, i := range h.egress {
 		p := &e.pairs[i]
 		limited := !math.IsInf(p.limRate, 1)
-		if p.txBits > 0 || limited || p.txLoss > 0 {
-			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.txLoss}
+		if p.txBits > 0 || limited || p.txLoss > 0 || p.txMark > 0 {
+			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.txLoss, Marks: p.txMark}
 			if sec > 0 {
 				o.Rate = p.txBits / sec
 			}
 			o.LimiterBound = p.srcTicks > 0 && 2*p.boundTicks >= p.srcTicks
 			h.obsEgr = append(h.obsEgr, o)
 		}
-		p.txBits, p.txLoss, p.boundTicks, p.srcTicks = 0, 0, 0, 0
+		p.txBits, p.txLoss, p.txMark, p.boundTicks, p.srcTicks = 0, 0, 0, 0, 0
 	}
 	h.obsIngr = h.obsIngr[:0]
 	for _, i := range h.ingress {
 		p := &e.pairs[i]
-		if p.rxBits > 0 || p.rxLoss > 0 {
-			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.rxLoss}
+		if p.rxBits > 0 || p.rxLoss > 0 || p.rxMark > 0 {
+			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.rxLoss, Marks: p.rxMark}
 			if sec > 0 {
 				o.Rate = p.rxBits / sec
 			}
 			h.obsIngr = append(h.obsIngr, o)
 		}
-		p.rxBits, p.rxLoss = 0, 0
+		p.rxBits, p.rxLoss, p.rxMark = 0, 0, 0
 	}
 	obs.Egress, obs.Ingress = h.obsEgr, h.obsIngr
 	h.obsVMs = h.obsVMs[:0]

@@ -407,7 +407,7 @@ func (e *engine) markSaturation() {
 		}
 	}
 	for i := range e.pairs {
-		e.pairs[i].inDrop = 0
+		e.pairs[i].inDrop, e.pairs[i].markRate = 0, 0
 	}
 	for i := range e.conns {
 		c := &e.conns[i]
@@ -423,7 +423,12 @@ func (e *engine) markSaturation() {
 		lost := false
 		for _, l := range c.links {
 			if e.congested[l] {
-				p.lossRate += c.rate * e.opts.TCPLoss
+				// With ECN, TCP packets are marked rather than dropped.
+				if e.sc.Network.ECN && !c.udp {
+					p.markRate += c.rate * e.opts.TCPLoss
+				} else {
+					p.lossRate += c.rate * e.opts.TCPLoss
+				}
 				lost = true
 				break
 			}
@@ -467,6 +472,9 @@ func (e *engine) account() {
 		bits := p.rate*dt + p.partial
 		p.partial = 0
 		lost := p.lossRate * dt / MTU
+		marked := p.markRate * dt / MTU
+		p.txMark += marked
+		p.rxMark += marked
 		e.vms[p.src].outBits += bits
 		e.vms[p.dst].inBits += bits
 		e.vms[p.dst].inDropBits += p.inDrop * dt

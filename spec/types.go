@@ -23,6 +23,7 @@ type Scenario struct {
 	Workloads   []Workload  `yaml:"workloads"`
 	Mechanism   Mechanism   `yaml:"mechanism,omitempty"` // default: none
 	Outputs     Outputs     `yaml:"outputs,omitempty"`
+	Network     Network     `yaml:"network,omitempty"`
 
 	// File is the path the scenario was read from (for error messages).
 	File string `yaml:"-"`
@@ -174,6 +175,20 @@ type CDFPoint struct {
 type Mechanism struct {
 	Name   string `yaml:"name"`
 	Params Params `yaml:"params,omitempty"`
+}
+
+// Network tunes the simulated network and control plane.
+type Network struct {
+	// TCPLoss is the fraction of its packets a TCP connection loses at a
+	// congested link (default 0.01).
+	TCPLoss float64 `yaml:"tcp_loss,omitempty"`
+	// ECN makes congested links mark TCP packets instead of dropping them
+	// (ElasticSwitch §6, §7.4): mechanisms see marks, not losses.
+	ECN bool `yaml:"ecn,omitempty"`
+	// ControlDelay delays every control message between host agents;
+	// ControlLoss drops each with that probability.
+	ControlDelay Duration `yaml:"control_delay,omitempty"`
+	ControlLoss  float64  `yaml:"control_loss,omitempty"`
 }
 
 // Outputs controls the report.

@@ -42,6 +42,15 @@ func (s *Scenario) validateRun(p *problems) {
 	if s.Name == "" {
 		p.add("name", "required")
 	}
+	if n := s.Network.TCPLoss; n < 0 || n > 1 || math.IsNaN(n) {
+		p.add("network.tcp_loss", "%g is not a fraction in [0, 1]", n)
+	}
+	if n := s.Network.ControlLoss; n < 0 || n > 1 || math.IsNaN(n) {
+		p.add("network.control_loss", "%g is not a probability in [0, 1]", n)
+	}
+	if s.Network.ControlDelay < 0 {
+		p.add("network.control_delay", "%v is negative", s.Network.ControlDelay)
+	}
 	if _, ok := canonicalUnit(s.Units); !ok {
 		p.add("units", "unknown unit %q (use %s)", s.Units, orList(reportUnits))
 	}
