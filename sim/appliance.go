@@ -39,12 +39,25 @@ type applianceState struct {
 	busy float64 // service-seconds per second in use
 }
 
-// rflow is one request flow: a VM sending a request mix to an appliance.
+// station is an appliance on a request flow's way.
+type station struct {
+	app    int     // appliance index
+	svc    float64 // mean service time there, seconds
+	tokens float64 // mean virtual cost there, tokens
+	// the appliance stage's cap here (requests/s, +Inf: none), last round
+	// and this one
+	cap, next float64
+}
+
+// rflow is one request flow: a VM sending a request mix to an appliance, or
+// to a VM, possibly through appliances on the way (via).
 type rflow struct {
 	id        mech.FlowID
 	tenant    string
 	src       int // vm index
-	app       int // appliance index
+	stations  []station
+	toVM      bool    // the destination is a VM
+	e2eTokens float64 // tokens per request of its end-to-end throughput: at the destination appliance, or the request's bytes to a VM
 	closed    bool
 	n         float64 // outstanding requests (closed loop)
 	lambda    float64 // requests/s (open loop)
@@ -52,8 +65,7 @@ type rflow struct {
 	active    bool    // generating, or (open loop) still has a backlog
 	reqBits   float64 // mean bits per request on the forward path
 	respBits  float64 // mean bits per response on the reverse path
-	svc       float64 // mean service time, seconds
-	tokens    float64 // mean virtual cost at the appliance, tokens
+	svc       float64 // mean service time over all stations, seconds
 	fwd, rev  []int   // links
 	elems     []mech.PathElem
 	elemTok   []float64 // tokens per request on each path element
@@ -94,52 +106,109 @@ func (e *engine) buildAppliances() error {
 	return nil
 }
 
-// newRequestFlow adds the request flow of workload w from VM src.
-func (e *engine) newRequestFlow(w *spec.Workload, wi int, src string) (int, error) {
-	ai, ok := e.appIdx[w.Appliance]
-	if !ok {
-		return 0, fmt.Errorf("sim: %s: workloads[%d].appliance: unknown appliance %q", e.sc.File, wi, w.Appliance)
-	}
-	app := &e.apps[ai]
+// newRequestFlow adds the request flow of workload w from VM src to dst
+// (an appliance, or a VM when toVM).
+func (e *engine) newRequestFlow(w *spec.Workload, wi int, src, dst string, toVM bool) (int, error) {
 	s := e.vmIdx[src]
-	f := rflow{id: mech.FlowID{Src: src, Dst: app.name}, tenant: w.Tenant, src: s, app: ai,
+	f := rflow{id: mech.FlowID{Src: src, Dst: dst}, tenant: w.Tenant, src: s, toVM: toVM,
 		closed: w.Outstanding > 0, n: float64(w.Outstanding), lambda: w.RequestRate,
 		enfRate: math.Inf(1), enfRes: -1, appCap: math.Inf(1)}
 	for _, r := range e.rflows {
 		if r.id == f.id {
-			return 0, fmt.Errorf("sim: %s: workloads[%d]: VM %q already sends requests to %q in another workload", e.sc.File, wi, src, app.name)
+			return 0, fmt.Errorf("sim: %s: workloads[%d]: VM %q already sends requests to %q in another workload", e.sc.File, wi, src, dst)
 		}
 	}
+	// Stations: the via appliances in order, then the destination
+	// appliance. At a via appliance every request is served as the via's
+	// type with the request's size.
+	type stop struct {
+		name, typ string
+	}
+	var stops []stop
+	for _, v := range w.Via {
+		stops = append(stops, stop{v.Appliance, v.Type})
+	}
+	if !toVM {
+		stops = append(stops, stop{name: dst})
+	}
 	var tokFwd, tokRev float64
-	for mi, m := range w.Mix {
-		size := float64(m.Size)
-		st, err := app.spec.ServiceTime(m.Type, size)
-		if err != nil {
-			return 0, fmt.Errorf("sim: %s: workloads[%d].mix[%d]: %w", e.sc.File, wi, mi, err)
-		}
+	for _, m := range w.Mix {
 		req, resp := m.Bytes()
 		f.reqBits += m.Fraction * req * 8
 		f.respBits += m.Fraction * resp * 8
-		f.svc += m.Fraction * st.Seconds()
-		f.tokens += m.Fraction * app.spec.Tokens(m.Type, size)
 		tokFwd += m.Fraction * req
 		tokRev += m.Fraction * resp
 	}
-	host := e.vms[s].host
-	f.fwd = e.tp.Route(host, app.node, connHash(e.sc.Seed, src, app.name, 0))
-	f.rev = e.tp.Route(app.node, host, connHash(e.sc.Seed, app.name, src, 0))
+	for k, st := range stops {
+		ai, ok := e.appIdx[st.name]
+		if !ok {
+			return 0, fmt.Errorf("sim: %s: workloads[%d]: unknown appliance %q", e.sc.File, wi, st.name)
+		}
+		app := e.apps[ai].spec
+		sta := station{app: ai}
+		for mi, m := range w.Mix {
+			typ := m.Type
+			if st.typ != "" {
+				typ = st.typ
+			}
+			size := float64(m.Size)
+			d, err := app.ServiceTime(typ, size)
+			if err != nil {
+				return 0, fmt.Errorf("sim: %s: workloads[%d].mix[%d] at %s: %w", e.sc.File, wi, mi, st.name, err)
+			}
+			sta.svc += m.Fraction * d.Seconds()
+			sta.tokens += m.Fraction * app.Tokens(typ, size)
+		}
+		f.stations = append(f.stations, sta)
+		f.svc += sta.svc
+		if k == len(stops)-1 && !toVM {
+			f.e2eTokens = sta.tokens
+		}
+	}
+	if toVM {
+		f.e2eTokens = tokFwd
+	}
+	// Links: source → each station → destination, and back the same way.
+	nodes := []int{e.vms[s].host}
+	names := []string{src}
+	for _, st := range stops {
+		nodes = append(nodes, e.apps[e.appIdx[st.name]].node)
+		names = append(names, st.name)
+	}
+	if toVM {
+		nodes = append(nodes, e.vms[e.vmIdx[dst]].host)
+		names = append(names, dst)
+	}
+	for k := 0; k+1 < len(nodes); k++ {
+		f.fwd = append(f.fwd, e.tp.Route(nodes[k], nodes[k+1], connHash(e.sc.Seed, names[k], names[k+1], 0))...)
+	}
+	for k := len(nodes) - 1; k > 0; k-- {
+		f.rev = append(f.rev, e.tp.Route(nodes[k], nodes[k-1], connHash(e.sc.Seed, names[k], names[k-1], 0))...)
+	}
 	for _, l := range f.fwd {
 		f.elems = append(f.elems, mech.PathElem{Resource: l, Role: mech.Forward})
 		f.elemTok = append(f.elemTok, tokFwd)
 	}
-	f.elems = append(f.elems, mech.PathElem{Resource: app.res, Role: mech.Appliance})
-	f.elemTok = append(f.elemTok, f.tokens)
+	for _, st := range f.stations {
+		f.elems = append(f.elems, mech.PathElem{Resource: e.apps[st.app].res, Role: mech.Appliance})
+		f.elemTok = append(f.elemTok, st.tokens)
+	}
 	for _, l := range f.rev {
 		f.elems = append(f.elems, mech.PathElem{Resource: l, Role: mech.Reverse})
 		f.elemTok = append(f.elemTok, tokRev)
 	}
 	e.rflows = append(e.rflows, f)
 	return len(e.rflows) - 1, nil
+}
+
+// stationAt returns the station of flow f at appliance ai, or nil.
+func (f *rflow) stationAt(ai int) *station {
+	for k := range f.stations {
+		if f.stations[k].app == ai {
+			return &f.stations[k]
+		}
+	}
+	return nil
 }
 
 // baseDemand is what a request flow would send with nothing in its way,
@@ -189,19 +258,28 @@ func (e *engine) appendRequestFlows(flows []alloc.Flow, uses []alloc.Use) ([]all
 // applianceStage shares every appliance among the flows that reach it at
 // their network rates and caps those it cannot serve. It reports whether
 // any cap changed by more than a relative 1e-9.
-func (e *engine) applianceStage() bool {
-	changed := false
+func (e *engine) applianceStage() (changed bool) {
 	for ai := range e.apps {
 		app := &e.apps[ai]
-		app.busy = 0
 		e.appProb.Resources = e.appProb.Resources[:0]
 		e.appProb.Resources = append(e.appProb.Resources, alloc.Resource{ID: app.name, Capacity: app.par})
 		e.appProb.Flows = e.appProb.Flows[:0]
 		e.appFlows = e.appFlows[:0]
+		e.appDemand = e.appDemand[:0]
 		for i := range e.rflows {
 			f := &e.rflows[i]
-			if !f.active || f.app != ai || f.netRate <= 0 {
+			st := f.stationAt(ai)
+			if !f.active || st == nil || f.netRate <= 0 {
 				continue
+			}
+			st.next = math.Inf(1)
+			// What reaches this appliance: the network's rate, less what
+			// the flow's other appliances held back in the last round.
+			d := f.netRate
+			for k := range f.stations {
+				if o := &f.stations[k]; o != st {
+					d = math.Min(d, o.cap)
+				}
 			}
 			// Closed loop: share by outstanding requests. Open loop: FIFO
 			// shares by arrivals, and a backlog by its share of the queue
@@ -220,9 +298,10 @@ func (e *engine) applianceStage() bool {
 					continue
 				}
 			}
-			e.appProb.Flows = append(e.appProb.Flows, alloc.Flow{ID: f.id.Src, Weight: w, Demand: f.netRate,
-				Uses: []alloc.Use{{Resource: 0, Coef: math.Max(f.svc, 1e-12)}}})
+			e.appProb.Flows = append(e.appProb.Flows, alloc.Flow{ID: f.id.Src + "->" + f.id.Dst, Weight: w, Demand: d,
+				Uses: []alloc.Use{{Resource: 0, Coef: math.Max(st.svc, 1e-12)}}})
 			e.appFlows = append(e.appFlows, i)
+			e.appDemand = append(e.appDemand, d)
 		}
 		if len(e.appFlows) == 0 {
 			continue
@@ -232,16 +311,25 @@ func (e *engine) applianceStage() bool {
 			panic(fmt.Sprintf("sim: appliance %s allocation failed: %v", app.name, err))
 		}
 		for k, i := range e.appFlows {
-			f := &e.rflows[i]
-			a := e.appRates[k]
-			newCap := math.Inf(1)
-			if a < f.netRate*(1-1e-9) {
-				newCap = a
+			if a := e.appRates[k]; a < e.appDemand[k]*(1-1e-9) {
+				e.rflows[i].stationAt(ai).next = a
 			}
-			if !sameRate(newCap, f.appCap) {
-				f.appCap = newCap
-				changed = true
+		}
+	}
+	// A flow through several appliances takes the smallest of their caps.
+	for i := range e.rflows {
+		f := &e.rflows[i]
+		c := math.Inf(1)
+		for k := range f.stations {
+			st := &f.stations[k]
+			if f.active && f.netRate > 0 {
+				st.cap = st.next
 			}
+			c = math.Min(c, st.cap)
+		}
+		if !sameRate(c, f.appCap) {
+			f.appCap = c
+			changed = true
 		}
 	}
 	return changed
@@ -253,8 +341,8 @@ func (e *engine) drainTime(ai int) float64 {
 	work := 0.0
 	for i := range e.rflows {
 		f := &e.rflows[i]
-		if f.app == ai && !f.closed {
-			work += f.backlog * f.svc
+		if st := f.stationAt(ai); st != nil && !f.closed {
+			work += f.backlog * st.svc
 		}
 	}
 	return work / e.apps[ai].par
@@ -284,7 +372,9 @@ func (e *engine) accountRequests() {
 			f.rate = 0
 			continue
 		}
-		e.apps[f.app].busy += f.rate * f.svc
+		for _, st := range f.stations {
+			e.apps[st.app].busy += f.rate * st.svc
+		}
 		if !f.closed {
 			arrivals := 0.0
 			if f.gen {

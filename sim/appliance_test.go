@@ -130,3 +130,39 @@ func TestOpenLoopBacklogDrains(t *testing.T) {
 		t.Errorf("served %.0f requests, want all 60000 offered (never drops)", total)
 	}
 }
+
+// A request through an appliance on its way (via) is served at both: the
+// slower one limits it, and its end-to-end throughput counts at its
+// destination.
+func TestViaChain(t *testing.T) {
+	hdr := strings.Replace(appHeader, "edge: 40Gbps", "edge: 100Gbps", 1)
+	hdr = strings.Replace(hdr, "  - {name: kv, server: s7, model: kv}", "  - {name: kv, server: s7, model: kv}\n  - {name: enc, server: s6, model: encryption}", 1)
+	hdr = strings.Replace(hdr, "vdc: {appliances: [{appliance: fs, guarantee: 500MT/s}, {appliance: kv, guarantee: 500MT/s}]}",
+		"vdc: {appliances: [{appliance: fs, guarantee: 500MT/s}, {appliance: kv, guarantee: 500MT/s}, {appliance: enc, guarantee: 500MT/s}]}", 2)
+	cases := []struct {
+		cipher string
+		want   float64 // MT/s at kv
+	}{
+		// 8 KB GETs cost 3.6 µs at kv; RC4 of 8 KB 2 µs: kv limits,
+		// 1/3.6 µs × 8K tokens.
+		{"rc4", 8000 / 3.6},
+		// AES of 8 KB costs 6 µs: the encryption box limits.
+		{"aes", 8000 / 6.0},
+	}
+	for _, c := range cases {
+		in := run(t, hdr+`workloads:
+  - {tenant: A, kind: requests, src: [a1, a2], appliance: kv, via: [{appliance: enc, type: `+c.cipher+`}], outstanding: 64, mix: [{type: get, size: 8KB}]}
+`, "none")
+		if got := applianceMean(t, in, "A", "kv", 0.1, 2); math.Abs(got-c.want) > 0.01*c.want {
+			t.Errorf("%s: %.0f MT/s at kv, want %.0f", c.cipher, got, c.want)
+		}
+	}
+	// To a VM through the encryption box: throughput in bytes.
+	in := run(t, hdr+`workloads:
+  - {tenant: A, kind: requests, src: a1, dst: a2, via: [{appliance: enc, type: rc4}], outstanding: 64, mix: [{type: write, size: 64KB}]}
+`, "none")
+	// RC4 of 64 KB: 0.4 + 0.2 × 64 µs = 13.2 µs → 64000 B / 13.2 µs.
+	if got, want := applianceMean(t, in, "A", "a2", 0.1, 2), 64000/13.2; math.Abs(got-want) > 0.01*want {
+		t.Errorf("to a VM via enc: %.0f MT/s, want %.0f", got, want)
+	}
+}

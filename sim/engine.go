@@ -173,6 +173,7 @@ type engine struct {
 	appProb   alloc.Problem
 	appFlows  []int
 	appRates  []float64
+	appDemand []float64
 
 	// central controller (mechanisms implementing mech.Central)
 	ctl *controllerState
@@ -411,7 +412,7 @@ func (e *engine) buildOutput() {
 	for _, f := range e.rflows {
 		in.RequestFlows = append(in.RequestFlows, metrics.RequestFlow{Tenant: f.tenant, Src: f.id.Src, Appliance: f.id.Dst})
 	}
-	if len(e.apps) > 0 {
+	if len(e.rflows) > 0 {
 		in.TokenScale = e.sc.TokenScale()
 		in.ApplianceGuarantees = map[string]map[string]float64{}
 		for _, t := range e.sc.Tenants {
@@ -424,6 +425,17 @@ func (e *engine) buildOutput() {
 				}
 				in.ApplianceGuarantees[t.Name][g.Appliance] = float64(g.Guarantee)
 			}
+		}
+		// Requests to a VM: the end-to-end guarantee is the destination's
+		// in-link (tokens are bytes).
+		for _, f := range e.rflows {
+			if !f.toVM {
+				continue
+			}
+			if in.ApplianceGuarantees[f.tenant] == nil {
+				in.ApplianceGuarantees[f.tenant] = map[string]float64{}
+			}
+			in.ApplianceGuarantees[f.tenant][f.id.Dst] = e.vms[e.vmIdx[f.id.Dst]].in / 8
 		}
 	}
 	e.out = in

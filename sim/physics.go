@@ -267,7 +267,11 @@ func (e *engine) solveTCP() {
 		e.prob.Resources[r].Capacity = math.Max(0, e.capacity[r]-e.udpLoad[r])
 	}
 	for i := range e.rflows {
-		e.rflows[i].appCap = math.Inf(1)
+		f := &e.rflows[i]
+		f.appCap = math.Inf(1)
+		for k := range f.stations {
+			f.stations[k].cap = math.Inf(1)
+		}
 	}
 	for iter := 0; ; iter++ {
 		e.solveNetwork()
@@ -522,7 +526,7 @@ func (e *engine) takeSample(t, span time.Duration) {
 		for i := range e.rflows {
 			f := &e.rflows[i]
 			r := f.sampleReq / sec
-			s.Requests[i] = metrics.RequestSample{Requests: r, Tokens: r * f.tokens}
+			s.Requests[i] = metrics.RequestSample{Requests: r, Tokens: r * f.e2eTokens}
 			f.sampleReq = 0
 		}
 	}

@@ -82,14 +82,23 @@ func (e *engine) buildWorkloads() error {
 			return fmt.Errorf("sim: %s: workloads[%d].sizes: %w", e.sc.File, wi, err)
 		}
 		if w.Kind == "requests" {
+			dsts, toVM := []string{w.Appliance}, false
+			if len(w.Dst) > 0 {
+				dsts, toVM = w.Dst, true
+			}
 			for _, src := range w.Sources() {
-				ri, err := e.newRequestFlow(w, wi, src)
-				if err != nil {
-					return err
+				for _, dst := range dsts {
+					if dst == src {
+						continue
+					}
+					ri, err := e.newRequestFlow(w, wi, src, dst, toVM)
+					if err != nil {
+						return err
+					}
+					gi := len(e.gens)
+					e.gens = append(e.gens, &generator{w: w, wi: wi, pair: -1, rflow: ri})
+					e.schedulePhases(gi, w)
 				}
-				gi := len(e.gens)
-				e.gens = append(e.gens, &generator{w: w, wi: wi, pair: -1, rflow: ri})
-				e.schedulePhases(gi, w)
 			}
 			continue
 		}

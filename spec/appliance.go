@@ -382,3 +382,12 @@ func orList(names []string) string {
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
+
+// Via is an appliance a request passes through on its way to its
+// destination (Pulsar §6.1: traffic encrypted by an encryption appliance
+// before it goes on the wire), served there as request type Type with the
+// request's size. Its response comes back the same way.
+type Via struct {
+	Appliance string `yaml:"appliance"`
+	Type      string `yaml:"type"`
+}

@@ -114,7 +114,7 @@ type Workload struct {
 	Tenant string     `yaml:"tenant"`
 	Kind   string     `yaml:"kind"` // tcp | udp | onoff | flows | requests
 	Src    StringList `yaml:"src"`
-	Dst    StringList `yaml:"dst,omitempty"` // not for requests
+	Dst    StringList `yaml:"dst,omitempty"`
 
 	// tcp: bulk transfer with Connections parallel connections per pair
 	// (default 1), optionally capped at Rate per pair by the application.
@@ -138,6 +138,7 @@ type Workload struct {
 	// tenant needs a guarantee on the appliance in its VDC unless it is
 	// best effort.
 	Appliance   string        `yaml:"appliance,omitempty"`
+	Via         []Via         `yaml:"via,omitempty"`
 	Mix         []RequestType `yaml:"mix,omitempty"`
 	Outstanding int           `yaml:"outstanding,omitempty"`
 	RequestRate float64       `yaml:"request_rate,omitempty"`

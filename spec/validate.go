@@ -388,8 +388,8 @@ func (s *Scenario) validateWorkloads(p *problems) {
 			field string
 			list  StringList
 		}{{"src", w.Src}, {"dst", w.Dst}}
-		if w.Kind == KindRequests {
-			sides = sides[:1] // dst is checked with the other requests fields
+		if w.Kind == KindRequests && len(w.Dst) == 0 {
+			sides = sides[:1] // requests to an appliance have no dst
 		}
 		for _, side := range sides {
 			if len(side.list) == 0 {

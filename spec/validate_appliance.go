@@ -263,19 +263,64 @@ func (s *Scenario) validateVDC(p *problems, at string, ti int, apps map[string]i
 // appliance (known, and in the tenant's VDC), the loop (outstanding or
 // request_rate) and the mix.
 func (s *Scenario) validateRequests(p *problems, at string, w *Workload, tenantOK bool) {
-	if len(w.Dst) > 0 {
-		p.add(at+".dst", "not used by kind requests (the VMs send to appliance)")
+	var t *Tenant
+	if tenantOK {
+		t, _ = s.LookupTenant(w.Tenant)
 	}
-	a, appOK := s.LookupAppliance(w.Appliance)
+	inVDC := func(field, app string) {
+		if t != nil && !t.BestEffort {
+			if _, ok := t.VDC.Guarantee(app); !ok {
+				p.add(field, "tenant %q has no guarantee on appliance %q in its VDC", w.Tenant, app)
+			}
+		}
+	}
+	var a *Appliance
+	appOK := false
 	switch {
+	case len(w.Dst) > 0 && w.Appliance != "":
+		p.add(at+".dst", "give dst (VMs) or appliance as the requests' destination, not both")
+	case len(w.Dst) > 0:
+		// VM destinations are checked with src (same tenant).
 	case w.Appliance == "":
-		p.add(at+".appliance", "required for kind requests (the appliance the VMs send requests to)")
-	case !appOK:
-		p.add(at+".appliance", "unknown appliance %q", w.Appliance)
-	case tenantOK:
-		t, _ := s.LookupTenant(w.Tenant)
-		if _, ok := t.VDC.Guarantee(w.Appliance); !ok && !t.BestEffort {
-			p.add(at+".appliance", "tenant %q has no guarantee on appliance %q in its VDC", w.Tenant, w.Appliance)
+		p.add(at+".appliance", "required for kind requests (the appliance the VMs send requests to), or dst (VMs)")
+	default:
+		a, appOK = s.LookupAppliance(w.Appliance)
+		if !appOK {
+			p.add(at+".appliance", "unknown appliance %q", w.Appliance)
+		} else {
+			inVDC(at+".appliance", w.Appliance)
+		}
+	}
+	if len(w.Dst) == 1 && len(w.Src) == 1 && w.Dst[0] == w.Src[0] {
+		p.add(at, "no VM pairs: src and dst are the same single VM")
+	}
+	seenVia := map[string]int{}
+	for k, v := range w.Via {
+		vat := fmt.Sprintf("%s.via[%d]", at, k)
+		va, ok := s.LookupAppliance(v.Appliance)
+		switch {
+		case v.Appliance == "":
+			p.add(vat+".appliance", "required")
+			continue
+		case !ok:
+			p.add(vat+".appliance", "unknown appliance %q", v.Appliance)
+			continue
+		case v.Appliance == w.Appliance:
+			p.add(vat+".appliance", "%q is the destination itself", v.Appliance)
+			continue
+		}
+		if j, dup := seenVia[v.Appliance]; dup {
+			p.add(vat+".appliance", "%q already passed at via[%d]", v.Appliance, j)
+			continue
+		}
+		seenVia[v.Appliance] = k
+		inVDC(vat+".appliance", v.Appliance)
+		if _, known := modelCosts[va.Model]; known && len(va.Types()) > 0 && !slices.Contains(va.Types(), v.Type) {
+			if v.Type == "" {
+				p.add(vat+".type", "required (the request type the appliance serves, e.g. rc4)")
+			} else {
+				p.add(vat+".type", "unknown type %q for appliance %q (use %s)", v.Type, va.Name, orList(va.Types()))
+			}
 		}
 	}
 	switch {
