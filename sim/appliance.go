@@ -282,17 +282,18 @@ func (e *engine) applianceStage() (changed bool) {
 				}
 			}
 			// Closed loop: share by outstanding requests. Open loop: FIFO
-			// shares by arrivals, and a backlog by its share of the queue
-			// (its requests drain in proportion to how much of the queue
-			// they are).
+			// shares by arrivals — requests arrive no faster than they are
+			// generated and than the enforcer and the network let them
+			// through — and, once a flow stops generating, its backlog by
+			// its share of the queue.
 			w := f.n
 			if !f.closed {
-				w = 0
 				if f.gen {
-					w = f.lambda
-				}
-				if drain := e.drainTime(ai); drain > 0 {
-					w += f.backlog / drain
+					w = math.Min(f.lambda, d)
+				} else if drain := e.drainTime(ai); drain > 0 {
+					w = math.Min(f.backlog/drain, d)
+				} else {
+					w = 0
 				}
 				if w <= 0 {
 					continue

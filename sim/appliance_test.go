@@ -67,8 +67,8 @@ func TestAppliancePhysics(t *testing.T) {
   - {tenant: A, kind: requests, src: [a1, a2], appliance: fs, outstanding: 8, ` + fsMix + `}
   - {tenant: B, kind: requests, src: [b1, b2], appliance: fs, outstanding: 8, ` + fsMix + `}`, "fs", 1, 2210},
 		{"open loop shares by arrivals", `
-  - {tenant: A, kind: requests, src: [a1, a2], appliance: fs, request_rate: 60000, ` + fsMix + `}
-  - {tenant: B, kind: requests, src: [b1, b2], appliance: fs, request_rate: 20000, ` + fsMix + `}`, "fs", 3, 2210},
+  - {tenant: A, kind: requests, src: [a1, a2], appliance: fs, request_rate: 30000, ` + fsMix + `}
+  - {tenant: B, kind: requests, src: [b1, b2], appliance: fs, request_rate: 10000, ` + fsMix + `}`, "fs", 3, 2210},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

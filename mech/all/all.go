@@ -10,6 +10,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
 	"github.com/bulkhead-dc/bulkhead/mech/none"
+	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
 	"github.com/bulkhead-dc/bulkhead/mech/seawall"
 	"github.com/bulkhead-dc/bulkhead/mech/static"
 )
@@ -23,6 +24,27 @@ func registry() map[string]constructor {
 		static.Name: noParams(func() mech.Mechanism { return static.New() }),
 		elasticswitch.Name: func(params map[string]any) (mech.Mechanism, error) {
 			m, err := elasticswitch.New(params)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+		pulsar.Name: func(p map[string]any) (mech.Mechanism, error) {
+			m, err := pulsar.New(p)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+		pulsar.NameAppliances: func(p map[string]any) (mech.Mechanism, error) {
+			m, err := pulsar.NewAppliances(p)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+		pulsar.NameNetwork: func(p map[string]any) (mech.Mechanism, error) {
+			m, err := pulsar.NewNetwork(p)
 			if err != nil {
 				return nil, err
 			}

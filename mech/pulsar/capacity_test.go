@@ -1,0 +1,274 @@
+package pulsar
+
+import (
+	"testing"
+	"time"
+)
+
+// fig8 drives a CapacityEstimator against a synthetic appliance (synthApp:
+// FIFO, never drops) serving tenants A (guarantee 1000, always wants
+// more), B (guarantee 3500, demand 3500) and, from join on, C (guarantee
+// 400, demand 1000). Each interval the allocation hands out the estimate:
+// B and C their demands, A the rest; the appliance's true capacity is
+// capacity(t).
+type fig8Step struct {
+	est   float64
+	phase Phase
+	minW  float64
+	maxW  float64
+}
+
+func runFig8(t *testing.T, n, join int, capacity func(int) float64) []fig8Step {
+	t.Helper()
+	p := DefaultParams()
+	e := NewCapacityEstimator(EstimatorConfig{
+		Min: 5000, Max: 10000, Alpha: p.Alpha, Readings: p.Readings,
+		StableThreshold: p.StableThreshold, RestartThreshold: p.RestartThreshold,
+		Tolerance: p.Tolerance, QueueDelay: p.QueueDelay,
+	})
+	_, app := synthEnv()
+	app.flows = append(app.flows, &synthFlow{tenant: "C", arrival: 0, alloc: []float64{0}})
+	guar := []float64{1000, 3500, 400}
+	var trace []fig8Step
+	for i := 1; i <= n; i++ {
+		if i == join {
+			app.flows[2].arrival = 1000
+		}
+		C := e.Estimate()
+		grant := []float64{0, min(3500, C), min(app.flows[2].arrival, max(0, C-3500))}
+		grant[0] = max(0, C-grant[1]-grant[2])
+		for k, f := range app.flows {
+			f.alloc[0] = grant[k]
+		}
+		app.capacity = capacity(i)
+		obs := app.run(time.Duration(i) * time.Second)
+		ao := ApplianceObs{Period: 1, Granted: C}
+		for k, fo := range obs.Flows {
+			ao.Throughput += fo.Used[0]
+			ao.Outstanding += fo.Outstanding[0]
+			ao.Tenants = append(ao.Tenants, TenantObs{
+				Tenant: app.flows[k].tenant, Guarantee: guar[k], Granted: grant[k],
+				Used: fo.Used[0], Outstanding: fo.Outstanding[0], Forward: fo.Used[0],
+			})
+		}
+		e.Observe(&ao)
+		lo, hi := e.Window()
+		trace = append(trace, fig8Step{e.Estimate(), e.Phase(), lo, hi})
+		tp, v := e.Signals()
+		t.Logf("t=%2d C_real=%5.0f served=%5.0f O=%6.1f -> est=%7.1f %-8v window=[%.0f, %.0f] throughput-signal=%v violation=%v",
+			i, app.capacity, ao.Throughput, ao.Outstanding, e.Estimate(), e.Phase(), lo, hi, tp, v)
+	}
+	return trace
+}
+
+// TestCapacityFig8 checks the shape of Fig. 8 against a synthetic
+// appliance of true capacity 6500 tokens/s: overshoot, revert, wait, stable
+// near 6500; then re-convergence after the capacity drops to 5500 (seen as
+// congestion in the stable phase), and after tenant C joins while the
+// capacity rises to 7500 (a workload change).
+func TestCapacityFig8(t *testing.T) {
+	trace := runFig8(t, 90, 65, func(i int) float64 {
+		switch {
+		case i >= 65:
+			return 7500
+		case i >= 25:
+			return 5500
+		}
+		return 6500
+	})
+	// Overshoot, then revert and wait.
+	if trace[0].est < 7000 || trace[1].phase != PhaseRevert || trace[1].est > 6500 {
+		t.Errorf("no overshoot and revert: %+v %+v", trace[0], trace[1])
+	}
+	waited := false
+	for _, s := range trace[1:5] {
+		waited = waited || s.phase == PhaseWait
+	}
+	if !waited {
+		t.Error("no wait after the VDC violation")
+	}
+	// converged checks that the search becomes stable again at most
+	// within intervals after from, near want until to.
+	converged := func(from, to, within int, want float64) {
+		t.Helper()
+		searched := from == 0
+		for i := from; i < to; i++ {
+			if trace[i].phase != PhaseStable {
+				searched = true
+				continue
+			}
+			if !searched {
+				continue
+			}
+			if i > from+within {
+				t.Errorf("stable at interval %d, %d after the change (want ≤ %d)", i+1, i-from, within)
+			}
+			for j := i; j < to; j++ {
+				if e := trace[j].est; e < 0.97*want || e > 1.02*want {
+					t.Errorf("interval %d: estimate %.0f, want %.0f (−3%%, +2%%)", j+1, e, want)
+				}
+			}
+			return
+		}
+		t.Errorf("never stable in intervals %d..%d", from+1, to)
+	}
+	converged(0, 24, 15, 6500)
+	converged(24, 64, 20, 5500)
+	restarted := false
+	for _, s := range trace[64:70] {
+		restarted = restarted || s.phase == PhaseRestart
+	}
+	if !restarted {
+		t.Error("workload change did not restart the search")
+	}
+	converged(64, 90, 16, 7500)
+}
+
+// TestCapacityThroughController runs the same synthetic appliance through
+// the controller (demand estimation, H-DRF, the enforcers' token buckets):
+// the estimate settles near the true capacity, and tenant B (guarantee 3500,
+// demand 3500) gets its demand once it has.
+func TestCapacityThroughController(t *testing.T) {
+	env, app := synthEnv()
+	p := DefaultParams()
+	p.DefaultRate = 100
+	c, err := NewController(env, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := c.Estimator("kv")
+	var bUsed []float64
+	for i := 1; i <= 80; i++ {
+		if i == 40 {
+			app.capacity = 5500
+		}
+		obs := app.run(time.Duration(i) * time.Second)
+		act := c.Step(obs)
+		app.apply(act)
+		if act.Estimates["kv"] != est.Estimate() {
+			t.Fatalf("reported estimate %v, estimator %v", act.Estimates["kv"], est.Estimate())
+		}
+		bUsed = append(bUsed, obs.Flows[1].Used[0])
+		t.Logf("t=%2d estimate %7.1f %-8v used A %4.0f B %4.0f", i, est.Estimate(), est.Phase(), obs.Flows[0].Used[0], obs.Flows[1].Used[0])
+		switch {
+		case i >= 32 && i < 40:
+			if e := est.Estimate(); e < 0.96*6500 || e > 1.02*6500 {
+				t.Errorf("interval %d: estimate %.0f, want ≈ 6500", i, e)
+			}
+			if bUsed[i-1] < 0.98*3500 {
+				t.Errorf("interval %d: B used %.0f < its guarantee", i, bUsed[i-1])
+			}
+		case i >= 72:
+			if e := est.Estimate(); e < 0.96*5500 || e > 1.02*5500 {
+				t.Errorf("interval %d: estimate %.0f, want ≈ 5500", i, e)
+			}
+		}
+	}
+}
+
+func testEstimator(lo, hi float64) *CapacityEstimator {
+	p := DefaultParams()
+	return NewCapacityEstimator(EstimatorConfig{
+		Min: lo, Max: hi, Alpha: p.Alpha, Readings: p.Readings, StableThreshold: p.StableThreshold,
+		RestartThreshold: p.RestartThreshold, Tolerance: p.Tolerance, QueueDelay: p.QueueDelay,
+	})
+}
+
+func aobs(x, o, granted float64, tenants ...TenantObs) *ApplianceObs {
+	return &ApplianceObs{Period: 1, Throughput: x, Outstanding: o, Granted: granted, Tenants: tenants}
+}
+
+type estStep struct {
+	obs   *ApplianceObs
+	phase Phase
+	est   float64
+	minW  float64
+	maxW  float64
+}
+
+func runSteps(t *testing.T, name string, e *CapacityEstimator, steps []estStep) {
+	t.Helper()
+	for i, s := range steps {
+		got := e.Observe(s.obs)
+		lo, hi := e.Window()
+		if e.Phase() != s.phase || !near(got, s.est) || !near(lo, s.minW) || !near(hi, s.maxW) {
+			t.Errorf("%s step %d: %v est %v window [%v, %v]; want %v est %v window [%v, %v]",
+				name, i+1, e.Phase(), got, lo, hi, s.phase, s.est, s.minW, s.maxW)
+		}
+	}
+}
+
+// TestEstimatorPhases drives the estimator with hand-written observations.
+func TestEstimatorPhases(t *testing.T) {
+	a := func(used, out float64) TenantObs {
+		return TenantObs{Tenant: "A", Guarantee: 600, Granted: 600, Used: used, Outstanding: out, Forward: used}
+	}
+	runSteps(t, "search", testEstimator(1000, 2000), []estStep{
+		// The estimate was not handed out: nothing learnt.
+		{aobs(500, 0, 500), PhaseIdle, 1000, 1000, 2000},
+		// Handed out and served, no queue: ① increase.
+		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
+		// Served clearly less with a queue: ② revert.
+		{aobs(1200, 300, 1500), PhaseRevert, 1000, 1000, 1500},
+		// The queue drains: hold.
+		{aobs(1150, 100, 1000), PhaseIdle, 1000, 1000, 1500},
+		{aobs(1000, 0, 1000), PhaseIncrease, 1250, 1000, 1500},
+		// Served less without a queue: demand fell, not congestion.
+		{aobs(900, 0, 1250), PhaseIdle, 1250, 1000, 1500},
+		{aobs(1250, 0, 1250), PhaseIncrease, 1375, 1250, 1500},
+	})
+	runSteps(t, "wait", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000, a(600, 0)), PhaseIncrease, 1500, 1000, 2000},
+		// A is short of its guarantee with requests waiting: ③.
+		{aobs(1200, 600, 1500, a(400, 300)), PhaseRevert, 1000, 1000, 1500},
+		{aobs(1200, 400, 1000, a(500, 200)), PhaseWait, 1000, 1000, 1500},
+		// Guarantees met but the queue has not drained.
+		{aobs(1200, 150, 1000, a(600, 50)), PhaseWait, 1000, 1000, 1500},
+		// All clear: back to ①.
+		{aobs(1000, 2, 1000, a(600, 1)), PhaseIncrease, 1250, 1000, 1500},
+	})
+	runSteps(t, "capacity below minW", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
+		{aobs(800, 500, 1500), PhaseRevert, 784, 784, 1500},
+	})
+
+	fixed := testEstimator(1000, 1000)
+	runSteps(t, "fixed", fixed, []estStep{{aobs(10, 1e6, 1000), PhaseStable, 1000, 1000, 1000}})
+
+	// Stable: window [1000, 1008] after one increase.
+	mixA := []TenantObs{{Tenant: "A", Used: 600, Forward: 600}, {Tenant: "B", Used: 400, Forward: 400}}
+	mixB := []TenantObs{{Tenant: "A", Used: 400, Forward: 400}, {Tenant: "B", Used: 600, Forward: 600}}
+	e := testEstimator(1000, 1008)
+	runSteps(t, "stable", e, []estStep{
+		{aobs(1000, 0, 1000, mixA...), PhaseIncrease, 1000, 1000, 1008},
+		// O_s settles over Readings intervals (the lowest O, at most the
+		// unqueued level 5 ms × 1000 = 5 tokens).
+		{aobs(1000, 30, 1000, mixA...), PhaseStable, 1000, 1000, 1008},
+		{aobs(1000, 20, 1000, mixA...), PhaseStable, 1000, 1000, 1008},
+		{aobs(1000, 5, 1000, mixA...), PhaseStable, 1000, 1000, 1008},
+		// Eq. (7): O below O_s raises the estimate by α·(O_s − O).
+		{aobs(1000, 1, 1000, mixA...), PhaseStable, 1002, 1000, 1008},
+		{aobs(1002, 3, 1002, mixA...), PhaseStable, 1003, 1000, 1008},
+		// ... and above O_s lowers it.
+		{aobs(1003, 9, 1003, mixA...), PhaseStable, 1001, 1000, 1008},
+		// A workload 20% away, for Readings intervals: restart.
+		{aobs(1001, 5, 1001, mixB...), PhaseStable, 1001, 1000, 1008},
+		{aobs(1001, 5, 1001, mixB...), PhaseStable, 1001, 1000, 1008},
+		{aobs(1001, 5, 1001, mixB...), PhaseRestart, 1001, 1000, 1008},
+	})
+
+	// Congestion in the stable phase needs Readings consecutive intervals.
+	e = testEstimator(1000, 1008)
+	congested := aobs(900, 200, 1000, mixA...)
+	runSteps(t, "stable congestion", e, []estStep{
+		{aobs(1000, 0, 1000, mixA...), PhaseIncrease, 1000, 1000, 1008},
+		{aobs(1000, 0, 1000, mixA...), PhaseStable, 1000, 1000, 1008},
+		{aobs(1000, 0, 1000, mixA...), PhaseStable, 1000, 1000, 1008},
+		{aobs(1000, 0, 1000, mixA...), PhaseStable, 1000, 1000, 1008},
+		{congested, PhaseStable, 1000, 1000, 1008},
+		{aobs(1000, 0, 1000, mixA...), PhaseStable, 1000, 1000, 1008},
+		{congested, PhaseStable, 1000, 1000, 1008},
+		{congested, PhaseStable, 1000, 1000, 1008},
+		{congested, PhaseRestart, 1000, 1000, 1000},
+	})
+}
