@@ -47,6 +47,9 @@ type station struct {
 	// the appliance stage's cap here (requests/s, +Inf: none), last round
 	// and this one
 	cap, next float64
+	// requests at this appliance (queued or in service), this tick and
+	// summed since the controller's last step
+	out, accOut float64
 }
 
 // rflow is one request flow: a VM sending a request mix to an appliance, or
@@ -408,6 +411,30 @@ func (e *engine) accountRequests() {
 			} else {
 				f.queued, f.outstandng = 0, inFlight+f.backlog
 			}
+		}
+		// Of the requests beyond the enforcer, each station holds the ones
+		// in service there (rate × service time, Little's law); what is
+		// left waits in the queue of the appliances that hold the flow
+		// back, or, if none does, in the network.
+		minimal := f.rate * BaseRTT.Seconds()
+		var capped int
+		for k := range f.stations {
+			st := &f.stations[k]
+			st.out = f.rate * st.svc
+			minimal += st.out
+			if !math.IsInf(st.cap, 1) {
+				capped++
+			}
+		}
+		if extra := f.outstandng - minimal; extra > 0 && capped > 0 {
+			for k := range f.stations {
+				if st := &f.stations[k]; !math.IsInf(st.cap, 1) {
+					st.out += extra / float64(capped)
+				}
+			}
+		}
+		for k := range f.stations {
+			f.stations[k].accOut += f.stations[k].out * dt
 		}
 		f.accReq += f.rate * dt
 		f.accQueued += f.queued * dt

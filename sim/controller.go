@@ -128,6 +128,7 @@ func (e *engine) stepController() error {
 		fo := mech.FlowObs{Flow: f.id, Tenant: f.tenant, Path: f.elems,
 			Used: make([]float64, n), Backlog: make([]float64, n), Queued: make([]float64, n), Outstanding: make([]float64, n),
 			Allocation: cs.rflAlloc[i]}
+		st := 0 // the flow's stations, in path order
 		for k, tok := range f.elemTok {
 			if sec > 0 {
 				fo.Used[k] = f.accReq * tok / sec
@@ -137,8 +138,17 @@ func (e *engine) stepController() error {
 			}
 			if f.accTicks > 0 {
 				fo.Queued[k] = f.accQueued / f.accTicks * tok
-				fo.Outstanding[k] = f.accOut / f.accTicks * tok
+				out := f.accOut
+				// At an appliance: the requests at that appliance.
+				if f.elems[k].Role == mech.Appliance {
+					out = f.stations[st].accOut
+					st++
+				}
+				fo.Outstanding[k] = out / f.accTicks * tok
 			}
+		}
+		for k := range f.stations {
+			f.stations[k].accOut = 0
 		}
 		f.accReq, f.accQueued, f.accOut, f.accTicks = 0, 0, 0, 0
 		obs.Flows = append(obs.Flows, fo)
