@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
+	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/spf13/cobra"
 )
@@ -19,9 +20,11 @@ func newBenchCmd() *cobra.Command {
 
   bench alloc  global allocation at Pulsar §6.4 scale (2000 servers × 12 VMs
                = 24K flows, 200 appliances, 4200 resources), one core
-  bench sim    simulated seconds per wall second at 1 ms ticks`,
+  bench sim    simulated seconds per wall second at 1 ms ticks
+  bench pulsar one Pulsar controller step (demand estimation, local and
+               global allocation) at §6.4 scale, 20% and 100% of VMs active`,
 	}
-	cmd.AddCommand(newBenchAllocCmd(), newBenchSimCmd())
+	cmd.AddCommand(newBenchAllocCmd(), newBenchSimCmd(), newBenchPulsarCmd())
 	return cmd
 }
 
@@ -130,5 +133,60 @@ per wall-clock second:
 	cmd.Flags().IntVar(&senders, "senders", 300, "senders in the many-to-one run (0 to skip)")
 	cmd.Flags().DurationVar(&duration, "duration", 30*time.Second, "simulated time of the first run")
 	cmd.Flags().StringVar(&mechanism, "mechanism", "none", "mechanism to run")
+	return cmd
+}
+
+func newBenchPulsarCmd() *cobra.Command {
+	var runs int
+	var seed int64
+	cmd := &cobra.Command{
+		Use:   "pulsar",
+		Short: "Time one Pulsar controller step at Pulsar §6.4 scale",
+		Long: `Times one step of the Pulsar controller — demand estimation, per-tenant
+local allocation and the global allocation of spare capacity — on Pulsar
+§6.4's datacenter: 2000 servers × 12 VMs, 200 appliances, 4200 resources,
+44% of flows to appliances, with 20% and with 100% of the VMs active, for
+the global policies DRF and H-DRF, on one core. Each run builds a fresh
+controller and times its second step (the first learns the flows).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runs < 1 {
+				return fmt.Errorf("--runs: expected at least 1, got %d", runs)
+			}
+			prev := runtime.GOMAXPROCS(1)
+			defer runtime.GOMAXPROCS(prev)
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "Pulsar §6.4 scale (seed %d), GOMAXPROCS=1, median of %d runs\n", seed, runs)
+			for _, active := range []float64{0.2, 1} {
+				env, obs := pulsar.ScaleInstance(seed, active)
+				for _, policy := range []string{"drf", "hdrf"} {
+					params := pulsar.DefaultParams()
+					params.GlobalPolicy = pulsar.Policy(policy)
+					d := make([]time.Duration, runs)
+					for i := range d {
+						if err := cmd.Context().Err(); err != nil {
+							return err
+						}
+						c, err := pulsar.NewController(env, params)
+						if err != nil {
+							return err
+						}
+						obs.Now = time.Second
+						c.Step(obs)
+						obs.Now = 2 * time.Second
+						start := time.Now()
+						c.Step(obs)
+						d[i] = time.Since(start)
+					}
+					sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+					fmt.Fprintf(w, "  %3.0f%% active (%5d flows), global %-5s median %8.2f ms   min %8.2f ms\n",
+						100*active, len(obs.Flows), policy, ms(d[len(d)/2]), ms(d[0]))
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&runs, "runs", 5, "repetitions per case")
+	cmd.Flags().Int64Var(&seed, "seed", 1, "seed of the generated instance")
 	return cmd
 }

@@ -45,7 +45,7 @@ func run(t *testing.T, stdin string, args ...string) (string, string, int) {
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"sim", "--help"}, {"alloc", "--help"}, {"bench", "--help"},
-		{"bench", "alloc", "--help"}, {"bench", "sim", "--help"}, {"validate", "--help"}} {
+		{"bench", "alloc", "--help"}, {"bench", "sim", "--help"}, {"bench", "pulsar", "--help"}, {"validate", "--help"}} {
 		out, _, code := run(t, "", args...)
 		if code != 0 || !strings.Contains(out, "Usage:") {
 			t.Errorf("%v: exit %d, output %q", args, code, out)
