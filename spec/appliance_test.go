@@ -591,7 +591,9 @@ func TestApplianceValidation(t *testing.T) {
 			[]string{`scenario.yaml: workloads[1].dst[0]: VM "c1" belongs to tenant "C", not "B"`}},
 		{"via unknown appliance", func(s *spec.Scenario) { s.Workloads[1].Via = []spec.Via{{Appliance: "enc9", Type: "rc4"}} },
 			[]string{`scenario.yaml: workloads[1].via[0].appliance: unknown appliance "enc9"`}},
-		{"via is the destination", func(s *spec.Scenario) { s.Workloads[1].Via = []spec.Via{{Appliance: s.Workloads[1].Appliance, Type: "get"}} },
+		{"via is the destination", func(s *spec.Scenario) {
+			s.Workloads[1].Via = []spec.Via{{Appliance: s.Workloads[1].Appliance, Type: "get"}}
+		},
 			[]string{`scenario.yaml: workloads[1].via[0].appliance: "kv" is the destination itself`}},
 		{"src checked", func(s *spec.Scenario) { s.Workloads[1].Src = spec.StringList{"b1", "c1"} },
 			[]string{`scenario.yaml: workloads[1].src[1]: VM "c1" belongs to tenant "C", not "B"`}},
