@@ -74,7 +74,6 @@ type rflow struct {
 	elemTok   []float64 // tokens per request on each path element
 	enfRate   float64   // enforcer cap, requests/s (+Inf: none)
 	enfRes    int
-	allocated bool
 	backlog   float64 // open loop: requests waiting, anywhere
 
 	// per tick
