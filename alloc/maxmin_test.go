@@ -454,3 +454,28 @@ func TestUseClassOverridesFlowClass(t *testing.T) {
 		t.Errorf("unknown per-use class: %v", err)
 	}
 }
+
+// A trusted Solver skips validation and gives the same answers on valid
+// input.
+func TestTrustedSolverAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var checked, trusted Solver
+	trusted.Trusted = true
+	for n := 0; n < 500; n++ {
+		p := randProblem(rng, 6, 12, n%2 == 0)
+		a := make([]float64, len(p.Flows))
+		b := make([]float64, len(p.Flows))
+		errA := checked.Solve(p, a)
+		if errA != nil {
+			continue
+		}
+		if err := trusted.Solve(p, b); err != nil {
+			t.Fatalf("instance %d: trusted solve failed: %v", n, err)
+		}
+		for i := range a {
+			if math.Abs(a[i]-b[i]) > 1e-9*math.Max(1, math.Abs(a[i])) {
+				t.Fatalf("instance %d flow %d: %g checked, %g trusted", n, i, a[i], b[i])
+			}
+		}
+	}
+}

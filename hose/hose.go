@@ -81,8 +81,9 @@ type Network struct {
 // VM i's out-link, 2i+1 its in-link.
 func NewNetwork(vms []VM) (*Network, error) {
 	n := &Network{
-		vms:   append([]VM(nil), vms...),
-		index: make(map[string]int, len(vms)),
+		solver: alloc.Solver{Trusted: true}, // problems built here from validated VMs
+		vms:    append([]VM(nil), vms...),
+		index:  make(map[string]int, len(vms)),
 	}
 	n.prob.Resources = make([]alloc.Resource, 0, 2*len(vms))
 	for i, v := range vms {

@@ -63,6 +63,9 @@ type oracleTenant struct {
 // tenant and links within linkCapacity.
 func NewOracle(tenants []Tenant, pairs []Pair, linkCapacity []float64) (*Oracle, error) {
 	o := &Oracle{
+		// Problems are compiled here from validated inputs and solved at
+		// every sample whose demands changed.
+		solver:     alloc.Solver{Trusted: true},
 		pairs:      pairs,
 		linkCap:    linkCapacity,
 		tenants:    make([]oracleTenant, len(tenants)),

@@ -238,6 +238,10 @@ func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, err
 		// change the workloads' draws.
 		ctlRand: rand.New(rand.NewPCG(uint64(sc.Seed), 0xC0)),
 	}
+	// The simulator builds its problems itself from validated inputs and
+	// solves them every time something changes.
+	e.solver.Trusted = true
+	e.appSolver.Trusted = true
 	if err := e.buildVMs(); err != nil {
 		return nil, err
 	}
