@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
+	"github.com/bulkhead-dc/bulkhead/mech/gatekeeper"
 	"github.com/bulkhead-dc/bulkhead/mech/none"
 	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
 	"github.com/bulkhead-dc/bulkhead/mech/seawall"
@@ -24,6 +25,13 @@ func registry() map[string]constructor {
 		static.Name: noParams(func() mech.Mechanism { return static.New() }),
 		elasticswitch.Name: func(params map[string]any) (mech.Mechanism, error) {
 			m, err := elasticswitch.New(params)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+		gatekeeper.Name: func(params map[string]any) (mech.Mechanism, error) {
+			m, err := gatekeeper.New(params)
 			if err != nil {
 				return nil, err
 			}

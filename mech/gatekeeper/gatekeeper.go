@@ -1,0 +1,519 @@
+// Package gatekeeper is Gatekeeper (Soares, Santos, Tolia, Guedes,
+// "Gatekeeper: Distributed Rate Control for Virtualized Datacenters",
+// HP Labs HPL-2010-151; Rodrigues et al., USENIX WIOV 2011): per-VM
+// bandwidth guarantees on each server's access link, in both directions,
+// work-conserving, with no switch support and no central state (§1–§2).
+// Gatekeeper presumes the network core congestion-free (§1: "the access
+// link ... is presumed to be the bottleneck"); it protects access links
+// only, which is exactly where ElasticSwitch's evaluation (Popa et al.,
+// SIGCOMM 2013, Table 1 and §7.1) says it fails.
+//
+// Every host runs one Agent with the three components of §2 (Fig. 1):
+//
+//   - the egress scheduler (Fig. 2): a weighted fair queue across the
+//     host's VMs on the access link, each VM's weight its egress hose
+//     guarantee, serving at most the link rate (a mech.Scheduler with
+//     Dir mech.Egress, Rate Config.Link); in front of it a per-VM egress
+//     rate limit LIM_j (a mech.VMEgress limit), initially the link rate,
+//     i.e. no limit (§2: "Initially, the limit LIM_j is set equal to the
+//     physical link bandwidth");
+//   - the ingress scheduler (Fig. 3): per-VM queues served by weighted
+//     fair queueing, weights the ingress guarantees, at a total rate
+//     LIM_IN slightly below the link rate, so that the bottleneck moves
+//     from the physical link to the scheduler and the host sees the true
+//     demand (a mech.Scheduler with Dir mech.Ingress and Rate
+//     LIM_IN = Link × (1 − Headroom); §3.1: 5% headroom);
+//   - the congestion agent: every Period (10 ms) it samples each local
+//     VM's ingress drop rate and averages it over the previous Window
+//     (100 ms; §3.1). When a VM's average drop rate exceeds DropThreshold,
+//     it sends a congestion notification (a Notification message) to the
+//     host of the sender that lost most at that VM's queue (§2 targets the
+//     sender of the last dropped packet; the driver reports DropSrc, the
+//     largest loser of the period, and the agent keeps the latest). The
+//     sender's host halves that VM's LIM_j on each notification, then
+//     raises it linearly (Slope bits/s per second) back to the link rate
+//     (§2). Feedback false disables notifications: "Gatekeeper without
+//     feedback" of §3.3 (Figs. 6–7).
+//
+// TCP adapts to the drops of the ingress queues by itself; the feedback
+// exists for unresponsive senders (UDP) that keep filling the physical
+// link whatever is dropped after it (§2).
+//
+// # Choices the paper leaves open
+//
+//   - Link capacity. mech.Env carries no link capacities, so the access
+//     link rate is the parameter "link" (default 1 Gbps), the same on
+//     every host. It sets the egress scheduler's rate, LIM_IN, the ceiling
+//     of LIM_j and the default threshold.
+//   - Drop threshold. §2–§3.1 choose it "to ensure that congestion
+//     notification messages are not triggered by TCP", and size the
+//     160-packet ingress queues so that TCP's drop rate stays at most half
+//     the headroom, 20 Mb/s on their 941 Mb/s link. The default is 2% of
+//     the link (20 Mbps at 1 Gbps). In the simulator TCP pushing into a
+//     full ingress scheduler loses sim.Options.TCPLoss (1%) of its
+//     packets, at most 1% × LIM_IN = 9.5 Mbps per VM at 1 Gbps, half the
+//     threshold; an unresponsive sender triggers as soon as it exceeds its
+//     VM's share of LIM_IN by 20 Mbps.
+//   - Ingress queues of 160 packets (§3.1). The fluid simulator has no
+//     queue lengths: the queue is represented by its drop rule in sim
+//     (UDP beyond its class's share of the scheduler is dropped at the
+//     VM's queue; TCP pushing into a full scheduler loses TCPLoss of its
+//     packets there), which is the behaviour the 160 packets were sized
+//     for. On real hosts it is the HTB/IFB class's queue limit.
+//   - Pacing of notifications. With statistics averaged over 100 ms and a
+//     notification halving the sender's limit, notifying every 10 ms while
+//     the average is high would halve the limit ten times for one event.
+//     The agent therefore restarts a VM's average after notifying and
+//     decides again only on a full window of fresh statistics, skipping
+//     the first period after the notification (measured while it was in
+//     flight): at most one notification per VM per Window + Period.
+//   - What is halved. A limit above what the VM actually sends is not in
+//     force, so a notification halves min(LIM_j, the VM's measured sending
+//     rate in the last period), never below MinRate.
+//   - Slope. §2 tunes it "to ensure that the distributed rate control
+//     favors well-behaved TCP connections" without giving a number. The
+//     default, 500 Mbps per second, brings a halved limit back to a
+//     1 Gbps link within a second. A gentler slope keeps a UDP blaster
+//     lower for longer, which shortens the TCP flows it competes with and
+//     wastes more of the capacity it leaves (gatekeeper-hadoop-udp.yaml,
+//     means over the 30 s run: 100 Mbps/s gives the shuffle flows a mean
+//     FCT of 0.31 s and the UDP streams 6.3 Gbps in all, 500 Mbps/s 0.33 s
+//     and 7.5 Gbps, 2 Gbps/s 0.36 s and 8.1 Gbps).
+//
+// # The "rate limit" baseline
+//
+// Mode "rate-limit" is the paper's static baseline of §3.3 (Figs. 6–7:
+// "a simple static rate limiter for both the ingress and egress
+// traffic"): every VM's egress and ingress are capped at its guarantees
+// (mech.VMEgress, mech.VMIngress; a VM without a guarantee in a direction
+// is not limited in it), with no schedulers and no feedback. Its ingress
+// limits act after the link, so they cannot keep a blast off it (§1). It
+// differs from the registered "static" mechanism, which reserves per VM
+// pair for the declared traffic pattern.
+//
+// Notification bodies encode to JSON and are accepted either as Go values
+// (as the simulator delivers them) or as raw JSON (json.RawMessage, []byte
+// or string) with their "kind" field.
+package gatekeeper
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/spec"
+)
+
+// Name of the mechanism.
+const Name = "gatekeeper"
+
+// Modes of operation.
+const (
+	// ModeGatekeeper is Gatekeeper (§2).
+	ModeGatekeeper = "gatekeeper"
+	// ModeRateLimit is the paper's static baseline (§3.3): per-VM egress
+	// and ingress limits at the guarantees.
+	ModeRateLimit = "rate-limit"
+)
+
+// Config is Gatekeeper's configuration. Rates are in bits/s.
+type Config struct {
+	// Mode is ModeGatekeeper or ModeRateLimit.
+	Mode string
+	// Link is the capacity of every host's access link (each direction).
+	Link float64
+	// Headroom is the fraction of the link the ingress scheduler leaves
+	// unused: LIM_IN = Link × (1 − Headroom) (§3.1: 5%).
+	Headroom float64
+	// Period is the statistics period, the agent's step (§3.1: 10 ms).
+	Period time.Duration
+	// Window is the averaging window of the statistics, a multiple of
+	// Period (§3.1: 100 ms).
+	Window time.Duration
+	// DropThreshold is the average ingress drop rate of a VM above which a
+	// congestion notification is sent (bits/s).
+	DropThreshold float64
+	// Slope is the linear increase of a reduced LIM_j, in bits/s per
+	// second (§2).
+	Slope float64
+	// MinRate is the floor of LIM_j.
+	MinRate float64
+	// Feedback enables congestion notifications (false: "Gatekeeper without
+	// feedback", §3.3).
+	Feedback bool
+}
+
+// Defaults returns the paper's parameters (§3.1: 5% headroom, 10 ms
+// statistics averaged over 100 ms) on a 1 Gbps link, a 20 Mbps drop
+// threshold (2% of the link), LIM_j growing by 500 Mbps per second after
+// a halving, never below 1 Mbps, feedback on.
+func Defaults() Config {
+	return Config{
+		Mode:          ModeGatekeeper,
+		Link:          1e9,
+		Headroom:      0.05,
+		Period:        10 * time.Millisecond,
+		Window:        100 * time.Millisecond,
+		DropThreshold: 20e6,
+		Slope:         500e6,
+		MinRate:       1e6,
+		Feedback:      true,
+	}
+}
+
+// defaultThreshold is the default drop threshold as a fraction of the link.
+const defaultThreshold = 0.02
+
+// defaultMinRate is the default floor of LIM_j as a fraction of the link.
+const defaultMinRate = 0.001
+
+// ParamNames lists the mechanism's parameters (see Parse).
+func ParamNames() []string {
+	return []string{"mode", "link", "headroom", "period", "window", "drop_threshold", "slope", "min_rate", "feedback"}
+}
+
+// Parse reads scenario parameters (mechanism.params) over Defaults.
+// Unknown parameters, wrong types and out-of-range values are reported as
+// *spec.FieldError values ("mechanism.params.link: expected a rate such as
+// "450Mbps", got "fast""), joined. The parameters are:
+//
+//	mode            "gatekeeper" (default) or "rate-limit" (§3.3's static baseline)
+//	link            access link capacity of every host (rate, "1Gbps")
+//	headroom        ingress headroom fraction, LIM_IN = link × (1 − headroom) (0.05)
+//	period          statistics period and agent step (duration, "10ms")
+//	window          averaging window, a multiple of period (duration, "100ms")
+//	drop_threshold  average ingress drop rate that triggers a notification
+//	                (rate; default 2% of link, "20Mbps" at 1 Gbps)
+//	slope           linear increase of a halved LIM_j per second (rate, "500Mbps")
+//	min_rate        floor of LIM_j (rate; default 0.1% of link)
+//	feedback        send congestion notifications (true)
+func Parse(params map[string]any) (Config, error) {
+	p := spec.Params(params)
+	cfg := Defaults()
+	if err := p.Check(ParamNames()...); err != nil {
+		return cfg, err
+	}
+	var errs []error
+	var err error
+	if cfg.Mode, err = p.String("mode", cfg.Mode); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Link, err = p.Rate("link", cfg.Link); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Headroom, err = p.Float("headroom", cfg.Headroom); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Period, err = p.Duration("period", cfg.Period); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Window, err = p.Duration("window", cfg.Window); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.DropThreshold, err = p.Rate("drop_threshold", defaultThreshold*cfg.Link); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Slope, err = p.Rate("slope", cfg.Slope); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.MinRate, err = p.Rate("min_rate", defaultMinRate*cfg.Link); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Feedback, err = p.Bool("feedback", cfg.Feedback); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return cfg, errors.Join(errs...)
+	}
+	return cfg, cfg.Validate()
+}
+
+// Validate checks the configuration; problems are *spec.FieldError values
+// named after the parameters, joined.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, &spec.FieldError{Path: "mechanism.params." + name, Msg: fmt.Sprintf(format, args...)})
+	}
+	if c.Mode != ModeGatekeeper && c.Mode != ModeRateLimit {
+		bad("mode", "unknown mode %q (use %s or %s)", c.Mode, ModeGatekeeper, ModeRateLimit)
+	}
+	if !(c.Link > 0) || math.IsInf(c.Link, 0) {
+		bad("link", "must be a positive finite rate, got %g", c.Link)
+	}
+	if !(c.Headroom >= 0 && c.Headroom < 1) {
+		bad("headroom", "must be in [0, 1), got %g", c.Headroom)
+	}
+	switch {
+	case c.Period <= 0:
+		bad("period", "must be positive, got %v", c.Period)
+	case c.Window < c.Period || c.Window%c.Period != 0:
+		bad("window", "must be a positive multiple of period (%v), got %v", c.Period, c.Window)
+	}
+	if !(c.DropThreshold > 0) || math.IsInf(c.DropThreshold, 0) {
+		bad("drop_threshold", "must be a positive finite rate, got %g", c.DropThreshold)
+	}
+	if !(c.Slope > 0) || math.IsInf(c.Slope, 0) {
+		bad("slope", "must be a positive finite rate per second, got %g", c.Slope)
+	}
+	if !(c.MinRate > 0) || !(c.MinRate < c.Link) {
+		bad("min_rate", "must be positive and below link (%g), got %g", c.Link, c.MinRate)
+	}
+	return errors.Join(errs...)
+}
+
+// LimIn is the ingress scheduler's rate LIM_IN = Link × (1 − Headroom).
+func (c *Config) LimIn() float64 { return c.Link * (1 - c.Headroom) }
+
+// Mechanism is Gatekeeper with one configuration.
+type Mechanism struct {
+	cfg Config
+}
+
+// New parses params (see Parse) and returns the mechanism.
+func New(params map[string]any) (*Mechanism, error) {
+	cfg, err := Parse(params)
+	if err != nil {
+		return nil, err
+	}
+	return &Mechanism{cfg: cfg}, nil
+}
+
+// NewWithConfig returns the mechanism with a configuration built in code.
+func NewWithConfig(cfg Config) (*Mechanism, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Mechanism{cfg: cfg}, nil
+}
+
+// Name implements mech.Mechanism.
+func (m *Mechanism) Name() string { return Name }
+
+// Config returns the mechanism's configuration.
+func (m *Mechanism) Config() Config { return m.cfg }
+
+// NewAgent implements mech.Mechanism.
+func (m *Mechanism) NewAgent(env mech.Env) (mech.Agent, error) {
+	return NewAgent(m.cfg, env)
+}
+
+// vmState is what the agent keeps per local VM: the congestion agent's
+// ingress statistics (receiver side) and LIM_j (sender side).
+type vmState struct {
+	vm mech.VM
+
+	// Receiver side: the last Window/Period drop-rate samples (bits/s) and
+	// their lengths (s), a ring.
+	drops, secs []float64
+	next, n     int
+	skip        int    // samples still to discard after a notification
+	lastSrc     string // the sender that lost most in the latest period with drops
+
+	// Sender side.
+	lim     float64 // LIM_j; +Inf: at the link rate, no limiter
+	set     float64 // rate last given to the driver (NaN: none yet)
+	outRate float64 // measured sending rate in the last period
+}
+
+// dropRate is the average drop rate over the samples held.
+func (v *vmState) dropRate() float64 {
+	bits, sec := 0.0, 0.0
+	for i := 0; i < v.n; i++ {
+		bits += v.drops[i] * v.secs[i]
+		sec += v.secs[i]
+	}
+	if sec <= 0 {
+		return 0
+	}
+	return bits / sec
+}
+
+func (v *vmState) push(rate, sec float64) {
+	v.drops[v.next], v.secs[v.next] = rate, sec
+	v.next = (v.next + 1) % len(v.drops)
+	if v.n < len(v.drops) {
+		v.n++
+	}
+}
+
+func (v *vmState) reset() {
+	v.next, v.n = 0, 0
+}
+
+// Agent is Gatekeeper on one host. It is not safe for concurrent use.
+type Agent struct {
+	cfg       Config
+	env       mech.Env
+	vms       []*vmState // local VMs, sorted by name
+	byName    map[string]*vmState
+	installed bool
+	sent      int // notifications sent
+}
+
+// NewAgent returns the agent for env.Host under cfg (validated).
+func NewAgent(cfg Config, env mech.Env) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if env.Host == "" {
+		return nil, fmt.Errorf("%s: environment names no host", Name)
+	}
+	a := &Agent{cfg: cfg, env: env, byName: map[string]*vmState{}}
+	w := int(cfg.Window / cfg.Period)
+	for _, v := range env.VMs {
+		if v.Host != env.Host {
+			continue
+		}
+		s := &vmState{vm: v, drops: make([]float64, w), secs: make([]float64, w), lim: math.Inf(1), set: math.NaN()}
+		a.vms = append(a.vms, s)
+		a.byName[v.Name] = s
+	}
+	sort.Slice(a.vms, func(i, j int) bool { return a.vms[i].vm.Name < a.vms[j].vm.Name })
+	return a, nil
+}
+
+// Period implements mech.Agent: the statistics period.
+func (a *Agent) Period() time.Duration { return a.cfg.Period }
+
+// Limit returns LIM_j of a local VM (+Inf: at the link rate, no limiter)
+// and whether the VM is on this host.
+func (a *Agent) Limit(vm string) (float64, bool) {
+	if v, ok := a.byName[vm]; ok {
+		return v.lim, true
+	}
+	return 0, false
+}
+
+// DropRate returns a local VM's ingress drop rate averaged over the
+// statistics held (at most Window) and whether the VM is on this host.
+func (a *Agent) DropRate(vm string) (float64, bool) {
+	if v, ok := a.byName[vm]; ok {
+		return v.dropRate(), true
+	}
+	return 0, false
+}
+
+// Sent returns how many congestion notifications the agent has sent.
+func (a *Agent) Sent() int { return a.sent }
+
+// Schedulers returns the host's egress and ingress schedulers (§2, Figs.
+// 2–3): weights are the local VMs' egress and ingress guarantees (VMs
+// without one are left out and get the driver's negligible best-effort
+// weight), rates the link and LIM_IN.
+func (a *Agent) Schedulers() []mech.Scheduler {
+	eg := mech.Scheduler{Dir: mech.Egress, Rate: a.cfg.Link, Weights: map[string]float64{}}
+	in := mech.Scheduler{Dir: mech.Ingress, Rate: a.cfg.LimIn(), Weights: map[string]float64{}}
+	for _, v := range a.vms {
+		if v.vm.Out > 0 {
+			eg.Weights[v.vm.Name] = v.vm.Out
+		}
+		if v.vm.In > 0 {
+			in.Weights[v.vm.Name] = v.vm.In
+		}
+	}
+	return []mech.Scheduler{eg, in}
+}
+
+// Step implements mech.Agent: it installs the schedulers on the first
+// step, applies the notifications received (halving LIM_j) and the linear
+// increase, then updates the ingress statistics and sends notifications.
+func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
+	var act mech.Actions
+	if a.cfg.Mode == ModeRateLimit {
+		if !a.installed {
+			a.installed = true
+			for _, v := range a.vms {
+				if v.vm.Out > 0 {
+					act.Limits = append(act.Limits, mech.Limit{Kind: mech.VMEgress, VM: v.vm.Name, Rate: v.vm.Out})
+				}
+				if v.vm.In > 0 {
+					act.Limits = append(act.Limits, mech.Limit{Kind: mech.VMIngress, VM: v.vm.Name, Rate: v.vm.In})
+				}
+			}
+		}
+		return act
+	}
+	if !a.installed {
+		a.installed = true
+		act.Schedulers = a.Schedulers()
+	}
+	sec := obs.Period.Seconds()
+	for i := range obs.VMs {
+		if v := a.byName[obs.VMs[i].VM]; v != nil {
+			v.outRate = obs.VMs[i].OutRate
+		}
+	}
+
+	// Sender side (§2): linear increase of reduced limits, then halve once
+	// per notification received.
+	for _, v := range a.vms {
+		if !math.IsInf(v.lim, 1) {
+			v.lim += a.cfg.Slope * sec
+			if v.lim >= a.cfg.Link {
+				v.lim = math.Inf(1)
+			}
+		}
+	}
+	for _, m := range inbox {
+		n, ok := Decode(m.Body)
+		if !ok {
+			continue
+		}
+		v := a.byName[n.VM]
+		if v == nil {
+			continue // a stale notification: the VM is not (or no longer) here
+		}
+		base := math.Min(v.lim, a.cfg.Link)
+		if v.outRate > 0 && v.outRate < base {
+			base = v.outRate
+		}
+		v.lim = math.Max(base/2, a.cfg.MinRate)
+	}
+	for _, v := range a.vms {
+		if v.lim != v.set {
+			v.set = v.lim
+			act.Limits = append(act.Limits, mech.Limit{Kind: mech.VMEgress, VM: v.vm.Name, Rate: v.lim})
+		}
+	}
+
+	// Receiver side (§2, §3.1): ingress drop statistics and notifications.
+	if sec <= 0 {
+		return act
+	}
+	for i := range obs.VMs {
+		o := &obs.VMs[i]
+		v := a.byName[o.VM]
+		if v == nil {
+			continue
+		}
+		if v.skip > 0 {
+			v.skip--
+			continue
+		}
+		v.push(o.InDrops, sec)
+		if o.InDrops > 0 && o.DropSrc != "" {
+			v.lastSrc = o.DropSrc
+		}
+		if !a.cfg.Feedback || v.n < len(v.drops) || v.lastSrc == "" {
+			continue
+		}
+		rate := v.dropRate()
+		if rate <= a.cfg.DropThreshold {
+			continue
+		}
+		host := a.env.HostOf(v.lastSrc)
+		if host == "" {
+			continue
+		}
+		act.Messages = append(act.Messages, mech.Message{From: a.env.Host, To: host,
+			Body: Notification{Kind: NotificationKind, VM: v.lastSrc, Dst: v.vm.Name, DropRate: rate}})
+		a.sent++
+		v.reset()
+		v.skip = 1
+	}
+	return act
+}

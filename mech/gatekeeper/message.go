@@ -1,0 +1,47 @@
+package gatekeeper
+
+import "encoding/json"
+
+// NotificationKind is the Kind of a Notification body.
+const NotificationKind = "gatekeeper.congestion"
+
+// Notification is a congestion notification (§2): the receiver host of Dst
+// saw Dst's ingress queue drop DropRate bits/s on average over its window,
+// most recently from VM, and asks VM's host to halve VM's egress limit
+// LIM_j.
+type Notification struct {
+	Kind     string  `json:"kind"`
+	VM       string  `json:"vm"`
+	Dst      string  `json:"dst"`
+	DropRate float64 `json:"drop_rate"`
+}
+
+// Decode returns the Notification in a message body: a Notification or
+// *Notification (as the simulator delivers them) or its JSON encoding
+// (json.RawMessage, []byte or string, as a host daemon receives it), whose
+// "kind" must be NotificationKind.
+func Decode(body any) (Notification, bool) {
+	var data []byte
+	switch b := body.(type) {
+	case Notification:
+		return b, b.Kind == NotificationKind || b.Kind == ""
+	case *Notification:
+		if b == nil {
+			return Notification{}, false
+		}
+		return *b, b.Kind == NotificationKind || b.Kind == ""
+	case json.RawMessage:
+		data = b
+	case []byte:
+		data = b
+	case string:
+		data = []byte(b)
+	default:
+		return Notification{}, false
+	}
+	var n Notification
+	if json.Unmarshal(data, &n) != nil || n.Kind != NotificationKind {
+		return Notification{}, false
+	}
+	return n, true
+}
