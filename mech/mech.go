@@ -186,7 +186,8 @@ type VMObs struct {
 	// InArrival is the rate (bits/s) at which traffic for the VM arrived at
 	// the host, InRate what was delivered to it, InDrops what the host's
 	// ingress dropped (its per-VM queue overflowing); OutRate is what the VM
-	// sent.
+	// sent out of its host (after its own limiters and the host's egress
+	// scheduler, before any drop in the network).
 	InArrival, InRate, InDrops, OutRate float64
 	// DropSrc is the source VM that lost most at this VM's ingress queue in
 	// the period ("" if none): Gatekeeper targets the sender of the last

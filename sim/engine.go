@@ -82,6 +82,7 @@ type pairState struct {
 	inDropAcc float64 // since the destination agent's last step
 	bound     bool    // held back by its own limiter this tick
 	partial   float64 // correction for flows that finished mid-tick (bits)
+	sentRate  float64 // bits/s leaving the source host this tick
 
 	// offered load of the active connections
 	unboundedActive int     // active TCP connections with no rate cap
@@ -118,6 +119,7 @@ type connState struct {
 	rate      float64 // delivered this tick
 	drop      float64 // UDP bits/s dropped in the network this tick
 	inDrop    float64 // of which at the receiver host's ingress scheduler
+	sent      float64 // UDP bits/s leaving the sender's host this tick
 	id        string  // for the allocator
 }
 

@@ -241,8 +241,12 @@ func (e *engine) solveUDP() {
 		}
 		a := c.offered
 		drop, inDrop := 0.0, 0.0
+		sent := -1.0
 		e.hops = e.path(e.hops[:0], c)
 		for _, h := range e.hops {
+			if h.r < L && sent < 0 {
+				sent = a // what left the sender's host
+			}
 			pass := a * scale(h)
 			if h.r < L {
 				drop += a - pass
@@ -253,6 +257,10 @@ func (e *engine) solveUDP() {
 			a = pass
 		}
 		c.rate = a
+		if sent < 0 {
+			sent = a
+		}
+		c.sent = sent
 		c.drop = drop + inDrop
 		c.inDrop = inDrop
 	}
@@ -411,7 +419,7 @@ func (e *engine) markSaturation() {
 		}
 	}
 	for i := range e.pairs {
-		e.pairs[i].inDrop, e.pairs[i].markRate = 0, 0
+		e.pairs[i].inDrop, e.pairs[i].markRate, e.pairs[i].sentRate = 0, 0, 0
 	}
 	for i := range e.conns {
 		c := &e.conns[i]
@@ -423,6 +431,9 @@ func (e *engine) markSaturation() {
 		if c.udp {
 			p.lossRate += c.drop
 			p.inDrop += c.inDrop
+			p.sentRate += c.sent
+		} else {
+			p.sentRate += c.rate
 		}
 		lost := false
 		for _, l := range c.links {
@@ -474,12 +485,13 @@ func (e *engine) account() {
 	for i := range e.pairs {
 		p := &e.pairs[i]
 		bits := p.rate*dt + p.partial
+		sentBits := p.sentRate*dt + p.partial
 		p.partial = 0
 		lost := p.lossRate * dt / MTU
 		marked := p.markRate * dt / MTU
 		p.txMark += marked
 		p.rxMark += marked
-		e.vms[p.src].outBits += bits
+		e.vms[p.src].outBits += sentBits
 		e.vms[p.dst].inBits += bits
 		e.vms[p.dst].inDropBits += p.inDrop * dt
 		p.inDropAcc += p.inDrop * dt
