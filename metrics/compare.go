@@ -24,6 +24,10 @@ type Comparison struct {
 	Units      string             `json:"units"`
 	Mechanisms []MechanismSummary `json:"mechanisms"`
 	Rows       []ComparisonRow    `json:"rows"` // one per report per tenant, in report order
+	// Appliances: one row per report per tenant and appliance (scenarios
+	// with request flows), in TokenUnits.
+	TokenUnits string         `json:"token_units,omitempty"`
+	Appliances []ApplianceRow `json:"appliances,omitempty"`
 }
 
 // MechanismSummary is one report's overall figures.
@@ -48,6 +52,15 @@ type ComparisonRow struct {
 	Compliance       float64 `json:"compliance"`
 	WorkConservation float64 `json:"work_conservation"`
 	SpareShare       float64 `json:"spare_share"`
+	// FCT: the tenant's flow completion times, if it has sized flows.
+	FCT *FCTStats `json:"fct,omitempty"`
+}
+
+// ApplianceRow is one tenant's end-to-end token throughput at one
+// appliance (or VM destination of requests) under one mechanism.
+type ApplianceRow struct {
+	Mechanism string `json:"mechanism"`
+	ApplianceReport
 }
 
 // Compare builds the Comparison of reports, which must be non-empty and in
@@ -81,7 +94,12 @@ func Compare(reports []*Report) (*Comparison, error) {
 				Mechanism: r.Mechanism, Tenant: t.Name,
 				MeanThroughput: t.MeanThroughput, Guarantee: t.Guarantee, IdealThroughput: t.IdealThroughput,
 				Compliance: t.Compliance, WorkConservation: t.WorkConservation, SpareShare: t.SpareShare,
+				FCT: t.FCT,
 			})
+		}
+		for _, a := range r.Appliances {
+			c.Appliances = append(c.Appliances, ApplianceRow{Mechanism: r.Mechanism, ApplianceReport: a})
+			c.TokenUnits = r.TokenUnits
 		}
 	}
 	c.Scenario = strings.Join(scen, ", ")
@@ -131,6 +149,26 @@ func comparisonMD(c *Comparison) []byte {
 	for _, r := range c.Rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(r.Mechanism), mdEscape(r.Tenant),
 			num(r.MeanThroughput), num(r.Guarantee), num(r.IdealThroughput), pct(r.Compliance), pct(r.WorkConservation), pct(r.SpareShare))
+	}
+	fcts := false
+	for _, r := range c.Rows {
+		fcts = fcts || r.FCT != nil
+	}
+	if fcts {
+		b.WriteString("\nFlow completion times (finished flows):\n\n| mechanism | tenant | flows | mean | median | p99 | max |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, r := range c.Rows {
+			if f := r.FCT; f != nil {
+				fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s |\n", mdEscape(r.Mechanism), mdEscape(r.Tenant), f.Count,
+					secs(f.MeanS), secs(f.MedianS), secs(f.P99S), secs(f.MaxS))
+			}
+		}
+	}
+	if len(c.Appliances) > 0 {
+		fmt.Fprintf(&b, "\nEnd-to-end throughput at appliances (%s):\n\n| mechanism | appliance | tenant | guarantee | mean throughput | compliance |\n| --- | --- | --- | ---: | ---: | ---: |\n", c.TokenUnits)
+		for _, a := range c.Appliances {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdEscape(a.Mechanism), mdEscape(a.Appliance), mdEscape(a.Tenant),
+				num(a.Guarantee), num(a.Mean), pct(a.Compliance))
+		}
 	}
 	return b.Bytes()
 }

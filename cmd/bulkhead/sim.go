@@ -74,8 +74,12 @@ Mechanisms: ` + strings.Join(all.Names(), ", ") + `.`,
 					if t.Pairs == 0 {
 						continue
 					}
-					fmt.Fprintf(w, "  %-12s guarantee %8.1f  mean %8.1f  ideal %8.1f %s  compliance %.2f\n",
+					fmt.Fprintf(w, "  %-12s guarantee %8.1f  mean %8.1f  ideal %8.1f %s  compliance %.2f",
 						t.Name, t.Guarantee, t.MeanThroughput, t.IdealThroughput, r.Units, t.Compliance)
+					if f := t.FCT; f != nil {
+						fmt.Fprintf(w, "  FCT mean %.3g s p99 %.3g s (%d flows)", f.MeanS, f.P99S, f.Count)
+					}
+					fmt.Fprintln(w)
 				}
 				for _, a := range r.Appliances {
 					fmt.Fprintf(w, "  %-12s at %-8s guarantee %8.1f  mean %8.1f %s  compliance %.2f\n",
