@@ -21,50 +21,26 @@ type constructor func(params map[string]any) (mech.Mechanism, error)
 
 func registry() map[string]constructor {
 	return map[string]constructor{
-		none.Name:   noParams(func() mech.Mechanism { return none.New() }),
-		static.Name: noParams(func() mech.Mechanism { return static.New() }),
-		elasticswitch.Name: func(params map[string]any) (mech.Mechanism, error) {
-			m, err := elasticswitch.New(params)
-			if err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
-		gatekeeper.Name: func(params map[string]any) (mech.Mechanism, error) {
-			m, err := gatekeeper.New(params)
-			if err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
-		pulsar.Name: func(p map[string]any) (mech.Mechanism, error) {
-			m, err := pulsar.New(p)
-			if err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
-		pulsar.NameAppliances: func(p map[string]any) (mech.Mechanism, error) {
-			m, err := pulsar.NewAppliances(p)
-			if err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
-		pulsar.NameNetwork: func(p map[string]any) (mech.Mechanism, error) {
-			m, err := pulsar.NewNetwork(p)
-			if err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
-		seawall.Name: func(params map[string]any) (mech.Mechanism, error) {
-			m, err := seawall.New(params)
-			if err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
+		none.Name:             noParams(func() mech.Mechanism { return none.New() }),
+		static.Name:           noParams(func() mech.Mechanism { return static.New() }),
+		seawall.Name:          wrap(seawall.New),
+		elasticswitch.Name:    wrap(elasticswitch.New),
+		gatekeeper.Name:       wrap(gatekeeper.New),
+		pulsar.Name:           wrap(pulsar.New),
+		pulsar.NameAppliances: wrap(pulsar.NewAppliances),
+		pulsar.NameNetwork:    wrap(pulsar.NewNetwork),
+	}
+}
+
+// wrap adapts a package's New to a constructor (a nil *M must not become
+// a non-nil interface).
+func wrap[M mech.Mechanism](f func(map[string]any) (M, error)) constructor {
+	return func(params map[string]any) (mech.Mechanism, error) {
+		m, err := f(params)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
 	}
 }
 
