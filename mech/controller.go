@@ -145,4 +145,17 @@ type ControllerActions struct {
 	// Estimates reports the controller's current capacity estimate per
 	// appliance resource ID (for reports and plots; not enforced).
 	Estimates map[string]float64
+	// Ports configures switch ports' WFQ queues (QShare). Ports not listed
+	// keep their configuration.
+	Ports []PortQueues
+}
+
+// PortQueues configures one switch port (a link's sending end) as weighted
+// fair queues: Weights per queue, queue 0 being the shared queue, and the
+// queue each tenant's traffic is classified into (by DSCP on real
+// switches); tenants not listed use queue 0. No Weights: one FIFO again.
+type PortQueues struct {
+	Link    int // index into ControllerEnv.Resources (a link)
+	Weights []float64
+	Tenants map[string]int
 }

@@ -29,6 +29,13 @@ const BaseRTT = 100 * time.Microsecond
 // network would carry; the appliance stage shares each appliance among the
 // flows that reach it (weights: outstanding requests, or arrival rates) and
 // caps the flows it cannot serve, which frees network capacity for others.
+//
+// The fluid solution is an equilibrium per tick: a queue that an appliance
+// builds (requests of the flows it holds back) drains within the tick once
+// the load goes away, which holds for the microsecond service times of the
+// presets (an appliance serves hundreds of thousands of requests a second).
+// While it stands, every request the appliance serves waits in it
+// (accountRequests), which is what the flows' outstanding requests show.
 type applianceState struct {
 	name string
 	spec *spec.Appliance
@@ -37,6 +44,11 @@ type applianceState struct {
 	res  int // index into the controller's resources
 	// per tick
 	busy float64 // service-seconds per second in use
+	// wait is the FIFO queueing delay at the appliance, seconds: the
+	// requests queued there by the flows it holds back, over their rate
+	// (Little's law). Every request the appliance serves waits as long.
+	wait         float64
+	queue, qrate float64 // this tick: requests queued, requests/s of the flows it holds back
 }
 
 // station is an appliance on a request flow's way.
@@ -47,9 +59,6 @@ type station struct {
 	// the appliance stage's cap here (requests/s, +Inf: none), last round
 	// and this one
 	cap, next float64
-	// requests at this appliance (queued or in service), this tick and
-	// summed since the controller's last step
-	out, accOut float64
 }
 
 // rflow is one request flow: a VM sending a request mix to an appliance, or
@@ -241,12 +250,12 @@ func (e *engine) appendRequestFlows(flows []alloc.Flow, uses []alloc.Use) ([]all
 		}
 		for _, l := range f.fwd {
 			if f.reqBits > 0 {
-				uses = append(uses, alloc.Use{Resource: l, Coef: f.reqBits})
+				uses = append(uses, alloc.Use{Resource: l, Coef: f.reqBits, Class: e.linkClassName(l, f.tenant)})
 			}
 		}
 		for _, l := range f.rev {
 			if f.respBits > 0 {
-				uses = append(uses, alloc.Use{Resource: l, Coef: f.respBits})
+				uses = append(uses, alloc.Use{Resource: l, Coef: f.respBits, Class: e.linkClassName(l, f.tenant)})
 			}
 		}
 		d := math.Min(e.baseDemand(f), f.appCap)
@@ -364,10 +373,25 @@ func (e *engine) setGenerating(i int, on bool) {
 }
 
 // accountRequests advances request flows by one tick.
+//
+// Where a flow's requests are: a closed-loop flow's N requests are queued
+// at its enforcer when the enforcer holds it back, otherwise all beyond it;
+// an open-loop flow's backlog is at the enforcer when the enforcer holds it
+// back, otherwise beyond it. Beyond the enforcer a request spends the round
+// trip, its service times and, at every appliance on its way, that
+// appliance's FIFO queueing delay. The delay comes from the flows the
+// appliance holds back (its cap binds them): their requests beyond the
+// enforcer that are neither in service nor on the wire wait in its queue,
+// and by Little's law the queue over their rate is the wait, which every
+// request served there pays — also those of flows held back elsewhere
+// (by their enforcer, the network), whose requests then take longer to
+// come back, so more of them are outstanding beyond the enforcer.
 func (e *engine) accountRequests() {
 	dt := e.dtSec
+	rtt := BaseRTT.Seconds()
 	for ai := range e.apps {
-		e.apps[ai].busy = 0
+		a := &e.apps[ai]
+		a.busy, a.queue, a.qrate = 0, 0, 0
 	}
 	for i := range e.rflows {
 		f := &e.rflows[i]
@@ -394,46 +418,54 @@ func (e *engine) accountRequests() {
 				f.active = false
 			}
 		}
-		// Where the flow's requests wait: at its enforcer when the enforcer
-		// holds it back, otherwise beyond it (network, appliance queue).
+		// The appliance that holds the flow back queues its excess.
+		if k := f.bindingStation(); k >= 0 && !f.enfBound {
+			excess := f.backlog
+			if f.closed {
+				excess = f.n - f.rate*(f.svc+rtt)
+			}
+			a := &e.apps[f.stations[k].app]
+			a.queue += math.Max(0, excess)
+			a.qrate += f.rate
+		}
+	}
+	for ai := range e.apps {
+		a := &e.apps[ai]
+		a.wait = 0
+		if a.qrate > 0 {
+			a.wait = a.queue / a.qrate
+		}
+	}
+	for i := range e.rflows {
+		f := &e.rflows[i]
+		if !f.active {
+			continue
+		}
+		// The waits at the appliances that do not hold the flow back.
+		bind := -1
+		if !f.enfBound {
+			bind = f.bindingStation()
+		}
+		wait := 0.0
+		for k, st := range f.stations {
+			if k != bind {
+				wait += e.apps[st.app].wait
+			}
+		}
+		inFlight := f.rate * (f.svc + rtt + wait)
 		if f.closed {
 			if f.enfBound {
-				f.outstandng = math.Min(f.n, f.rate*(f.svc+BaseRTT.Seconds()))
+				f.outstandng = math.Min(f.n, inFlight)
 			} else {
 				f.outstandng = f.n
 			}
 			f.queued = f.n - f.outstandng
 		} else {
-			inFlight := f.rate * (f.svc + BaseRTT.Seconds())
 			if f.enfBound {
 				f.queued, f.outstandng = f.backlog, inFlight
 			} else {
 				f.queued, f.outstandng = 0, inFlight+f.backlog
 			}
-		}
-		// Of the requests beyond the enforcer, each station holds the ones
-		// in service there (rate × service time, Little's law); what is
-		// left waits in the queue of the appliances that hold the flow
-		// back, or, if none does, in the network.
-		minimal := f.rate * BaseRTT.Seconds()
-		var capped int
-		for k := range f.stations {
-			st := &f.stations[k]
-			st.out = f.rate * st.svc
-			minimal += st.out
-			if !math.IsInf(st.cap, 1) {
-				capped++
-			}
-		}
-		if extra := f.outstandng - minimal; extra > 0 && capped > 0 {
-			for k := range f.stations {
-				if st := &f.stations[k]; !math.IsInf(st.cap, 1) {
-					st.out += extra / float64(capped)
-				}
-			}
-		}
-		for k := range f.stations {
-			f.stations[k].accOut += f.stations[k].out * dt
 		}
 		f.accReq += f.rate * dt
 		f.accQueued += f.queued * dt
@@ -441,6 +473,20 @@ func (e *engine) accountRequests() {
 		f.accTicks += dt
 		f.sampleReq += f.rate * dt
 	}
+}
+
+// bindingStation returns the station whose appliance holds the flow back
+// (its cap is the flow's rate), −1 if none does.
+func (f *rflow) bindingStation() int {
+	if math.IsInf(f.appCap, 1) || f.rate < f.appCap*(1-1e-6) {
+		return -1
+	}
+	for k := range f.stations {
+		if f.stations[k].cap == f.appCap {
+			return k
+		}
+	}
+	return -1
 }
 
 // sameRate reports whether two rates (possibly +Inf) agree within a

@@ -128,7 +128,6 @@ func (e *engine) stepController() error {
 		fo := mech.FlowObs{Flow: f.id, Tenant: f.tenant, Path: f.elems,
 			Used: make([]float64, n), Backlog: make([]float64, n), Queued: make([]float64, n), Outstanding: make([]float64, n),
 			Allocation: cs.rflAlloc[i]}
-		st := 0 // the flow's stations, in path order
 		for k, tok := range f.elemTok {
 			if sec > 0 {
 				fo.Used[k] = f.accReq * tok / sec
@@ -137,18 +136,14 @@ func (e *engine) stepController() error {
 				fo.Backlog[k] = f.backlog * tok
 			}
 			if f.accTicks > 0 {
+				// What the enforcer at the source sees: requests it holds,
+				// and requests it released that have not come back —
+				// wherever they are (on the wire, queued or in service at
+				// any appliance on the way), which it cannot tell. Every
+				// element counts the same requests in its own tokens.
 				fo.Queued[k] = f.accQueued / f.accTicks * tok
-				out := f.accOut
-				// At an appliance: the requests at that appliance.
-				if f.elems[k].Role == mech.Appliance {
-					out = f.stations[st].accOut
-					st++
-				}
-				fo.Outstanding[k] = out / f.accTicks * tok
+				fo.Outstanding[k] = f.accOut / f.accTicks * tok
 			}
-		}
-		for k := range f.stations {
-			f.stations[k].accOut = 0
 		}
 		f.accReq, f.accQueued, f.accOut, f.accTicks = 0, 0, 0, 0
 		obs.Flows = append(obs.Flows, fo)
@@ -186,6 +181,9 @@ func (e *engine) stepController() error {
 	}
 	if len(act.Estimates) > 0 {
 		e.recordEstimates(act.Estimates)
+	}
+	if err := e.applyPorts(act.Ports); err != nil {
+		return err
 	}
 	return nil
 }

@@ -163,7 +163,9 @@ type engine struct {
 	sat       []bool
 	congested []bool // per link: saturated and overflowing
 	scheds    []schedState
-	resSched  []int // per resource: scheduler index, -1
+	ports     []portState
+	portOf    []int         // per link: port index, -1
+	classedAt []*classedRes // per resource: its classes, nil if flat
 	hops      []hop
 
 	// appliances and request flows
@@ -239,6 +241,10 @@ func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, err
 		// A stream of its own, so that losing control messages does not
 		// change the workloads' draws.
 		ctlRand: rand.New(rand.NewPCG(uint64(sc.Seed), 0xC0)),
+	}
+	e.portOf = make([]int, len(tp.Links))
+	for l := range e.portOf {
+		e.portOf[l] = -1
 	}
 	// The simulator builds its problems itself from validated inputs and
 	// solves them every time something changes.

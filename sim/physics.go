@@ -66,15 +66,28 @@ func (e *engine) buildResources() {
 		res = append(res, alloc.Resource{ID: dir + e.tp.Nodes[st.host].Name, Capacity: st.rate, Classes: st.classes()})
 		st.res = len(res) - 1
 	}
+	for i := range e.ports {
+		ps := &e.ports[i]
+		if ps.res = -1; e.portOf[ps.link] == i {
+			ps.res = ps.link
+			res[ps.link].Classes = ps.classes()
+		}
+	}
 	e.prob.Resources = res
 	R := len(res)
-	e.resSched = growInt(e.resSched, R)
-	for r := range e.resSched {
-		e.resSched[r] = -1
+	if cap(e.classedAt) < R {
+		e.classedAt = make([]*classedRes, R)
 	}
+	e.classedAt = e.classedAt[:R]
+	clear(e.classedAt)
 	for i := range e.scheds {
 		if r := e.scheds[i].res; r >= 0 {
-			e.resSched[r] = i
+			e.classedAt[r] = &e.scheds[i].classedRes
+		}
+	}
+	for i := range e.ports {
+		if r := e.ports[i].res; r >= 0 {
+			e.classedAt[r] = &e.ports[i].classedRes
 		}
 	}
 	e.capacity = grow(e.capacity, R)
@@ -123,7 +136,7 @@ func (e *engine) path(buf []hop, c *connState) []hop {
 		}
 	}
 	for _, l := range c.links {
-		buf = append(buf, hop{l, -1})
+		buf = append(buf, hop{l, e.linkClass(l, p.tenant)})
 	}
 	if dst.inSched >= 0 && len(c.links) > 0 {
 		if st := &e.scheds[dst.inSched]; st.res >= 0 {
@@ -138,8 +151,12 @@ func (e *engine) path(buf []hop, c *connState) []hop {
 
 // isIngressSched reports whether resource r is a host ingress scheduler.
 func (e *engine) isIngressSched(r int) bool {
-	i := e.resSched[r]
-	return i >= 0 && e.scheds[i].dir == mech.Ingress
+	for i := range e.scheds {
+		if e.scheds[i].res == r {
+			return e.scheds[i].dir == mech.Ingress
+		}
+	}
+	return false
 }
 
 // solveUDP finds what unresponsive traffic gets: at every resource where it
@@ -152,10 +169,11 @@ func (e *engine) solveUDP() {
 		e.udpScale[r] = 1
 		e.udpLoad[r] = 0
 	}
-	for i := range e.scheds {
-		st := &e.scheds[i]
-		for k := range st.udpScale {
-			st.udpScale[k], st.tcp[k] = 1, false
+	for _, st := range e.classedAt {
+		if st != nil {
+			for k := range st.udpScale {
+				st.udpScale[k], st.tcp[k] = 1, false
+			}
 		}
 	}
 	any := false
@@ -171,7 +189,20 @@ func (e *engine) solveUDP() {
 		// Classes with TCP ask a scheduler for all they can get.
 		for _, h := range e.path(e.hops[:0], c) {
 			if h.cls >= 0 {
-				e.scheds[e.resSched[h.r]].tcp[h.cls] = true
+				e.classedAt[h.r].tcp[h.cls] = true
+			}
+		}
+	}
+	for i := range e.rflows {
+		f := &e.rflows[i]
+		if !f.active {
+			continue
+		}
+		for _, links := range [][]int{f.fwd, f.rev} {
+			for _, l := range links {
+				if k := e.linkClass(l, f.tenant); k >= 0 && e.classedAt[l] != nil {
+					e.classedAt[l].tcp[k] = true
+				}
 			}
 		}
 	}
@@ -180,7 +211,7 @@ func (e *engine) solveUDP() {
 	}
 	scale := func(h hop) float64 {
 		if h.cls >= 0 {
-			return e.scheds[e.resSched[h.r]].udpScale[h.cls]
+			return e.classedAt[h.r].udpScale[h.cls]
 		}
 		return e.udpScale[h.r]
 	}
@@ -188,8 +219,10 @@ func (e *engine) solveUDP() {
 		for r := range e.udpIn {
 			e.udpIn[r] = 0
 		}
-		for i := range e.scheds {
-			clear(e.scheds[i].udpIn)
+		for _, st := range e.classedAt {
+			if st != nil {
+				clear(st.udpIn)
+			}
 		}
 		for i := range e.conns {
 			c := &e.conns[i]
@@ -201,7 +234,7 @@ func (e *engine) solveUDP() {
 			for _, h := range e.hops {
 				e.udpIn[h.r] += a
 				if h.cls >= 0 {
-					e.scheds[e.resSched[h.r]].udpIn[h.cls] += a
+					e.classedAt[h.r].udpIn[h.cls] += a
 				}
 				a *= scale(h)
 			}
@@ -213,9 +246,8 @@ func (e *engine) solveUDP() {
 			}
 			e.udpScale[r] = s
 		}
-		for i := range e.scheds {
-			st := &e.scheds[i]
-			if st.res < 0 {
+		for _, st := range e.classedAt {
+			if st == nil {
 				continue
 			}
 			for k := range st.dem {
@@ -318,7 +350,7 @@ func (e *engine) solveNetwork() {
 		for _, h := range e.hops {
 			u := alloc.Use{Resource: h.r, Coef: 1}
 			if h.cls >= 0 {
-				u.Class = e.scheds[e.resSched[h.r]].names[h.cls]
+				u.Class = e.classedAt[h.r].names[h.cls]
 			}
 			uses = append(uses, u)
 		}

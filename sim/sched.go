@@ -21,15 +21,29 @@ import (
 // split is approximate: TCP then shares what UDP left by the class
 // weights.)
 type schedState struct {
-	host    int
-	dir     mech.Direction
-	rate    float64
-	names   []string // local VMs, sorted: the classes
+	classedRes // classes: the host's VMs, sorted
+	host       int
+	dir        mech.Direction
+	rate       float64
+}
+
+// classedRes is a resource whose capacity is split between classes by
+// weight, work-conserving: a host scheduler's per-VM classes, a switch
+// port's queues (portState).
+type classedRes struct {
+	names   []string
 	weights []float64
 	res     int // resource index in the current problem, -1 if none
 	// first stage, per class
 	udpIn, udpScale, share, dem []float64
 	tcp                         []bool
+}
+
+func newClassedRes(names []string) classedRes {
+	k := len(names)
+	return classedRes{names: names, weights: make([]float64, k), res: -1,
+		udpIn: make([]float64, k), udpScale: make([]float64, k), share: make([]float64, k), dem: make([]float64, k),
+		tcp: make([]bool, k)}
 }
 
 // minSchedWeight is the weight of a local VM a scheduler does not name.
@@ -70,15 +84,12 @@ func (e *engine) applyScheduler(h *hostAgent, s mech.Scheduler) error {
 		if remove {
 			return nil
 		}
-		st := schedState{host: node.ID, dir: s.Dir, res: -1}
+		var names []string
 		for vm := range h.vmsHere {
-			st.names = append(st.names, vm)
+			names = append(names, vm)
 		}
-		sort.Strings(st.names)
-		k := len(st.names)
-		st.weights = make([]float64, k)
-		st.udpIn, st.udpScale, st.share, st.dem = make([]float64, k), make([]float64, k), make([]float64, k), make([]float64, k)
-		st.tcp = make([]bool, k)
+		sort.Strings(names)
+		st := schedState{classedRes: newClassedRes(names), host: node.ID, dir: s.Dir}
 		ix = len(e.scheds)
 		e.scheds = append(e.scheds, st)
 		for vi := range e.vms {
@@ -114,9 +125,8 @@ func (e *engine) applyScheduler(h *hostAgent, s mech.Scheduler) error {
 	return nil
 }
 
-// schedClasses returns the class weights of scheduler st for the
-// allocator.
-func (st *schedState) classes() map[string]float64 {
+// classes returns the class weights for the allocator.
+func (st *classedRes) classes() map[string]float64 {
 	m := make(map[string]float64, len(st.names))
 	for k, n := range st.names {
 		m[n] = st.weights[k]
@@ -124,8 +134,8 @@ func (st *schedState) classes() map[string]float64 {
 	return m
 }
 
-// classOf returns the class index of vm at st.
-func (st *schedState) classOf(vm string) int {
+// classOf returns the index of the named class, -1 if none.
+func (st *classedRes) classOf(vm string) int {
 	k := sort.SearchStrings(st.names, vm)
 	if k < len(st.names) && st.names[k] == vm {
 		return k
@@ -182,4 +192,72 @@ func wfqShares(c float64, w, d, out []float64) {
 			}
 		}
 	}
+}
+
+// portState is a switch port's WFQ queues (mech.PortQueues): one class per
+// queue ("q0" is the shared queue), each tenant bound to one.
+type portState struct {
+	classedRes
+	link int
+	bind map[string]int // tenant → queue
+}
+
+// applyPorts installs the port queue configurations a controller set.
+func (e *engine) applyPorts(ports []mech.PortQueues) error {
+	name := e.opts.Mechanism.Name()
+	for _, pq := range ports {
+		if pq.Link < 0 || pq.Link >= len(e.tp.Links) {
+			return fmt.Errorf("sim: mechanism %s: port queues on resource %d, which is not a link", name, pq.Link)
+		}
+		link := e.tp.Links[pq.Link].Name
+		if len(pq.Weights) == 0 {
+			// No queues: the port goes back to one FIFO.
+			if i := e.portOf[pq.Link]; i >= 0 {
+				e.ports[i].res, e.portOf[pq.Link] = -1, -1
+				e.dirty = true
+			}
+			continue
+		}
+		names := make([]string, len(pq.Weights))
+		for k, w := range pq.Weights {
+			if !(w > 0) || math.IsInf(w, 1) {
+				return fmt.Errorf("sim: mechanism %s: port %s queue %d weight %g", name, link, k, w)
+			}
+			names[k] = fmt.Sprintf("q%d", k)
+		}
+		for t, q := range pq.Tenants {
+			if q < 0 || q >= len(pq.Weights) {
+				return fmt.Errorf("sim: mechanism %s: port %s: tenant %q bound to queue %d of %d", name, link, t, q, len(pq.Weights))
+			}
+		}
+		ps := portState{classedRes: newClassedRes(names), link: pq.Link, bind: pq.Tenants}
+		copy(ps.weights, pq.Weights)
+		if i := e.portOf[pq.Link]; i >= 0 {
+			e.ports[i] = ps
+		} else {
+			e.portOf[pq.Link] = len(e.ports)
+			e.ports = append(e.ports, ps)
+		}
+		e.dirty = true
+	}
+	return nil
+}
+
+// linkClass is the queue a tenant's traffic takes on link l (-1: the link
+// has no queues).
+func (e *engine) linkClass(l int, tenant string) int {
+	i := e.portOf[l]
+	if i < 0 {
+		return -1
+	}
+	return e.ports[i].bind[tenant] // unbound tenants share queue 0
+}
+
+// linkClassName is the allocator class of a tenant's traffic on link l (""
+// if the link has no queues).
+func (e *engine) linkClassName(l int, tenant string) string {
+	if k := e.linkClass(l, tenant); k >= 0 {
+		return e.ports[e.portOf[l]].names[k]
+	}
+	return ""
 }
