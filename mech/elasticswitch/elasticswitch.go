@@ -29,16 +29,24 @@
 // On a link reserved to 100%, RA's probing above the guarantees eats into
 // them, and guarantees are met only approximately.
 //
-// Congestion (the feedback F of §5) is a period with losses on the pair.
-// The "congestion" parameter says where they are read (ra.Source): from
-// the source's Egress observation (default: the simulator copies there the
-// losses the receiver detects, and a host daemon may do the same), from
+// Congestion (the feedback F of §5) is a period with congestion events on
+// the pair: lost packets and, on an ECN network (§6, §7.4), ECN-marked
+// ones. The "congestion_signal" parameter says which count (ra.Signal):
+// both (default; on a network without ECN nothing is marked, so this is
+// loss detection, and on an ECN network it reacts to TCP's marks and to
+// the drops that remain, such as UDP's), loss, or ecn. The "congestion"
+// parameter says where they are read (ra.Source): from the source's
+// Egress observation (default: the simulator copies there the losses and
+// marks the receiver detects, and a host daemon may do the same), from
 // congestion feedback messages that receiver hosts send to source hosts
 // (§6: "receiver", the paper's protocol), or both.
 //
 // Control messages are Guarantees (destination → source, every GP period)
-// and ra.Feedback (destination → source, every RA period with losses, only
-// when congestion is "receiver" or "both"). Their bodies encode to JSON and
+// and ra.Feedback (destination → source, every RA period with congestion
+// events, only when congestion is "receiver" or "both"). Either may be
+// delayed or lost (in the simulator: network.control_delay and
+// control_loss): a lost Guarantees message leaves the source on the last
+// share it heard of until the next GP period. Their bodies encode to JSON and
 // are accepted either as Go values (as the simulator delivers them) or as
 // raw JSON (json.RawMessage, []byte or string) with their "kind" field.
 package elasticswitch
@@ -237,6 +245,7 @@ type end struct {
 	peak  float64       // highest per-period rate since the last GP
 	held  bool          // held back by its limiter in a period since the last GP (source only)
 	last  time.Duration // last time it sent anything (or was created)
+	since time.Duration // when it was created
 }
 
 // outPair is a pair whose source VM is on this host.
@@ -316,7 +325,7 @@ func NewAgent(cfg Config, env mech.Env) (*Agent, error) {
 		env:     env,
 		gpEvery: int(cfg.GPPeriod / cfg.RA.Period),
 		local:   map[string]mech.VM{},
-		det:     ra.NewDetector(cfg.RA.Congestion),
+		det:     ra.NewDetector(cfg.RA.Congestion, cfg.RA.Signal),
 		out:     map[mech.PairID]*outPair{},
 		in:      map[mech.PairID]*inPair{},
 	}
@@ -413,7 +422,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 
 	a.steps++
 	if a.steps%a.gpEvery == 0 {
-		act.Messages = append(act.Messages, a.partition()...)
+		act.Messages = append(act.Messages, a.partition(now)...)
 	}
 
 	act.Limits = a.allocate(now, act.Limits)
@@ -423,7 +432,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 }
 
 func (a *Agent) newEnd(id mech.PairID, hose float64, now time.Duration) end {
-	return end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now}
+	return end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now, since: now}
 }
 
 func (e *end) see(rate float64, now time.Duration) {
@@ -445,7 +454,7 @@ func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
 		if o := p.obs; o != nil {
 			in.Rate = o.Rate
 			in.Demanding = ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
-			in.Congested = a.det.Losses(o) > 0
+			in.Events = a.det.Congestion(o)
 			p.obs = nil // it points into the driver's observation
 		}
 		r := p.flow.Step(c, in)

@@ -419,3 +419,20 @@ func TestParams(t *testing.T) {
 		t.Error("agent without a host accepted")
 	}
 }
+
+// A new pair is not deemed bounded before GP has seen it for a whole GP
+// period: otherwise, alone at its VM, it would get the whole hose from
+// its partial first period (all pairs bounded: the rest is shared out),
+// and keep it as its guarantee until the destination's share arrives.
+func TestNewPairKeepsInitialShareUntilMeasured(t *testing.T) {
+	a := newAgent(t, "h1", nil)
+	s := newSource(t, a, map[mech.PairID]float64{pid("x", "y"): 3 * mbps})
+	s.run(4) // created at the 2nd step, GP at the 4th: seen for 30 ms
+	if got := share(t, a, pid("x", "y"), true); got != 5*mbps {
+		t.Fatalf("share after the first GP %g, want the initial 5 Mbps", got)
+	}
+	s.run(4) // next GP: measured for a whole period, bounded, alone
+	if got := share(t, a, pid("x", "y"), true); !near(got, 100*mbps) {
+		t.Errorf("share after the second GP %g, want the whole 100 Mbps hose (all pairs bounded)", got)
+	}
+}

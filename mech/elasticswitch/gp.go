@@ -3,6 +3,7 @@ package elasticswitch
 import (
 	"math"
 	"sort"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
 )
@@ -39,7 +40,11 @@ func MaxMin(capacity float64, demands, out []float64) {
 // context"):
 //
 //   - a pair that did not use its share (peak·(1+margin) < share, or sent
-//     nothing) is bounded, with demand peak·(1+margin)²; at the source, a
+//     nothing) is bounded, with demand peak·(1+margin)², unless it is new
+//     and was seen for less than a GP period (it then keeps its share and
+//     stays growing: §4 gives a new pair "a small value" until GP has
+//     measured it, and a partial first period would underestimate it);
+//     at the source, a
 //     pair its limiter held back did use it, whatever its rate (the limit
 //     may be the destination's smaller share, which the source adopts only
 //     if the destination deems the pair unbounded);
@@ -48,9 +53,16 @@ func MaxMin(capacity float64, demands, out []float64) {
 //     grew) grows: demand Growth × its share (at least Initial), which the
 //     max-min caps at the fair share of the unbounded pairs; a growing
 //     pair so capped becomes unbounded (see divide).
-func (a *Agent) estimate(e *end) float64 {
+func (a *Agent) estimate(e *end, now time.Duration) float64 {
 	m := 1 + a.cfg.Margin
 	if !(e.peak > 0) || e.peak*m < e.share && !e.held {
+		if e.state == growing && now-e.since < a.cfg.GPPeriod {
+			// Seen for less than a GP period (its first period is
+			// partial): too soon to deem it bounded, which would give it
+			// the rest of the hose if all its VM's pairs were bounded.
+			// It keeps its small guarantee.
+			return e.share
+		}
 		e.state = bounded
 		return e.peak * m * m
 	}
@@ -109,7 +121,7 @@ func grow(s *[]float64, n int) []float64 {
 // returns the remote-guarantee messages for the source hosts of the pairs
 // received here (one message per host, in host order). Pairs between two
 // VMs of this host take the destination's share directly.
-func (a *Agent) partition() []mech.Message {
+func (a *Agent) partition(now time.Duration) []mech.Message {
 	var ends []*end
 	// Out side: outList is sorted by source VM.
 	for i := 0; i < len(a.outList); {
@@ -130,7 +142,7 @@ func (a *Agent) partition() []mech.Message {
 				demands[k] = p.remote
 				continue
 			}
-			demands[k] = a.estimate(&p.end)
+			demands[k] = a.estimate(&p.end, now)
 		}
 		a.divide(a.local[src].Out, ends, demands)
 		i = j
@@ -146,7 +158,7 @@ func (a *Agent) partition() []mech.Message {
 		demands := grow(&a.demands, j-i)
 		for k, p := range a.inList[i:j] {
 			ends = append(ends, &p.end)
-			demands[k] = a.estimate(&p.end)
+			demands[k] = a.estimate(&p.end, now)
 		}
 		a.divide(a.local[dst].In, ends, demands)
 		i = j

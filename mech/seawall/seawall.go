@@ -9,17 +9,22 @@
 // rate allocation (package mech/elasticswitch/ra) with neither
 // Hold-Increase nor Rate-Caution and no guarantee: the floor is 0 (ra's
 // min_rate keeps the pair probing). Sharing is per source: a source VM's
-// weight is its hose guarantee VM.Out divided by weight_unit, split equally
-// among the pairs it is sending on, so congested links are shared in
-// proportion to the senders' weights, whatever their destinations.
+// weight is its hose guarantee VM.Out divided by weight_unit, split among
+// the pairs it sent on in the last period in proportion to their rates
+// (Seawall divides an entity's share among its tunnels by their demands),
+// so congested links are shared in proportion to the senders' weights,
+// whatever their destinations, and short flows to other destinations take
+// little weight from a long one. A pair that sent nothing in the period
+// keeps the source's whole weight for its next step.
 //
 // A new pair starts from min_rate and grows convexly, by n·w·A in its
 // n-th period, so pairs that start together reach rates in proportion to
 // their weights. (Starting from the rate a pair reached before its limiter
 // was set would freeze TCP's per-connection split: the concave return to
 // the goal after a congestion event preserves rate ratios.)
-// Congestion is taken as in ElasticSwitch (ra.Source, parameter
-// "congestion").
+// Congestion is taken as in ElasticSwitch (ra.Source and ra.Signal,
+// parameters "congestion" and "congestion_signal": losses and ECN marks by
+// default).
 package seawall
 
 import (
@@ -135,8 +140,8 @@ type Agent struct {
 	local  map[string]mech.VM
 	det    *ra.Detector
 	pairs  map[mech.PairID]*pair
-	list   []*pair        // sorted by (Src, Dst)
-	active map[string]int // pairs sending this period, per source VM
+	list   []*pair            // sorted by (Src, Dst)
+	active map[string]float64 // Σ usage of the pairs sending this period, per source VM
 }
 
 // NewAgent returns the agent for env.Host under cfg.
@@ -147,8 +152,8 @@ func NewAgent(cfg Config, env mech.Env) (*Agent, error) {
 	if env.Host == "" {
 		return nil, fmt.Errorf("%s: environment names no host", Name)
 	}
-	a := &Agent{cfg: cfg, env: env, local: map[string]mech.VM{}, det: ra.NewDetector(cfg.RA.Congestion),
-		pairs: map[mech.PairID]*pair{}, active: map[string]int{}}
+	a := &Agent{cfg: cfg, env: env, local: map[string]mech.VM{}, det: ra.NewDetector(cfg.RA.Congestion, cfg.RA.Signal),
+		pairs: map[mech.PairID]*pair{}, active: map[string]float64{}}
 	for _, v := range env.VMs {
 		if v.Host == env.Host {
 			a.local[v.Name] = v
@@ -156,6 +161,10 @@ func NewAgent(cfg Config, env mech.Env) (*Agent, error) {
 	}
 	return a, nil
 }
+
+// usage is a sending pair's share of its source's weight: its rate, at
+// least min_rate.
+func (a *Agent) usage(rate float64) float64 { return math.Max(rate, a.cfg.RA.MinRate) }
 
 // Period implements mech.Agent: the RA period.
 func (a *Agent) Period() time.Duration { return a.cfg.RA.Period }
@@ -187,7 +196,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 		p.obs = o
 		if o.Rate > 0 {
 			p.last = now
-			a.active[o.Pair.Src]++
+			a.active[o.Pair.Src] += a.usage(o.Rate)
 		}
 	}
 	act.Messages = a.det.Report(a.env.Host, obs.Ingress, a.env.HostOf)
@@ -200,11 +209,14 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			continue
 		}
 		keep = append(keep, p)
-		in := ra.Input{Now: now, Weight: ra.Weight(a.local[p.id.Src].Out/float64(max(1, a.active[p.id.Src])), c)}
+		in := ra.Input{Now: now, Weight: ra.Weight(a.local[p.id.Src].Out, c)}
+		if o := p.obs; o != nil && o.Rate > 0 {
+			in.Weight = ra.Weight(a.local[p.id.Src].Out*a.usage(o.Rate)/a.active[p.id.Src], c)
+		}
 		if o := p.obs; o != nil {
 			in.Rate = o.Rate
 			in.Demanding = ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
-			in.Congested = a.det.Losses(o) > 0
+			in.Events = a.det.Congestion(o)
 			p.obs = nil // it points into the driver's observation
 		}
 		if r := p.flow.Step(c, in); r != p.limit {

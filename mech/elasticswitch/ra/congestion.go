@@ -13,15 +13,16 @@ import (
 // ElasticSwitch detects losses at the receiver (per-destination sequence
 // numbers in the IP ID field, gaps counted at the destination hypervisor)
 // and sends congestion feedback messages to the source (§6). A mech.HostObs
-// carries losses on both sides: Ingress[i].Losses is what the receiver
-// detected; Egress[i].Losses is the same count made available at the
-// source — the simulator copies it there, and a host daemon may do the
-// same when it delivers feedback to the source's observation itself.
+// carries losses (and ECN marks, see Signal) on both sides:
+// Ingress[i].Losses is what the receiver detected; Egress[i].Losses is the
+// same count made available at the source — the simulator copies it there,
+// and a host daemon may do the same when it delivers feedback to the
+// source's observation itself.
 type Source int
 
 // Congestion sources.
 const (
-	// FromEgress reacts to Egress[i].Losses (default). Use it in the
+	// FromEgress reacts to Egress[i].Losses and Marks (default). Use it in the
 	// simulator and with a data plane that attributes losses to the
 	// source's observations.
 	FromEgress Source = iota
@@ -60,22 +61,82 @@ func ParseSource(s string) (Source, bool) {
 	return 0, false
 }
 
+// Signal says which congestion signals count as a congestion event.
+//
+// On a network without ECN every congestion event is a loss. On an
+// ECN-capable network (§6, §7.4: switches mark packets above a queue
+// threshold; in the simulator, `network: {ecn: true}`) congested links mark
+// TCP packets instead of dropping them, while unresponsive traffic that
+// overflows a queue is still dropped, so marks and losses both occur.
+type Signal int
+
+// Congestion signals.
+const (
+	// SignalBoth (default) counts losses and ECN marks alike. On a network
+	// without ECN no packet is ever marked and it behaves as SignalLoss;
+	// on an ECN network it reacts to marks and to the drops that remain
+	// (UDP overflowing a queue). It is the "auto" choice: the mechanism
+	// works on either network without being told which it runs on.
+	SignalBoth Signal = iota
+	// SignalLoss counts losses only (§6's sequence-number gaps); on an ECN
+	// network TCP pairs then never see congestion.
+	SignalLoss
+	// SignalECN counts marks only (§6: "detect congestion using ECN, as an
+	// alternative"); drops, including those of UDP, are ignored.
+	SignalECN
+)
+
+// String returns the parameter value of s.
+func (s Signal) String() string {
+	switch s {
+	case SignalBoth:
+		return "both"
+	case SignalLoss:
+		return "loss"
+	case SignalECN:
+		return "ecn"
+	}
+	return "unknown"
+}
+
+// ParseSignal parses "loss", "ecn" or "both".
+func ParseSignal(s string) (Signal, bool) {
+	for _, v := range []Signal{SignalLoss, SignalECN, SignalBoth} {
+		if v.String() == s {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// count returns the congestion events among lost and marked packets.
+func (s Signal) count(lost, marked float64) float64 {
+	switch s {
+	case SignalLoss:
+		return lost
+	case SignalECN:
+		return marked
+	}
+	return lost + marked
+}
+
 // FeedbackKind is the Kind of a Feedback message body.
 const FeedbackKind = "elasticswitch.congestion"
 
 // Feedback is the body of a congestion feedback message from a receiver
-// host to a source host (§6): the packets of each pair found lost in the
-// receiver's last period.
+// host to a source host (§6): the packets of each pair found lost, and
+// those found ECN-marked, in the receiver's last period.
 type Feedback struct {
 	Kind  string     `json:"kind"`
 	Pairs []PairLoss `json:"pairs"`
 }
 
-// PairLoss is one pair's losses in a Feedback.
+// PairLoss is one pair's losses and marks in a Feedback.
 type PairLoss struct {
-	Src  string  `json:"src"`
-	Dst  string  `json:"dst"`
-	Lost float64 `json:"lost"`
+	Src    string  `json:"src"`
+	Dst    string  `json:"dst"`
+	Lost   float64 `json:"lost"`
+	Marked float64 `json:"marked,omitempty"`
 }
 
 // Decode returns body as a T if it is one: a T or *T (as the simulator
@@ -117,21 +178,33 @@ func decodeJSON[T any](data []byte, kind string) (T, bool) {
 	return v, true
 }
 
-// Detector turns observations and feedback messages into the losses a
-// source reacts to, and (for FromReceiver and FromBoth) builds the
-// feedback a receiver sends. One Detector serves one host. Per step: call
-// Receive with the inbox, Report with the ingress observations, Losses for
-// each egress pair, then EndStep.
+// Detector turns observations and feedback messages into the congestion
+// events a source reacts to, and (for FromReceiver and FromBoth) builds
+// the feedback a receiver sends. One Detector serves one host. Per step:
+// call Receive with the inbox, Report with the ingress observations,
+// Congestion for each egress pair, then EndStep.
 type Detector struct {
 	src    Source
-	fed    map[mech.PairID]float64
+	sig    Signal
+	fed    map[mech.PairID]fed
 	byHost map[string]int
 	msgs   []mech.Message
 }
 
-// NewDetector returns a detector for one host.
-func NewDetector(src Source) *Detector {
-	return &Detector{src: src, fed: map[mech.PairID]float64{}, byHost: map[string]int{}}
+// fed is what receivers reported for one pair in this step.
+type fed struct{ lost, marked float64 }
+
+// NewDetector returns a detector for one host that takes congestion from
+// src and counts the signals sig.
+func NewDetector(src Source, sig Signal) *Detector {
+	return &Detector{src: src, sig: sig, fed: map[mech.PairID]fed{}, byHost: map[string]int{}}
+}
+
+func (d *Detector) feed(p mech.PairID, lost, marked float64) {
+	f := d.fed[p]
+	f.lost += math.Max(lost, 0)
+	f.marked += math.Max(marked, 0)
+	d.fed[p] = f
 }
 
 // Receive consumes the Feedback messages of inbox and returns the other
@@ -150,8 +223,8 @@ func (d *Detector) Receive(inbox []mech.Message) []mech.Message {
 			rest = append(make([]mech.Message, 0, len(inbox)), inbox[:i]...)
 		}
 		for _, pl := range fb.Pairs {
-			if pl.Lost > 0 {
-				d.fed[mech.PairID{Src: pl.Src, Dst: pl.Dst}] += pl.Lost
+			if pl.Lost > 0 || pl.Marked > 0 {
+				d.feed(mech.PairID{Src: pl.Src, Dst: pl.Dst}, pl.Lost, pl.Marked)
 			}
 		}
 	}
@@ -162,8 +235,9 @@ func (d *Detector) Receive(inbox []mech.Message) []mech.Message {
 }
 
 // Report returns the feedback messages for the sources of the ingress
-// pairs that lost packets (none for FromEgress), one message per source
-// host, sorted by host. Pairs whose source is on this host (hostOf(src) ==
+// pairs with congestion events of the detector's signal (none for
+// FromEgress), one message per source host, sorted by host; a message
+// carries both counts of the pairs it names. Pairs whose source is on this host (hostOf(src) ==
 // self) are fed back directly, for this step. Pairs whose source host is
 // unknown are skipped.
 func (d *Detector) Report(self string, ingress []mech.PairObs, hostOf func(vm string) string) []mech.Message {
@@ -174,7 +248,7 @@ func (d *Detector) Report(self string, ingress []mech.PairObs, hostOf func(vm st
 	clear(d.byHost)
 	for i := range ingress {
 		o := &ingress[i]
-		if !(o.Losses > 0) {
+		if !(d.sig.count(o.Losses, o.Marks) > 0) {
 			continue
 		}
 		h := hostOf(o.Pair.Src)
@@ -182,7 +256,7 @@ func (d *Detector) Report(self string, ingress []mech.PairObs, hostOf func(vm st
 		case "":
 			continue
 		case self:
-			d.fed[o.Pair] += o.Losses
+			d.feed(o.Pair, o.Losses, o.Marks)
 			continue
 		}
 		j, ok := d.byHost[h]
@@ -192,7 +266,7 @@ func (d *Detector) Report(self string, ingress []mech.PairObs, hostOf func(vm st
 			d.msgs = append(d.msgs, mech.Message{To: h, Body: Feedback{Kind: FeedbackKind}})
 		}
 		fb := d.msgs[j].Body.(Feedback)
-		fb.Pairs = append(fb.Pairs, PairLoss{Src: o.Pair.Src, Dst: o.Pair.Dst, Lost: o.Losses})
+		fb.Pairs = append(fb.Pairs, PairLoss{Src: o.Pair.Src, Dst: o.Pair.Dst, Lost: o.Losses, Marked: o.Marks})
 		d.msgs[j].Body = fb
 	}
 	if len(d.msgs) == 0 {
@@ -203,15 +277,18 @@ func (d *Detector) Report(self string, ingress []mech.PairObs, hostOf func(vm st
 	return out
 }
 
-// Losses returns the losses an egress pair reacts to in this step.
-func (d *Detector) Losses(o *mech.PairObs) float64 {
+// Congestion returns the congestion events (lost and/or marked packets,
+// as the detector's Signal says) an egress pair reacts to in this step.
+func (d *Detector) Congestion(o *mech.PairObs) float64 {
 	switch d.src {
 	case FromReceiver:
-		return d.fed[o.Pair]
+		f := d.fed[o.Pair]
+		return d.sig.count(f.lost, f.marked)
 	case FromBoth:
-		return math.Max(o.Losses, d.fed[o.Pair])
+		f := d.fed[o.Pair]
+		return d.sig.count(math.Max(o.Losses, f.lost), math.Max(o.Marks, f.marked))
 	}
-	return o.Losses
+	return d.sig.count(o.Losses, o.Marks)
 }
 
 // EndStep forgets the feedback of this step.

@@ -19,10 +19,16 @@ import (
 //	             time_scale 2.0 unless given (false)
 //	weight_unit  the rate of weight 1 (rate, "450Mbps")
 //	min_rate     the lowest limit RA sets (rate, "100Kbps")
+//	event_packets  lost or marked packets that make one congestion event,
+//	             fractions carrying over (1; 0: any loss in a period)
 //	congestion   where congestion is taken from: egress, receiver or both
 //	             (egress; see Detector)
+//	congestion_signal
+//	             what counts as congestion: loss, ecn or both (both, which
+//	             is loss on a network without ECN; see Signal)
 func CoreParams() []string {
-	return []string{"ra_period", "alpha", "delta", "increase", "time_scale", "aggressive", "weight_unit", "min_rate", "congestion"}
+	return []string{"ra_period", "alpha", "delta", "increase", "time_scale", "aggressive", "weight_unit", "min_rate",
+		"event_packets", "congestion", "congestion_signal"}
 }
 
 // ImprovementParams are the parameters of ElasticSwitch's improvements
@@ -104,6 +110,7 @@ func Parse(p spec.Params, c *Config, names ...string) error {
 	float("time_scale", &c.TimeScale)
 	rate("weight_unit", &c.WeightUnit)
 	rate("min_rate", &c.MinRate)
+	float("event_packets", &c.EventPackets)
 	boolean("hold_increase", &c.HoldIncrease)
 	float("gamma", &c.Gamma)
 	boolean("rate_caution", &c.RateCaution)
@@ -118,6 +125,17 @@ func Parse(p spec.Params, c *Config, names ...string) error {
 		} else {
 			errs = append(errs, &spec.FieldError{Path: "mechanism.params.congestion",
 				Msg: fmt.Sprintf("expected egress, receiver or both, got %q", s)})
+		}
+	}
+	if want["congestion_signal"] {
+		s, err := p.String("congestion_signal", c.Signal.String())
+		if err != nil {
+			errs = append(errs, err)
+		} else if sig, ok := ParseSignal(s); ok {
+			c.Signal = sig
+		} else {
+			errs = append(errs, &spec.FieldError{Path: "mechanism.params.congestion_signal",
+				Msg: fmt.Sprintf("expected loss, ecn or both, got %q", s)})
 		}
 	}
 	if len(errs) > 0 {

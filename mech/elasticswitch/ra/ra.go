@@ -19,7 +19,18 @@
 // dt/T_S"); once the goal is reached, or Δt ≥ 1 (where the concave term has
 // vanished), it grows convexly by n·w·A in the n-th period. On congestion
 // the rate is cut multiplicatively: r ← max(B, (1 − α)·r), independently of
-// the weight.
+// the weight, r being the limit or, if the pair sent less than its limit
+// in the period, what it sent (a limit it did not use is stale); the goal
+// becomes that r.
+//
+// Congestion events. The feedback F is a count of lost packets, or of
+// ECN-marked ones (see Signal and Detector). A period is a congestion
+// event once EventPackets (1) of them have accumulated, fractions carrying
+// over: a real data plane counts whole packets, so any loss is an event,
+// while a fluid model's expected fractions of a packet make events at a
+// frequency proportional to the pair's rate, as Hold-Increase's reasoning
+// assumes (§5: flows "should experience congestion events in the ratio"
+// of their rates).
 //
 // Hold-Increase (§5, §7): the pair keeps a history of congestion events
 // that decays by γ^w per period (+1 per event) and does not increase while
@@ -28,6 +39,12 @@
 // hold it about log(k)/(w·log(1/γ)) periods longer (the paper's
 // exponential-decay variant, "logarithmic factor of the congestion
 // events").
+//
+// The guarantee B may change from one period to the next (GP runs every
+// few RA periods). The limit then moves with it, keeping what RA won above
+// the old guarantee (r − B_old) on top of the new one: a pair whose limit
+// sat on a guarantee that shrank does not keep it until enough congestion
+// events bring it down, and one whose guarantee grows keeps its spare.
 //
 // Rate-Caution (§5): an increase V becomes V·max(1 − C·(r − B)/B, C_min).
 //
@@ -76,14 +93,25 @@ type Config struct {
 	// pair with no guarantee (Seawall, or a VM with a zero hose) can still
 	// send and probe; it also bounds the weight from below.
 	MinRate float64
+	// EventPackets is how many lost (or marked) packets make a congestion
+	// event. Counts below it carry over to later periods, so that a pair
+	// sees events at a frequency proportional to its loss rate, hence to
+	// its rate (§5: "two flows ... should experience congestion events in
+	// the ratio" of their rates), even when a fluid model reports fractions
+	// of packets. Real data planes report whole packets, so 1 (the
+	// default) means "any loss". 0: any positive count is an event.
+	EventPackets float64
 	// Congestion says where congestion is taken from (see Detector).
 	Congestion Source
+	// Signal says which signals are congestion: losses, ECN marks or
+	// both (see Signal).
+	Signal Signal
 }
 
 // Defaults returns the paper's constants (§7, "Less Aggr."): RA every
 // 15 ms, α 0.4, δ 0.75, A 0.5 Mbps, T_S 1.5, weight unit 450 Mbps,
 // Hold-Increase with γ 0.75, Rate-Caution with C 0.5 and C_min 0.3,
-// congestion from the egress observations.
+// congestion from the egress observations, losses and ECN marks alike.
 func Defaults() Config {
 	return Config{
 		Period:       15 * time.Millisecond,
@@ -98,7 +126,9 @@ func Defaults() Config {
 		Caution:      0.5,
 		CautionMin:   0.3,
 		MinRate:      100e3,
+		EventPackets: 1,
 		Congestion:   FromEgress,
+		Signal:       SignalBoth,
 	}
 }
 
@@ -148,8 +178,14 @@ func (c *Config) Validate() error {
 	if !(c.MinRate > 0) || math.IsInf(c.MinRate, 0) {
 		bad("min_rate", "must be a positive finite rate, got %g", c.MinRate)
 	}
+	if !(c.EventPackets >= 0) || math.IsInf(c.EventPackets, 0) {
+		bad("event_packets", "must be a finite number ≥ 0, got %g", c.EventPackets)
+	}
 	if c.Congestion < FromEgress || c.Congestion > FromBoth {
 		bad("congestion", "unknown source %d", c.Congestion)
+	}
+	if c.Signal < SignalBoth || c.Signal > SignalECN {
+		bad("congestion_signal", "unknown signal %d", c.Signal)
 	}
 	return errors.Join(errs...)
 }
@@ -169,6 +205,11 @@ type Input struct {
 	Demanding bool
 	// Congested says congestion was reported for the pair in the period.
 	Congested bool
+	// Events is the number of packets reported lost (or ECN-marked) in
+	// the period; they make a congestion event once EventPackets of them
+	// have accumulated (see Config.EventPackets). Congested forces an
+	// event whatever Events says.
+	Events float64
 }
 
 // Flow is the RA state of one VM pair. The zero value is a flow that has
@@ -184,10 +225,13 @@ type Flow struct {
 	N int
 	// History is the decayed count of congestion events (Hold-Increase).
 	History float64
+	// Pending is the count of lost packets not yet making an event.
+	Pending float64
 	// Start is the rate the first Step starts from if above the floor.
 	Start float64
 
 	started bool
+	floor   float64 // the floor of the previous Step
 }
 
 // Weight returns the RA weight of a pair whose guarantee (ElasticSwitch)
@@ -216,6 +260,24 @@ func (f *Flow) Holding(c *Config) bool {
 	return c.HoldIncrease && f.History >= c.Gamma*(1-holdTol)
 }
 
+// event adds the period's lost packets to Pending and reports whether they
+// make a congestion event.
+func (f *Flow) event(c *Config, in Input) bool {
+	if e := in.Events; e > 0 {
+		f.Pending += math.Min(e, math.Max(c.EventPackets, 1)) // +Inf: one event
+	}
+	if c.EventPackets == 0 {
+		ev := in.Congested || f.Pending > 0
+		f.Pending = 0
+		return ev
+	}
+	if f.Pending >= c.EventPackets {
+		f.Pending = math.Mod(f.Pending, c.EventPackets)
+		return true
+	}
+	return in.Congested
+}
+
 // Step advances the flow by one RA period and returns the new limit R.
 func (f *Flow) Step(c *Config, in Input) float64 {
 	floor := math.Max(in.Floor, c.MinRate)
@@ -227,19 +289,33 @@ func (f *Flow) Step(c *Config, in Input) float64 {
 		f.started = true
 		f.Rate = math.Max(f.Start, floor)
 		f.Since = in.Now
+		f.floor = floor
 		return f.Rate
 	}
+	if floor != f.floor {
+		// The guarantee changed: the limit keeps what RA won above the
+		// old guarantee, on top of the new one.
+		f.Rate = math.Max(floor, f.Rate+floor-f.floor)
+	}
+	f.floor = floor
 	if c.HoldIncrease {
 		f.History *= math.Pow(c.Gamma, w)
 	}
-	if in.Congested {
-		f.Goal = f.Rate
+	if f.event(c, in) {
+		// Cut from what the pair sent if that is below its limit: a
+		// limit it did not use is stale (as TCP reduces a non-validated
+		// window from what was in flight, RFC 7661 §4.4).
+		base := f.Rate
+		if in.Rate > 0 && in.Rate < base {
+			base = in.Rate
+		}
+		f.Goal = base
 		f.Since = in.Now
 		f.N = 0
 		if c.HoldIncrease {
 			f.History++
 		}
-		f.Rate = math.Max(floor, (1-c.Alpha)*f.Rate)
+		f.Rate = math.Max(floor, (1-c.Alpha)*base)
 		return f.Rate
 	}
 	if f.Rate < floor {

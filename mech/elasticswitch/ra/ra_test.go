@@ -272,7 +272,7 @@ func TestParse(t *testing.T) {
 
 func TestDetectorReceiverFeedback(t *testing.T) {
 	hostOf := func(vm string) string { return map[string]string{"x": "h1", "w": "h3", "y": "h2", "v": "h2"}[vm] }
-	rx := ra.NewDetector(ra.FromReceiver)
+	rx := ra.NewDetector(ra.FromReceiver, ra.SignalBoth)
 	ingress := []mech.PairObs{
 		{Pair: mech.PairID{Src: "x", Dst: "y"}, Losses: 3},
 		{Pair: mech.PairID{Src: "w", Dst: "y"}, Losses: 0},
@@ -283,7 +283,7 @@ func TestDetectorReceiverFeedback(t *testing.T) {
 		t.Fatalf("messages %+v, want one to h1", msgs)
 	}
 	local := mech.PairObs{Pair: mech.PairID{Src: "v", Dst: "y"}}
-	if l := rx.Losses(&local); l != 2 {
+	if l := rx.Congestion(&local); l != 2 {
 		t.Errorf("same-host pair losses %g, want 2", l)
 	}
 	// The body travels as JSON on real hosts.
@@ -292,29 +292,160 @@ func TestDetectorReceiverFeedback(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := mech.Message{From: "h9", To: "h1", Body: "unrelated"}
-	tx := ra.NewDetector(ra.FromReceiver)
+	tx := ra.NewDetector(ra.FromReceiver, ra.SignalBoth)
 	rest := tx.Receive([]mech.Message{other, {From: "h2", To: "h1", Body: json.RawMessage(raw)}})
 	if len(rest) != 1 || rest[0].Body != "unrelated" {
 		t.Errorf("Receive left %+v, want only the unrelated message", rest)
 	}
 	eg := mech.PairObs{Pair: mech.PairID{Src: "x", Dst: "y"}, Losses: 7}
-	if l := tx.Losses(&eg); l != 3 {
+	if l := tx.Congestion(&eg); l != 3 {
 		t.Errorf("receiver mode: losses %g, want the 3 fed back (egress count ignored)", l)
 	}
 	tx.EndStep()
-	if l := tx.Losses(&eg); l != 0 {
+	if l := tx.Congestion(&eg); l != 0 {
 		t.Errorf("feedback not cleared at the end of the step: %g", l)
 	}
-	both := ra.NewDetector(ra.FromBoth)
+	both := ra.NewDetector(ra.FromBoth, ra.SignalBoth)
 	both.Receive([]mech.Message{{Body: msgs[0].Body}})
-	if l := both.Losses(&eg); l != 7 {
+	if l := both.Congestion(&eg); l != 7 {
 		t.Errorf("both: %g, want max(7, 3)", l)
 	}
-	eg0 := ra.NewDetector(ra.FromEgress)
+	eg0 := ra.NewDetector(ra.FromEgress, ra.SignalBoth)
 	if m := eg0.Report("h2", ingress, hostOf); m != nil {
 		t.Errorf("egress mode sent feedback %+v", m)
 	}
-	if l := eg0.Losses(&eg); l != 7 {
+	if l := eg0.Congestion(&eg); l != 7 {
 		t.Errorf("egress mode: %g, want 7", l)
+	}
+}
+
+// ECN (§6, §7.4): marks count as congestion unless congestion_signal is
+// loss; drops count unless it is ecn. Feedback carries both counts.
+func TestDetectorSignals(t *testing.T) {
+	marked := mech.PairObs{Pair: mech.PairID{Src: "x", Dst: "y"}, Marks: 2}
+	lost := mech.PairObs{Pair: mech.PairID{Src: "x", Dst: "y"}, Losses: 3}
+	for _, tc := range []struct {
+		sig          ra.Signal
+		marks, drops float64
+	}{{ra.SignalBoth, 2, 3}, {ra.SignalLoss, 0, 3}, {ra.SignalECN, 2, 0}} {
+		d := ra.NewDetector(ra.FromEgress, tc.sig)
+		if got := d.Congestion(&marked); got != tc.marks {
+			t.Errorf("%v: marked pair %g events, want %g", tc.sig, got, tc.marks)
+		}
+		if got := d.Congestion(&lost); got != tc.drops {
+			t.Errorf("%v: lossy pair %g events, want %g", tc.sig, got, tc.drops)
+		}
+	}
+	hostOf := func(vm string) string { return map[string]string{"x": "h1", "y": "h2"}[vm] }
+	rx := ra.NewDetector(ra.FromReceiver, ra.SignalECN)
+	in := []mech.PairObs{{Pair: mech.PairID{Src: "x", Dst: "y"}, Marks: 5, Losses: 1}}
+	msgs := rx.Report("h2", in, hostOf)
+	if len(msgs) != 1 {
+		t.Fatalf("ecn receiver sent %+v, want one message", msgs)
+	}
+	raw, err := json.Marshal(msgs[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"marked":5`) {
+		t.Errorf("feedback %s does not carry the marks", raw)
+	}
+	tx := ra.NewDetector(ra.FromReceiver, ra.SignalECN)
+	tx.Receive([]mech.Message{{Body: json.RawMessage(raw)}})
+	if got := tx.Congestion(&mech.PairObs{Pair: mech.PairID{Src: "x", Dst: "y"}}); got != 5 {
+		t.Errorf("source counted %g marks from feedback, want 5", got)
+	}
+	// A loss-only receiver does not report marked pairs.
+	if m := ra.NewDetector(ra.FromReceiver, ra.SignalLoss).Report("h2",
+		[]mech.PairObs{{Pair: mech.PairID{Src: "x", Dst: "y"}, Marks: 5}}, hostOf); m != nil {
+		t.Errorf("loss receiver reported marks: %+v", m)
+	}
+	c := ra.Defaults()
+	all := append(ra.CoreParams(), ra.ImprovementParams()...)
+	if c.Signal != ra.SignalBoth {
+		t.Errorf("default signal %v, want both", c.Signal)
+	}
+	if err := ra.Parse(spec.Params{"congestion_signal": "ecn"}, &c, all...); err != nil || c.Signal != ra.SignalECN {
+		t.Errorf("congestion_signal ecn: %v, %v", c.Signal, err)
+	}
+	c = ra.Defaults()
+	err = ra.Parse(spec.Params{"congestion_signal": "red"}, &c, all...)
+	if want := `mechanism.params.congestion_signal: expected loss, ecn or both, got "red"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("bad signal: %v, want %q", err, want)
+	}
+}
+
+// A congestion event is event_packets lost (or marked) packets; fractions
+// carry over, so a pair losing 0.25 packets per period is cut every 4th
+// period, and with event_packets 0 every period.
+func TestEventPackets(t *testing.T) {
+	cuts := func(c ra.Config) int {
+		f := ra.Flow{Start: 100e6}
+		in := ra.Input{Floor: 1e6, Weight: 1, Demanding: true}
+		f.Step(&c, in)
+		n := 0
+		for k := 1; k <= 20; k++ {
+			in.Now = time.Duration(k) * period
+			in.Events = 0.25
+			f.Step(&c, in)
+			if f.Since == in.Now { // the time of the last congestion event
+				n++
+			}
+		}
+		return n
+	}
+	c := plain()
+	if c.EventPackets != 1 {
+		t.Fatalf("default event_packets %g, want 1", c.EventPackets)
+	}
+	if n := cuts(c); n != 5 {
+		t.Errorf("0.25 packets per period: %d cuts in 20 periods, want 5", n)
+	}
+	c.EventPackets = 0
+	if n := cuts(c); n != 20 {
+		t.Errorf("event_packets 0: %d cuts in 20 periods, want 20", n)
+	}
+	c.EventPackets = 2
+	if n := cuts(c); n != 2 {
+		t.Errorf("event_packets 2: %d cuts in 20 periods, want 2", n)
+	}
+	c = ra.Defaults()
+	if err := ra.Parse(spec.Params{"event_packets": -1}, &c, ra.CoreParams()...); err == nil ||
+		!strings.Contains(err.Error(), "mechanism.params.event_packets: must be a finite number ≥ 0, got -1") {
+		t.Errorf("event_packets -1: %v", err)
+	}
+}
+
+// On congestion a pair that sent less than its limit is cut from what it
+// sent, not from the stale limit.
+func TestCutFromMeasuredRate(t *testing.T) {
+	c := plain()
+	f := ra.Flow{Start: 400e6}
+	in := ra.Input{Floor: 10e6, Weight: 1}
+	f.Step(&c, in)
+	in.Now, in.Congested, in.Rate = period, true, 50e6
+	if r := f.Step(&c, in); !near(r, 30e6) || !near(f.Goal, 50e6) {
+		t.Errorf("limit 400 Mbps, sent 50: cut to %g (goal %g), want 0.6·50 Mbps (goal 50 Mbps)", r, f.Goal)
+	}
+	in.Now, in.Rate = 2*period, 100e6 // sent more than the limit: cut from the limit
+	if r := f.Step(&c, in); !near(r, 18e6) {
+		t.Errorf("cut to %g, want 0.6·30 Mbps", r)
+	}
+}
+
+// When the guarantee changes, the limit moves with it and keeps what RA
+// won above the old guarantee.
+func TestLimitFollowsGuarantee(t *testing.T) {
+	c := plain()
+	f := ra.Flow{Start: 120e6}
+	in := ra.Input{Floor: 100e6, Weight: 1}
+	f.Step(&c, in) // 120: 20 above the guarantee
+	in.Now, in.Floor = period, 10e6
+	if r := f.Step(&c, in); !near(r, 30e6) {
+		t.Errorf("guarantee 100 → 10 Mbps: limit %g, want 10 + 20 Mbps", r)
+	}
+	in.Now, in.Floor = 2*period, 200e6
+	if r := f.Step(&c, in); !near(r, 220e6) {
+		t.Errorf("guarantee 10 → 200 Mbps: limit %g, want 200 + 20 Mbps", r)
 	}
 }
