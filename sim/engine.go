@@ -207,6 +207,7 @@ type hostAgent struct {
 	obsIngr  []mech.PairObs
 	obsVMs   []mech.VMObs
 	vms      []int // local VM indices
+	vswitch  int   // resource index of the host's virtual switch
 	stepsRun int
 }
 

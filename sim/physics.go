@@ -13,6 +13,10 @@ import (
 // satTol is the relative tolerance under which a resource counts as full.
 const satTol = 1e-6
 
+// VSwitchCapacity is what a hypervisor's virtual switch carries between VMs
+// of the same server (bits/s).
+const VSwitchCapacity = 100e9
+
 // physics recomputes every connection's rate if anything changed since the
 // last tick (active connections, limiter rates). Rates are a function of
 // those alone, so unchanged ticks reuse the previous answer.
@@ -65,6 +69,13 @@ func (e *engine) buildResources() {
 		}
 		res = append(res, alloc.Resource{ID: dir + e.tp.Nodes[st.host].Name, Capacity: st.rate, Classes: st.classes()})
 		st.res = len(res) - 1
+	}
+	// The hypervisor's virtual switch carries traffic between VMs of one
+	// server.
+	for i := range e.hosts {
+		h := e.hosts[i]
+		res = append(res, alloc.Resource{ID: "vswitch:" + h.name, Capacity: VSwitchCapacity})
+		h.vswitch = len(res) - 1
 	}
 	for i := range e.ports {
 		ps := &e.ports[i]
@@ -137,6 +148,9 @@ func (e *engine) path(buf []hop, c *connState) []hop {
 	}
 	for _, l := range c.links {
 		buf = append(buf, hop{l, e.linkClass(l, p.tenant)})
+	}
+	if len(c.links) == 0 {
+		buf = append(buf, hop{e.hosts[e.hostN[e.tp.Nodes[src.host].Name]].vswitch, -1})
 	}
 	if dst.inSched >= 0 && len(c.links) > 0 {
 		if st := &e.scheds[dst.inSched]; st.res >= 0 {

@@ -208,3 +208,13 @@ func TestDeterministic(t *testing.T) {
 		t.Errorf("a different seed gave the same flows")
 	}
 }
+
+// Two VMs of one server talk through the hypervisor's virtual switch.
+func TestSameServerPair(t *testing.T) {
+	in := run(t, strings.Replace(header, "{name: a-rx, server: s3}", "{name: a-rx, server: s1}", 1)+`workloads:
+  - {tenant: A, kind: tcp, src: a-tx, dst: a-rx}
+`, "none")
+	if r := meanRate(t, in, "a-tx", "a-rx", 0.1, 2); !near(r, sim.VSwitchCapacity/1e6, 1) {
+		t.Errorf("same-server pair at %.0f Mbps, want the virtual switch's %.0f", r, sim.VSwitchCapacity/1e6)
+	}
+}
