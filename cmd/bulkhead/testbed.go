@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/runner"
+	"github.com/bulkhead-dc/bulkhead/testbed"
+	"github.com/spf13/cobra"
+)
+
+func newTestbedCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "testbed",
+		Short: "Emulate a scenario's datacenter on this machine and run it on real traffic",
+		Long: `Build a scenario's datacenter out of network namespaces on this machine:
+one per server (the hypervisor), one per VM behind its server, one per
+switch, joined by veth links shaped with HTB to their capacities (times
+--scale) with drop-tail queues, routed along the topology's routes, with
+addresses in 10.200.0.0/16 that exist only inside the namespaces.
+
+Every object of a run carries its prefix (namespaces PREFIX-n-NODE and
+PREFIX-v-VM, links PREFIX..., processes marked BULKHEAD_RUN=PREFIX).
+'testbed down' removes all of them, also for a run whose process was
+killed; 'testbed run' removes its own on exit, error, Ctrl-C or SIGTERM.
+
+Needs root and iperf3 (apt-get install -y iperf3).`,
+	}
+	cmd.AddCommand(newTestbedUpCmd(), newTestbedRunCmd(), newTestbedDownCmd(), newTestbedStatusCmd())
+	return cmd
+}
+
+// testbedFlags are the options shared by up and run.
+type testbedFlags struct {
+	prefix    string
+	scale     float64
+	queue     int
+	gso       int
+	mechanism string
+}
+
+func (f *testbedFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.prefix, "prefix", "", "run prefix (2-8 lowercase letters/digits; default: random bhXXXXX)")
+	cmd.Flags().Float64Var(&f.scale, "scale", 1, "multiply every capacity and rate on the wire (measurements are divided by it)")
+	cmd.Flags().IntVar(&f.queue, "queue", testbed.DefaultQueue, "drop-tail queue of each link direction, bytes")
+	cmd.Flags().IntVar(&f.gso, "gso", 0, "bound the VMs' offload packet size, bytes (0: kernel default)")
+	cmd.Flags().StringVar(&f.mechanism, "mechanism", "", "none or static (default: the scenario's)")
+}
+
+func (f *testbedFlags) options() testbed.Options {
+	return testbed.Options{Prefix: f.prefix, Scale: f.scale, QueueBytes: f.queue, GSOMaxSize: f.gso, Logger: slog.Default()}
+}
+
+// testbedContext adds SIGHUP to the signals that cancel (main handles
+// SIGINT and SIGTERM), so that closing a terminal also tears a run down.
+func testbedContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), syscall.SIGHUP)
+}
+
+func newTestbedUpCmd() *cobra.Command {
+	var f testbedFlags
+	cmd := &cobra.Command{
+		Use:   "up SCENARIO.yaml",
+		Short: "Build a scenario's emulated datacenter and leave it up",
+		Long: `Build the scenario's emulated datacenter and leave it running (no
+traffic): use 'ip netns exec NAMESPACE ...' to run programs in a VM, and
+'bulkhead testbed down --prefix PREFIX' to remove it. With --mechanism
+static the declared VM pairs are limited at their static reservations.`,
+		Example: `  bulkhead testbed up scenarios/pulsar-fig3-network.yaml --prefix demo
+  ip netns exec demo-v-a-rx iperf3 -s -B 10.200.0.3 &
+  ip netns exec demo-v-a-tx iperf3 -c 10.200.0.3
+  bulkhead testbed down --prefix demo`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := dataplane.RequireRoot(); err != nil {
+				return fmt.Errorf("testbed up: %w", err)
+			}
+			ctx, stop := testbedContext(cmd)
+			defer stop()
+			s, err := runner.Load(args[0])
+			if err != nil {
+				return err
+			}
+			mech := f.mechanism
+			if mech == "" {
+				mech = s.Spec.Mechanism.Name
+			}
+			o := f.options()
+			switch mech {
+			case testbed.MechNone:
+			case testbed.MechStatic:
+				o.Limiters = true
+			default:
+				return fmt.Errorf("testbed up: mechanism %q is not supported yet (none, static)", mech)
+			}
+			tb, err := testbed.Up(ctx, s.Spec, s.Topo, o)
+			if err != nil {
+				return err
+			}
+			defer tb.Close()
+			if mech == testbed.MechStatic {
+				if err := tb.ApplyStatic(); err != nil {
+					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+					defer cancel()
+					return errors.Join(err, tb.Down(cctx))
+				}
+			}
+			printPlan(cmd.OutOrStdout(), tb.Plan())
+			fmt.Fprintf(cmd.OutOrStdout(), "\nremove it with: bulkhead testbed down --prefix %s\n", tb.Prefix())
+			return nil
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func printPlan(w io.Writer, p *testbed.Plan) {
+	fmt.Fprintf(w, "testbed %s: scenario %s, scale %g\n\n", p.Prefix, p.Scenario, p.Scale)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VM\tTENANT\tSERVER\tADDRESS\tNAMESPACE")
+	for _, v := range p.VMs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, v.Tenant, v.Server, v.Addr, v.NS)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LINK\tCAPACITY\tON THE WIRE")
+	for _, l := range p.Links {
+		fmt.Fprintf(tw, "%s<->%s\t%s\t%s\n", l.A, l.B, fmtRate(l.Capacity), fmtRate(l.Capacity*p.Scale))
+	}
+	tw.Flush()
+}
+
+func fmtRate(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.3g Gbit/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.3g Mbit/s", bps/1e6)
+	}
+	return fmt.Sprintf("%.3g kbit/s", bps/1e3)
+}
+
+func newTestbedRunCmd() *cobra.Command {
+	var (
+		f       testbedFlags
+		out     string
+		sample  time.Duration
+		noPlots bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO.yaml -o DIR",
+		Short: "Run a scenario on real traffic in an emulated datacenter and report",
+		Long: `Bring the scenario's datacenter up, apply the mechanism (none, or static:
+HTB limiters at the pairs' reservations), run its tcp and udp workloads
+with iperf3 for the scenario's duration, sample every declared VM pair's
+received throughput from the counters every --sample, tear everything
+down, and write the same report as 'bulkhead sim' (report.json,
+summary.md, timeseries.csv, plots) to DIR.
+
+Rates are link-layer (Ethernet frame) bits/s divided by --scale, the unit
+the link shapers use; iperf3's goodput is about 5% lower.`,
+		Example: `  bulkhead testbed run scenarios/pulsar-fig3-network.yaml -o out/fig3-real
+  bulkhead testbed run scenarios/pulsar-fig3-network.yaml --mechanism static -o out/fig3-static`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return fmt.Errorf("-o DIR is required")
+			}
+			if err := dataplane.RequireRoot(); err != nil {
+				return fmt.Errorf("testbed run: %w", err)
+			}
+			ctx, stop := testbedContext(cmd)
+			defer stop()
+			s, err := runner.Load(args[0])
+			if err != nil {
+				return err
+			}
+			in, err := testbed.Run(ctx, s.Spec, s.Topo, testbed.RunOptions{Options: f.options(), Mechanism: f.mechanism, Sample: sample})
+			if err != nil {
+				return err
+			}
+			rep, err := metrics.Evaluate(*in)
+			if err != nil {
+				return fmt.Errorf("%s: evaluate testbed run: %w", args[0], err)
+			}
+			if err := metrics.WriteReport(out, rep, !noPlots); err != nil {
+				return fmt.Errorf("write report to %s: %w", out, err)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s under %s (testbed): work conservation %.2f, compliance %.2f\n", rep.Scenario, rep.Mechanism, rep.WorkConservation, rep.Compliance)
+			for _, t := range rep.Tenants {
+				if t.Pairs == 0 {
+					continue
+				}
+				fmt.Fprintf(w, "  %-12s guarantee %8.1f  mean %8.1f  ideal %8.1f %s  compliance %.2f\n",
+					t.Name, t.Guarantee, t.MeanThroughput, t.IdealThroughput, rep.Units, t.Compliance)
+			}
+			fmt.Fprintf(w, "report written to %s\n", out)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (created)")
+	cmd.Flags().DurationVar(&sample, "sample", 0, "measurement interval (default: the scenario's outputs.sample, at least 100ms)")
+	cmd.Flags().BoolVar(&noPlots, "no-plots", false, "skip the PNG/SVG plots")
+	return cmd
+}
+
+func newTestbedDownCmd() *cobra.Command {
+	var (
+		prefix string
+		all    bool
+		force  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "down (--prefix PREFIX | --all)",
+		Short: "Remove an emulated datacenter (namespaces, links, qdiscs, processes)",
+		Long: `Remove everything of a run: kill its processes, delete its namespaces
+(with their veth and IFB devices, qdiscs, classes and filters) and its
+state file. Works for runs whose process was killed. --all removes every
+run on the machine ('testbed status' lists them) except those of a
+'testbed run' or test still in progress (they remove their own), unless
+--force.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (prefix == "") == !all {
+				return errors.New("testbed down: give exactly one of --prefix PREFIX and --all")
+			}
+			if err := dataplane.RequireRoot(); err != nil {
+				return fmt.Errorf("testbed down: %w", err)
+			}
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), time.Minute)
+			defer cancel()
+			if all {
+				done, skipped, err := testbed.DownAll(ctx, force)
+				for _, p := range done {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", p)
+				}
+				for _, p := range skipped {
+					fmt.Fprintf(cmd.OutOrStdout(), "kept %s: its run is in progress (--force removes it)\n", p)
+				}
+				if len(done)+len(skipped) == 0 && err == nil {
+					fmt.Fprintln(cmd.OutOrStdout(), "no testbed runs")
+				}
+				return err
+			}
+			if err := testbed.Down(ctx, prefix); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", prefix)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "the run to remove")
+	cmd.Flags().BoolVar(&all, "all", false, "remove every run on this machine (but runs in progress)")
+	cmd.Flags().BoolVar(&force, "force", false, "with --all: also remove runs in progress")
+	return cmd
+}
+
+func newTestbedStatusCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "List the emulated datacenters on this machine",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := dataplane.RequireRoot(); err != nil {
+				return fmt.Errorf("testbed status: %w", err)
+			}
+			runs, err := testbed.List()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(runs)
+			}
+			if len(runs) == 0 {
+				fmt.Fprintln(w, "no testbed runs")
+				return nil
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PREFIX\tSCENARIO\tKIND\tSTATE\tNAMESPACES\tPROCESSES\tCREATED")
+			for _, r := range runs {
+				scen, kind, state, created := "?", "?", "no state file", "?"
+				if s := r.State; s != nil {
+					scen, created = s.Scenario, s.Created.Local().Format(time.DateTime)
+					kind = "up"
+					if s.Ephemeral {
+						kind = "run"
+					}
+					switch {
+					case s.Ephemeral && !s.OwnerAlive():
+						state = "stale (owner died)"
+					case !s.Ready:
+						state = "building"
+					default:
+						state = "ready"
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Prefix, scen, kind, state, len(r.Namespaces), len(r.Processes), created)
+			}
+			tw.Flush()
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

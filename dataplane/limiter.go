@@ -1,0 +1,225 @@
+package dataplane
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"sort"
+	"sync"
+)
+
+// Pair is a VM pair by IPv4 address: source and destination.
+type Pair struct {
+	Src, Dst netip.Addr
+}
+
+func (p Pair) String() string { return p.Src.String() + "->" + p.Dst.String() }
+
+func (p Pair) match() Match {
+	return Match{Src: netip.PrefixFrom(p.Src, 32), Dst: netip.PrefixFrom(p.Dst, 32)}
+}
+
+// LimiterConfig configures a Limiter.
+type LimiterConfig struct {
+	// Dev is the device whose egress the limiter shapes (an IFB that
+	// receives a host's VM traffic, or any device).
+	Dev string
+	// Major is the HTB qdisc's major handle (default 1).
+	Major uint16
+	// QueueBytes is the drop-tail queue of each pair class (default
+	// DefaultLimiterQueue).
+	QueueBytes uint32
+}
+
+// DefaultLimiterQueue is the queue of a pair class when none is set.
+const DefaultLimiterQueue = 256 << 10
+
+// filterPrio is the priority of the limiter's classifiers (one u32 table).
+const filterPrio = 1
+
+// Limiter is an HTB tree of per-VM-pair rate limiters on one device: the
+// root qdisc sends unclassified traffic through unshaped (HTB's direct
+// queue), and each pair has a class (rate = ceil = its limit) with a
+// drop-tail queue and a u32 classifier on its source and destination
+// addresses. Its methods are safe for concurrent use.
+type Limiter struct {
+	ns    *NS
+	dev   string
+	idx   int
+	major uint16
+	queue uint32
+
+	mu    sync.Mutex
+	pairs map[Pair]*pairClass
+	free  []uint16 // minors (= u32 nodes) released by RemovePair
+	next  uint16
+}
+
+type pairClass struct {
+	minor uint16
+	rate  float64 // bits/s in force; +Inf: unlimited (MaxRate)
+}
+
+// NewLimiter installs an empty limiter on cfg.Dev in ns, replacing the
+// device's root qdisc.
+func NewLimiter(ns *NS, cfg LimiterConfig) (*Limiter, error) {
+	if cfg.Major == 0 {
+		cfg.Major = 1
+	}
+	if cfg.QueueBytes == 0 {
+		cfg.QueueBytes = DefaultLimiterQueue
+	}
+	idx, err := ns.LinkIndex(cfg.Dev)
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	if err := ns.ReplaceHTB(cfg.Dev, HTB{Handle: TCHandle(cfg.Major, 0), Parent: rootParent, DirectQlen: DefaultTxQLen}); err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	if _, err := ns.fastSocket(); err != nil { // open it now, not on the first update
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	return &Limiter{ns: ns, dev: cfg.Dev, idx: idx, major: cfg.Major, queue: cfg.QueueBytes, pairs: map[Pair]*pairClass{}, next: 1}, nil
+}
+
+// rootParent is netlink.HANDLE_ROOT.
+const rootParent = 0xFFFFFFFF
+
+// Dev returns the device the limiter shapes.
+func (l *Limiter) Dev() string { return l.dev }
+
+// ClassOf returns the HTB class handle of the pair's limiter, if it has one.
+func (l *Limiter) ClassOf(p Pair) (uint32, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pc, ok := l.pairs[p]
+	if !ok {
+		return 0, false
+	}
+	return TCHandle(l.major, pc.minor), true
+}
+
+func (l *Limiter) class(minor uint16, bps float64) HTBClass {
+	r := bps
+	switch {
+	case math.IsInf(r, 1) || r > MaxRate:
+		r = MaxRate
+	case r < MinRate:
+		r = MinRate
+	}
+	return HTBClass{Parent: TCHandle(l.major, 0), Handle: TCHandle(l.major, minor), Rate: r, Ceil: r}
+}
+
+// SetPairRate limits the pair to bps bits/s (+Inf: no limit, the class
+// stays for its counters; below MinRate: MinRate). The first call for a
+// pair creates its class, queue and classifier; later calls are one
+// netlink class change.
+func (l *Limiter) SetPairRate(p Pair, bps float64) error {
+	if math.IsNaN(bps) || bps < 0 {
+		return fmt.Errorf("limiter %s: pair %s: rate %v bits/s", l.dev, p, bps)
+	}
+	if !p.Src.Is4() || !p.Dst.Is4() {
+		return fmt.Errorf("limiter %s: pair %s: IPv4 addresses only", l.dev, p)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if pc, ok := l.pairs[p]; ok {
+		if err := l.ns.changeHTBClass(l.idx, l.dev, l.class(pc.minor, bps)); err != nil {
+			return fmt.Errorf("limiter: pair %s: %w", p, err)
+		}
+		pc.rate = bps
+		return nil
+	}
+	var minor uint16
+	if n := len(l.free); n > 0 {
+		minor = l.free[n-1]
+		l.free = l.free[:n-1]
+	} else {
+		if l.next > MaxU32Node {
+			return fmt.Errorf("limiter %s: pair %s: more than %d pairs", l.dev, p, MaxU32Node)
+		}
+		minor = l.next
+		l.next++
+	}
+	c := l.class(minor, bps)
+	err := l.ns.replaceHTBClass(l.idx, l.dev, c)
+	if err == nil {
+		err = l.ns.ReplaceFIFO(l.dev, c.Handle, TCHandle(0x8000|minor, 0), l.queue)
+	}
+	if err == nil {
+		err = l.ns.addU32(l.idx, l.dev, U32Filter{Parent: TCHandle(l.major, 0), Prio: filterPrio, Node: minor, Match: p.match(), ClassID: c.Handle})
+	}
+	if err != nil {
+		_ = l.ns.DeleteClass(l.dev, c.Parent, c.Handle)
+		l.free = append(l.free, minor)
+		return fmt.Errorf("limiter: pair %s: %w", p, err)
+	}
+	l.pairs[p] = &pairClass{minor: minor, rate: bps}
+	return nil
+}
+
+// PairRate returns the limit in force for the pair (+Inf: none).
+func (l *Limiter) PairRate(p Pair) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if pc, ok := l.pairs[p]; ok {
+		return pc.rate
+	}
+	return math.Inf(1)
+}
+
+// RemovePair removes the pair's classifier and class: its traffic goes
+// unshaped and uncounted. Removing a pair without a class is a no-op.
+func (l *Limiter) RemovePair(p Pair) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pc, ok := l.pairs[p]
+	if !ok {
+		return nil
+	}
+	if err := l.ns.DeleteU32(l.dev, TCHandle(l.major, 0), pc.minor); err != nil {
+		return fmt.Errorf("limiter: pair %s: %w", p, err)
+	}
+	if err := l.ns.DeleteClass(l.dev, TCHandle(l.major, 0), TCHandle(l.major, pc.minor)); err != nil {
+		return fmt.Errorf("limiter: pair %s: %w", p, err)
+	}
+	delete(l.pairs, p)
+	l.free = append(l.free, pc.minor)
+	return nil
+}
+
+// Pairs returns the pairs with a class, sorted.
+func (l *Limiter) Pairs() []Pair {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Pair, 0, len(l.pairs))
+	for p := range l.pairs {
+		out = append(out, p)
+	}
+	sortPairs(out)
+	return out
+}
+
+// Counters returns every pair class's counters (one netlink dump).
+func (l *Limiter) Counters() (map[Pair]Counters, error) {
+	cs, err := l.ns.classCounters(l.idx, l.dev)
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[Pair]Counters, len(l.pairs))
+	for p, pc := range l.pairs {
+		out[p] = cs[TCHandle(l.major, pc.minor)]
+	}
+	return out, nil
+}
+
+func sortPairs(ps []Pair) {
+	sort.Slice(ps, func(i, j int) bool {
+		if c := ps[i].Src.Compare(ps[j].Src); c != 0 {
+			return c < 0
+		}
+		return ps[i].Dst.Less(ps[j].Dst)
+	})
+}

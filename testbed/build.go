@@ -1,0 +1,415 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/netip"
+	"os/exec"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/spec"
+	"github.com/bulkhead-dc/bulkhead/topo"
+)
+
+// Options configure Up.
+type Options struct {
+	// Prefix names every object of the run (default: NewPrefix()).
+	Prefix string
+	// Scale multiplies capacities and rates on the wire (default 1).
+	Scale float64
+	// QueueBytes is each link direction's drop-tail queue (default
+	// DefaultQueue).
+	QueueBytes int
+	// Limiters adds per-pair limiters at every server (see Plan.Limiters).
+	Limiters bool
+	// GSOMaxSize bounds the offload packets of the VMs' interfaces (0: the
+	// kernel's 64 KB).
+	GSOMaxSize int
+	// Ephemeral marks the run as this process's (ReapStale removes it if
+	// the process dies).
+	Ephemeral bool
+	Logger    *slog.Logger
+
+	// failAfter makes Up fail after the named step (tests of the failure
+	// path).
+	failAfter string
+}
+
+// Testbed is an emulated datacenter that is up.
+type Testbed struct {
+	plan *Plan
+	log  *slog.Logger
+	ns   map[string]*dataplane.NS      // by namespace name
+	tx   map[string]*dataplane.Limiter // server → limiter of its VMs' pairs
+	rx   map[string]*dataplane.Limiter // VM → counting classes of the pairs into it
+	pidx map[[2]string]int             // declared pair → index in plan.Pairs
+	padr map[dataplane.Pair]int        // the same by addresses
+	gso  int
+}
+
+// cleanupTimeout bounds the teardown after a failure or at the end of a run.
+const cleanupTimeout = 30 * time.Second
+
+// Up builds the emulated datacenter of a validated scenario. On any error,
+// and when ctx is cancelled, everything it created is removed before it
+// returns.
+func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options) (_ *Testbed, err error) {
+	if err := dataplane.RequireRoot(); err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = NewPrefix()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: opts.Prefix, Scale: opts.Scale, QueueBytes: opts.QueueBytes, Limiters: opts.Limiters})
+	if err != nil {
+		return nil, err
+	}
+	left, err := dataplane.Find(plan.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	if !left.Empty() {
+		return nil, fmt.Errorf("testbed: run prefix %s is in use (%s); choose another or run `bulkhead testbed down --prefix %s`", plan.Prefix, left, plan.Prefix)
+	}
+	tb := &Testbed{plan: plan, log: log.With("run", plan.Prefix), ns: map[string]*dataplane.NS{},
+		tx: map[string]*dataplane.Limiter{}, rx: map[string]*dataplane.Limiter{}, pidx: plan.pairIndex(), padr: map[dataplane.Pair]int{}, gso: opts.GSOMaxSize}
+	for i, pr := range plan.Pairs {
+		dp, err := plan.dpPair(pr.Src, pr.Dst)
+		if err != nil {
+			return nil, err
+		}
+		tb.padr[dp] = i
+	}
+	state := newState(plan, opts.Ephemeral)
+	if err := writeState(state); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			tb.close()
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
+			if derr := Down(cctx, plan.Prefix); derr != nil {
+				err = errors.Join(err, derr)
+			}
+		}
+	}()
+	start := time.Now()
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"namespaces", tb.createNamespaces},
+		{"links", tb.createLinks},
+		{"vms", tb.createVMs},
+		{"routes", tb.createRoutes},
+		{"shapers", tb.createShapers},
+		{"counters", tb.createCounters},
+	}
+	for _, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("testbed up %s: %w", plan.Prefix, err)
+		}
+		if err := s.fn(); err != nil {
+			return nil, fmt.Errorf("testbed up %s: %s: %w", plan.Prefix, s.name, err)
+		}
+		if opts.failAfter == s.name {
+			return nil, fmt.Errorf("testbed up %s: injected failure after %s", plan.Prefix, s.name)
+		}
+	}
+	state.Ready = true
+	if err := writeState(state); err != nil {
+		return nil, err
+	}
+	tb.log.Info("testbed up", "scenario", plan.Scenario, "namespaces", len(tb.ns), "links", len(plan.Links),
+		"vms", len(plan.VMs), "scale", plan.Scale, "took", time.Since(start).Round(time.Millisecond))
+	return tb, nil
+}
+
+// Plan returns what the testbed was built from.
+func (tb *Testbed) Plan() *Plan { return tb.plan }
+
+// Prefix returns the run prefix.
+func (tb *Testbed) Prefix() string { return tb.plan.Prefix }
+
+// NS returns the open namespace of a node or VM by its namespace name.
+func (tb *Testbed) NS(name string) (*dataplane.NS, bool) {
+	n, ok := tb.ns[name]
+	return n, ok
+}
+
+func (tb *Testbed) createNamespaces() error {
+	for _, n := range tb.plan.Nodes {
+		ns, err := dataplane.CreateNS(n.NS, dataplane.NSOptions{Forwarding: true})
+		if err != nil {
+			return err
+		}
+		tb.ns[n.NS] = ns
+	}
+	for _, v := range tb.plan.VMs {
+		ns, err := dataplane.CreateNS(v.NS, dataplane.NSOptions{})
+		if err != nil {
+			return err
+		}
+		tb.ns[v.NS] = ns
+	}
+	return nil
+}
+
+func (tb *Testbed) nodeNS(name string) *dataplane.NS {
+	n, _ := tb.plan.Node(name)
+	return tb.ns[n.NS]
+}
+
+func (tb *Testbed) createLinks() error {
+	for _, l := range tb.plan.Links {
+		a, b := tb.nodeNS(l.A), tb.nodeNS(l.B)
+		if err := a.AddVeth(l.DevA, b, l.DevB); err != nil {
+			return err
+		}
+		if err := a.AddAddr(l.DevA, netip.PrefixFrom(l.AddrA, 31)); err != nil {
+			return err
+		}
+		if err := b.AddAddr(l.DevB, netip.PrefixFrom(l.AddrB, 31)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (tb *Testbed) createVMs() error {
+	for _, v := range tb.plan.VMs {
+		srv, vm := tb.nodeNS(v.Server), tb.ns[v.NS]
+		if err := srv.AddVeth(v.HostDev, vm, v.Dev); err != nil {
+			return err
+		}
+		if err := srv.AddAddr(v.HostDev, netip.PrefixFrom(v.Gateway, 31)); err != nil {
+			return err
+		}
+		if err := vm.AddAddr(v.Dev, netip.PrefixFrom(v.Addr, 31)); err != nil {
+			return err
+		}
+		if err := vm.AddRoute(dataplane.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: v.Gateway, Dev: v.Dev}); err != nil {
+			return err
+		}
+		if tb.gso > 0 {
+			if err := vm.SetGSOMaxSize(v.Dev, tb.gso); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (tb *Testbed) createRoutes() error {
+	for _, n := range tb.plan.Nodes {
+		ns := tb.ns[n.NS]
+		for _, r := range n.Routes {
+			if err := ns.AddRoute(r); err != nil {
+				return err
+			}
+		}
+		for _, r := range n.Rules {
+			if err := ns.AddRule(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Handles of the link shapers: HTB 1:, its class 1:1 at the link's rate,
+// the drop-tail queue 10: under it.
+var (
+	shapeQdisc = dataplane.TCHandle(1, 0)
+	shapeClass = dataplane.TCHandle(1, 1)
+	shapeQueue = dataplane.TCHandle(10, 0)
+)
+
+func (tb *Testbed) createShapers() error {
+	for _, n := range tb.plan.Nodes {
+		ns := tb.ns[n.NS]
+		for _, s := range n.Shapes {
+			if err := ns.ReplaceHTB(s.Dev, dataplane.HTB{Handle: shapeQdisc, Parent: 0xFFFFFFFF, Default: 1}); err != nil {
+				return err
+			}
+			if err := ns.ReplaceHTBClass(s.Dev, dataplane.HTBClass{Parent: shapeQdisc, Handle: shapeClass, Rate: s.Rate, Ceil: s.Rate}); err != nil {
+				return err
+			}
+			if err := ns.ReplaceFIFO(s.Dev, shapeClass, shapeQueue, tb.plan.QueueBytes); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// createCounters installs, on the server side of every VM that receives a
+// declared pair, an HTB with an unlimited class per pair into it (the
+// receive counters), and with Limiters the transmit IFBs and pair classes.
+func (tb *Testbed) createCounters() error {
+	for _, pr := range tb.plan.Pairs {
+		dst, _ := tb.plan.VM(pr.Dst)
+		srv := tb.nodeNS(dst.Server)
+		lim := tb.rx[dst.Name]
+		if lim == nil {
+			var err error
+			if lim, err = dataplane.NewLimiter(srv, dataplane.LimiterConfig{Dev: dst.HostDev}); err != nil {
+				return err
+			}
+			tb.rx[dst.Name] = lim
+		}
+		p, err := tb.plan.dpPair(pr.Src, pr.Dst)
+		if err != nil {
+			return err
+		}
+		if err := lim.SetPairRate(p, math.Inf(1)); err != nil {
+			return err
+		}
+	}
+	if !tb.plan.Limiters {
+		return nil
+	}
+	for _, n := range tb.plan.Nodes {
+		if !n.Server || len(n.VMs) == 0 {
+			continue
+		}
+		ns := tb.ns[n.NS]
+		if err := ns.AddIFB(n.IFB); err != nil {
+			return err
+		}
+		for _, vi := range n.VMs {
+			if err := ns.RedirectIngress(tb.plan.VMs[vi].HostDev, n.IFB, 1); err != nil {
+				return err
+			}
+		}
+		lim, err := dataplane.NewLimiter(ns, dataplane.LimiterConfig{Dev: n.IFB})
+		if err != nil {
+			return err
+		}
+		tb.tx[n.Name] = lim
+	}
+	for _, pr := range tb.plan.Pairs {
+		src, _ := tb.plan.VM(pr.Src)
+		p, err := tb.plan.dpPair(pr.Src, pr.Dst)
+		if err != nil {
+			return err
+		}
+		if err := tb.tx[src.Server].SetPairRate(p, math.Inf(1)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetPairRate limits a declared pair at its source server to bps bits/s in
+// the scenario's units (scaled on the wire; +Inf: no limit). The testbed
+// needs Limiters.
+func (tb *Testbed) SetPairRate(src, dst string, bps float64) error {
+	if !tb.plan.Limiters {
+		return errors.New("testbed: pair limiters not built (Options.Limiters)")
+	}
+	s, ok := tb.plan.VM(src)
+	if !ok {
+		return fmt.Errorf("testbed: unknown VM %q", src)
+	}
+	if _, ok := tb.pidx[[2]string{src, dst}]; !ok {
+		return fmt.Errorf("testbed: %s->%s is not a declared pair", src, dst)
+	}
+	p, err := tb.plan.dpPair(src, dst)
+	if err != nil {
+		return err
+	}
+	return tb.tx[s.Server].SetPairRate(p, bps*tb.plan.Scale)
+}
+
+// ReceivedBytes returns the bytes every declared pair delivered to its
+// destination VM's veth so far (link-layer bytes), indexed like
+// Plan().Pairs.
+func (tb *Testbed) ReceivedBytes() ([]uint64, error) {
+	out := make([]uint64, len(tb.plan.Pairs))
+	for vm, lim := range tb.rx {
+		cs, err := lim.Counters()
+		if err != nil {
+			return nil, fmt.Errorf("testbed: counters of %s: %w", vm, err)
+		}
+		for p, c := range cs {
+			if i, ok := tb.pairByAddr(p); ok {
+				out[i] = c.Bytes
+			}
+		}
+	}
+	return out, nil
+}
+
+// SentCounters returns every declared pair's limiter counters at its
+// source server (Limiters only), indexed like Plan().Pairs.
+func (tb *Testbed) SentCounters() ([]dataplane.Counters, error) {
+	out := make([]dataplane.Counters, len(tb.plan.Pairs))
+	for srv, lim := range tb.tx {
+		cs, err := lim.Counters()
+		if err != nil {
+			return nil, fmt.Errorf("testbed: limiter of %s: %w", srv, err)
+		}
+		for p, c := range cs {
+			if i, ok := tb.pairByAddr(p); ok {
+				out[i] = c
+			}
+		}
+	}
+	return out, nil
+}
+
+func (tb *Testbed) pairByAddr(p dataplane.Pair) (int, bool) {
+	i, ok := tb.padr[p]
+	return i, ok
+}
+
+// PairID returns the mechanism-level name of declared pair i.
+func (tb *Testbed) PairID(i int) mech.PairID {
+	return mech.PairID{Src: tb.plan.Pairs[i].Src, Dst: tb.plan.Pairs[i].Dst}
+}
+
+// Command returns a command to run inside the VM's namespace, marked as the
+// run's (so that Down kills it); start it with Start.
+func (tb *Testbed) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return dataplane.Command(ctx, tb.plan.Prefix, name, args...)
+}
+
+// Start starts cmd inside the VM's namespace.
+func (tb *Testbed) Start(vm string, cmd *exec.Cmd) error {
+	v, ok := tb.plan.VM(vm)
+	if !ok {
+		return fmt.Errorf("testbed: unknown VM %q", vm)
+	}
+	return tb.ns[v.NS].StartIn(cmd)
+}
+
+// close releases this process's handles on the namespaces.
+func (tb *Testbed) close() {
+	for _, n := range tb.ns {
+		n.Close()
+	}
+	tb.ns = map[string]*dataplane.NS{}
+	tb.tx, tb.rx = map[string]*dataplane.Limiter{}, map[string]*dataplane.Limiter{}
+}
+
+// Close releases this process's handles and leaves the testbed up (for
+// `testbed up`); Down removes it later.
+func (tb *Testbed) Close() { tb.close() }
+
+// Down removes the testbed and everything of its run.
+func (tb *Testbed) Down(ctx context.Context) error {
+	tb.close()
+	return Down(ctx, tb.plan.Prefix)
+}

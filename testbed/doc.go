@@ -1,0 +1,65 @@
+// Package testbed emulates a scenario's datacenter on one Linux machine
+// and runs its workloads on real traffic (`bulkhead testbed`).
+//
+// # Layout
+//
+// From the same scenario and topology as the simulator (spec.Load,
+// topo.FromSpec), Up creates:
+//
+//   - one network namespace per server (the hypervisor, PREFIX-n-SERVER)
+//     and per switch (PREFIX-n-SWITCH), both routing (ip_forward);
+//   - one per VM (PREFIX-v-VM) behind its server, joined to it by a veth
+//     pair (PREFIX vI in the VM, PREFIX vIh in the server);
+//   - one veth pair per physical link (PREFIX lJa / lJb), each direction
+//     shaped by HTB at the link's capacity × Scale (class 1:1) with a
+//     drop-tail byte FIFO of QueueBytes (10:) — the emulated switch port or
+//     NIC;
+//   - static routes so that every declared VM pair follows the route the
+//     simulator and admission control give it (topo.Route with
+//     topo.PairHash), with policy rules where pairs toward one VM diverge
+//     (ECMP on fat-trees);
+//   - on the server side of every VM that receives a declared pair, an
+//     HTB with an unlimited class per pair: the receive counters the
+//     measurements come from;
+//   - with Limiters, an IFB per server (PREFIX tx) that receives, by
+//     mirred redirection from the VMs' veths, everything the server's VMs
+//     send, with a dataplane.Limiter class per declared pair: the pair
+//     limiters a host agent sets (static sets them at the reservations).
+//
+// Addresses are in Network (10.200.0.0/16): VM i is 10.200.0.0+2i+1/31
+// (its server's side +2i), physical link j 10.200.128.0+2j/31. They exist
+// only inside the run's namespaces; nothing is created in the caller's
+// namespace, and no route of the host is touched.
+//
+// # Measurements
+//
+// Run samples every declared pair's received bytes every sample interval
+// (default: the scenario's, at least 100 ms) and builds the same
+// metrics.Input as the simulator, so metrics.Evaluate and WriteReport give
+// the same report. Rates are link-layer (Ethernet frame) bits/s — the unit
+// the shapers use — divided by Scale: the scenario's units. iperf3's
+// goodput is about 5% lower (headers). Demands are the workloads' (+Inf for
+// bulk TCP, the rate for UDP), as in the simulator.
+//
+// # Cleanup
+//
+// Every object carries the run prefix: namespaces and links by name,
+// processes through dataplane.EnvRun in their environment (and they are
+// found by namespace too). A state file (StateDir/PREFIX.json) is written
+// before the first object is created. Down(prefix) kills the processes,
+// deletes the namespaces — which destroys their devices, qdiscs, classes
+// and filters — and checks that nothing is left. Up removes everything
+// when it fails or its context is cancelled; Run tears down on return,
+// including on error and cancellation (the command cancels on SIGINT,
+// SIGTERM and SIGHUP). Processes are started with PR_SET_PDEATHSIG, so a
+// run killed with SIGKILL leaves only namespaces, which `testbed down` (or
+// ReapStale, for runs whose owner process died) removes.
+//
+// # Requirements
+//
+// Root, and iperf3 (Debian's package) for workloads. The kernels here have
+// HTB, TBF, ingress/clsact, u32, cls_bpf, mirred and IFB, and no gact,
+// police, fq, netem, RED or fq_codel: counting is done with HTB classes.
+// Two cores forward 1 Gbit/s links with a few TCP flows comfortably
+// (Scale 1); larger scenarios may need a smaller Scale.
+package testbed

@@ -1,0 +1,400 @@
+package testbed
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/spec"
+	"github.com/bulkhead-dc/bulkhead/topo"
+)
+
+// Addressing: everything lives in Network, and only inside the run's
+// namespaces. VM i's veth is the /31 VMNet+2i (server side) / +2i+1 (the
+// VM); physical link j is the /31 LinkNet+2j (first endpoint) / +2j+1.
+var (
+	Network = netip.MustParsePrefix("10.200.0.0/16")
+	VMNet   = netip.MustParsePrefix("10.200.0.0/17")
+	LinkNet = netip.MustParsePrefix("10.200.128.0/17")
+)
+
+// MaxVMs and MaxLinks are what the address plan holds (and interface
+// names, with up to five digits).
+const (
+	MaxVMs   = 1 << 14
+	MaxLinks = 1 << 14
+)
+
+// DefaultQueue is the drop-tail queue of each emulated link direction:
+// 1 MB (8 ms at 1 Gbit/s). With much shallower queues, TCP's sharing of a
+// link between flows varies a lot from run to run here (the senders hand
+// the stack up to 64 KB at once): Pulsar Fig. 3's 1-vs-4 connections gave
+// the 4 a share of 0.64 to 0.90 with 256 KB, 0.79 to 0.81 with 1 MB.
+const DefaultQueue = 1 << 20
+
+// Plan is the emulated datacenter for one scenario: what Up creates. It is
+// computed without touching the system (NewPlan).
+type Plan struct {
+	Prefix   string
+	Scenario string
+	// Scale multiplies every capacity and rate on the wire (link shapers,
+	// pair limits, UDP rates); measurements are divided by it, so reports
+	// are in the scenario's units.
+	Scale      float64
+	QueueBytes uint32
+	// Limiters: every server has an IFB that receives what its VMs send,
+	// with an HTB class per declared pair whose source is on it.
+	Limiters bool
+	Nodes    []*NodePlan // servers and switches, in topology order
+	VMs      []*VMPlan   // in scenario order
+	Links    []*LinkPlan // physical links
+	Pairs    []PairPlan  // declared VM pairs (the scenario's workloads)
+
+	nodeIdx map[string]int
+	vmIdx   map[string]int
+}
+
+// NodePlan is a server (hypervisor) or a switch: a namespace that routes.
+type NodePlan struct {
+	Name   string
+	Server bool
+	NS     string
+	// Routes to every VM not behind this node (main table), and the
+	// default routes of the per-neighbour tables that Rules select for
+	// pairs whose route differs from their destination's (ECMP).
+	Routes []dataplane.Route
+	Rules  []dataplane.Rule
+	Shapes []Shape
+	VMs    []int  // servers: indices into Plan.VMs
+	IFB    string // servers with limiters
+}
+
+// Shape is one emulated link direction: the HTB shaper on the device that
+// sends onto it.
+type Shape struct {
+	Dev  string
+	Rate float64 // bits/s on the wire (scaled)
+	Link int     // topology link ID
+}
+
+// VMPlan is a VM: a namespace behind its server's namespace.
+type VMPlan struct {
+	Name, Tenant, Server string
+	NS                   string
+	Addr, Gateway        netip.Addr
+	Dev                  string // in the VM
+	HostDev              string // its peer in the server
+	In, Out              float64
+}
+
+// LinkPlan is a physical link: a veth pair between two node namespaces.
+type LinkPlan struct {
+	A, B         string
+	DevA, DevB   string
+	AddrA, AddrB netip.Addr
+	Capacity     float64 // bits/s per direction, unscaled
+	AB, BA       int     // topology link IDs
+}
+
+// PairPlan is a declared VM pair with its route (topology link IDs).
+type PairPlan struct {
+	Tenant, Src, Dst string
+	Links            []int
+}
+
+// Node returns the named node's plan.
+func (p *Plan) Node(name string) (*NodePlan, bool) {
+	i, ok := p.nodeIdx[name]
+	if !ok {
+		return nil, false
+	}
+	return p.Nodes[i], true
+}
+
+// VM returns the named VM's plan.
+func (p *Plan) VM(name string) (*VMPlan, bool) {
+	i, ok := p.vmIdx[name]
+	if !ok {
+		return nil, false
+	}
+	return p.VMs[i], true
+}
+
+// NewPrefix returns a fresh random run prefix: "bh" and five letters or
+// digits.
+func NewPrefix() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 5)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	p := []byte("bh")
+	for _, c := range b {
+		p = append(p, alphabet[int(c)%len(alphabet)])
+	}
+	return string(p)
+}
+
+var safeName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
+
+// nsName names a namespace of the run: PREFIX-n-NODE, PREFIX-v-VM (the
+// index instead of a name that would not be a safe file name).
+func nsName(prefix, kind, name string, idx int) string {
+	if !safeName.MatchString(name) {
+		name = "_" + strconv.Itoa(idx)
+	}
+	return dataplane.NSPrefix(prefix) + kind + "-" + name
+}
+
+func addrAt(base netip.Prefix, off int) netip.Addr {
+	a := base.Addr().As4()
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	v += uint32(off)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// PlanOptions are the choices of NewPlan.
+type PlanOptions struct {
+	Prefix     string  // required (NewPrefix makes one)
+	Scale      float64 // default 1
+	QueueBytes int     // default DefaultQueue
+	Limiters   bool
+}
+
+// NewPlan computes the emulated datacenter of a validated scenario on its
+// topology.
+func NewPlan(sc *spec.Scenario, tp *topo.Topology, o PlanOptions) (*Plan, error) {
+	if err := dataplane.ValidPrefix(o.Prefix); err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	if o.Scale == 0 {
+		o.Scale = 1
+	}
+	if !(o.Scale > 0) || o.Scale > 100 {
+		return nil, fmt.Errorf("testbed: scale %v: want 0 < scale <= 100", o.Scale)
+	}
+	if o.QueueBytes == 0 {
+		o.QueueBytes = DefaultQueue
+	}
+	if o.QueueBytes < 3000 || o.QueueBytes > 1<<30 {
+		return nil, fmt.Errorf("testbed: queue %d bytes: want 3000 to 1 GiB", o.QueueBytes)
+	}
+	p := &Plan{
+		Prefix: o.Prefix, Scenario: sc.Name, Scale: o.Scale, QueueBytes: uint32(o.QueueBytes), Limiters: o.Limiters,
+		nodeIdx: map[string]int{}, vmIdx: map[string]int{},
+	}
+	for _, n := range tp.Nodes {
+		kind := "n"
+		np := &NodePlan{Name: n.Name, Server: n.Kind == topo.Server, NS: nsName(o.Prefix, kind, n.Name, n.ID)}
+		if np.Server && o.Limiters {
+			np.IFB = o.Prefix + "tx"
+		}
+		p.nodeIdx[n.Name] = len(p.Nodes)
+		p.Nodes = append(p.Nodes, np)
+	}
+	// Physical links: the direction with the lower ID first.
+	for _, l := range tp.Links {
+		if l.ID > l.Reverse {
+			continue
+		}
+		j := len(p.Links)
+		if j >= MaxLinks {
+			return nil, fmt.Errorf("testbed: more than %d links", MaxLinks)
+		}
+		js := strconv.Itoa(j)
+		p.Links = append(p.Links, &LinkPlan{
+			A: tp.Nodes[l.From].Name, B: tp.Nodes[l.To].Name,
+			DevA: o.Prefix + "l" + js + "a", DevB: o.Prefix + "l" + js + "b",
+			AddrA: addrAt(LinkNet, 2*j), AddrB: addrAt(LinkNet, 2*j+1),
+			Capacity: l.Capacity, AB: l.ID, BA: l.Reverse,
+		})
+	}
+	for _, lp := range p.Links {
+		a, _ := p.Node(lp.A)
+		b, _ := p.Node(lp.B)
+		a.Shapes = append(a.Shapes, Shape{Dev: lp.DevA, Rate: lp.Capacity * o.Scale, Link: lp.AB})
+		b.Shapes = append(b.Shapes, Shape{Dev: lp.DevB, Rate: lp.Capacity * o.Scale, Link: lp.BA})
+	}
+	for ti := range sc.Tenants {
+		t := &sc.Tenants[ti]
+		for vi := range t.VMs {
+			v := &t.VMs[vi]
+			i := len(p.VMs)
+			if i >= MaxVMs {
+				return nil, fmt.Errorf("testbed: more than %d VMs", MaxVMs)
+			}
+			srv, ok := p.Node(v.Server)
+			if !ok || !srv.Server {
+				return nil, fmt.Errorf("testbed: VM %q: unknown server %q", v.Name, v.Server)
+			}
+			if _, dup := p.vmIdx[v.Name]; dup {
+				return nil, fmt.Errorf("testbed: duplicate VM %q", v.Name)
+			}
+			in, out := t.Hose(v)
+			is := strconv.Itoa(i)
+			p.vmIdx[v.Name] = i
+			srv.VMs = append(srv.VMs, i)
+			p.VMs = append(p.VMs, &VMPlan{
+				Name: v.Name, Tenant: t.Name, Server: v.Server, NS: nsName(o.Prefix, "v", v.Name, i),
+				Addr: addrAt(VMNet, 2*i+1), Gateway: addrAt(VMNet, 2*i),
+				Dev: o.Prefix + "v" + is, HostDev: o.Prefix + "v" + is + "h",
+				In: in, Out: out,
+			})
+		}
+	}
+	seen := map[[2]string]bool{}
+	for _, w := range sc.Workloads {
+		for _, pr := range w.Pairs() {
+			if seen[pr] {
+				continue
+			}
+			seen[pr] = true
+			s, ok1 := p.VM(pr[0])
+			d, ok2 := p.VM(pr[1])
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("testbed: workload %q: pair %s->%s: unknown VM", w.Name, pr[0], pr[1])
+			}
+			sn, _ := tp.Node(s.Server)
+			dn, _ := tp.Node(d.Server)
+			p.Pairs = append(p.Pairs, PairPlan{Tenant: w.Tenant, Src: pr[0], Dst: pr[1],
+				Links: tp.Route(sn.ID, dn.ID, topo.PairHash(sc.Seed, pr[0], pr[1]))})
+		}
+	}
+	if err := p.route(tp, sc.Seed); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// devOn returns node's device and address on the physical link of the
+// topology link l, and the address of the far end.
+func (p *Plan) devOn(tp *topo.Topology, l int) (dev string, far netip.Addr, err error) {
+	lk := tp.Links[l]
+	id := min(l, lk.Reverse)
+	for _, lp := range p.Links {
+		if lp.AB != id {
+			continue
+		}
+		if lk.ID == lp.AB {
+			return lp.DevA, lp.AddrB, nil
+		}
+		return lp.DevB, lp.AddrA, nil
+	}
+	return "", netip.Addr{}, fmt.Errorf("testbed: link %s not planned", lk.Name)
+}
+
+// route computes every node's routes: to each VM along a shortest path;
+// where declared pairs toward one VM take different next hops from one
+// node (ECMP), the most common next hop is the VM's route and the others
+// get policy rules that select a per-neighbour table.
+func (p *Plan) route(tp *topo.Topology, seed int64) error {
+	type key struct{ node, vm int }
+	// next hops (topology link IDs) wanted by declared pairs, by source VM
+	want := map[key]map[int]int{} // → source VM index → link
+	for _, pr := range p.Pairs {
+		src, dst := p.vmIdx[pr.Src], p.vmIdx[pr.Dst]
+		for _, l := range pr.Links {
+			k := key{tp.Links[l].From, dst}
+			if want[k] == nil {
+				want[k] = map[int]int{}
+			}
+			want[k][src] = l
+		}
+	}
+	for ni, np := range p.Nodes {
+		tables := map[int]int{} // link → table
+		var tableOrder []int
+		for vi, v := range p.VMs {
+			sn, _ := tp.Node(v.Server)
+			if sn.ID == ni {
+				continue // behind this server: the connected /31
+			}
+			byLink := want[key{ni, vi}]
+			def := -1
+			if len(byLink) > 0 {
+				count := map[int]int{}
+				for _, l := range byLink {
+					count[l]++
+				}
+				for l, c := range count {
+					if def < 0 || c > count[def] || c == count[def] && l < def {
+						def = l
+					}
+				}
+			} else {
+				r := tp.Route(ni, sn.ID, topo.PairHash(seed, np.Name, v.Name))
+				if len(r) == 0 {
+					return fmt.Errorf("testbed: no route from %s to VM %s on %s", np.Name, v.Name, v.Server)
+				}
+				def = r[0]
+			}
+			dev, via, err := p.devOn(tp, def)
+			if err != nil {
+				return err
+			}
+			np.Routes = append(np.Routes, dataplane.Route{Dst: netip.PrefixFrom(v.Addr, 32), Via: via, Dev: dev})
+			srcs := make([]int, 0, len(byLink))
+			for s, l := range byLink {
+				if l != def {
+					srcs = append(srcs, s)
+				}
+			}
+			sort.Ints(srcs)
+			for _, s := range srcs {
+				l := byLink[s]
+				t, ok := tables[l]
+				if !ok {
+					t = 100 + len(tableOrder)
+					tables[l] = t
+					tableOrder = append(tableOrder, l)
+				}
+				np.Rules = append(np.Rules, dataplane.Rule{
+					Src: netip.PrefixFrom(p.VMs[s].Addr, 32), Dst: netip.PrefixFrom(v.Addr, 32),
+					Table: t, Priority: 1000 + len(np.Rules),
+				})
+			}
+		}
+		for _, l := range tableOrder {
+			dev, via, err := p.devOn(tp, l)
+			if err != nil {
+				return err
+			}
+			np.Routes = append(np.Routes, dataplane.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: via, Dev: dev, Table: tables[l]})
+		}
+	}
+	return nil
+}
+
+// Namespaces lists the plan's namespaces: nodes, then VMs.
+func (p *Plan) Namespaces() []string {
+	out := make([]string, 0, len(p.Nodes)+len(p.VMs))
+	for _, n := range p.Nodes {
+		out = append(out, n.NS)
+	}
+	for _, v := range p.VMs {
+		out = append(out, v.NS)
+	}
+	return out
+}
+
+// pairIndex maps a declared pair to its index in Pairs.
+func (p *Plan) pairIndex() map[[2]string]int {
+	m := make(map[[2]string]int, len(p.Pairs))
+	for i, pr := range p.Pairs {
+		m[[2]string{pr.Src, pr.Dst}] = i
+	}
+	return m
+}
+
+// dpPair is the data-plane pair (addresses) of a declared pair.
+func (p *Plan) dpPair(src, dst string) (dataplane.Pair, error) {
+	s, ok1 := p.VM(src)
+	d, ok2 := p.VM(dst)
+	if !ok1 || !ok2 {
+		return dataplane.Pair{}, errors.New("testbed: pair " + src + "->" + dst + ": unknown VM")
+	}
+	return dataplane.Pair{Src: s.Addr, Dst: d.Addr}, nil
+}

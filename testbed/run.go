@@ -1,0 +1,482 @@
+package testbed
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/static"
+	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/spec"
+	"github.com/bulkhead-dc/bulkhead/topo"
+)
+
+// DefaultSample is the shortest sample interval of a run: real TCP over
+// 10 ms windows is too bursty for per-sample compliance.
+const DefaultSample = 100 * time.Millisecond
+
+// Mechanisms the testbed runs without a host agent.
+const (
+	MechNone   = "none"
+	MechStatic = "static"
+)
+
+// RunOptions configure Run.
+type RunOptions struct {
+	Options
+	// Mechanism: "none" or "static" (default: the scenario's).
+	Mechanism string
+	// Sample is the measurement interval (default: the scenario's
+	// outputs.sample, at least DefaultSample).
+	Sample time.Duration
+	// Iperf3 is the iperf3 binary (default "iperf3" on PATH).
+	Iperf3 string
+}
+
+// flow is one iperf3 test: a pair of a workload during one phase.
+type flow struct {
+	pair     int
+	src, dst string
+	workload string
+	udp      bool
+	conns    int
+	rate     float64 // per pair, bits/s, unscaled; 0: no cap (tcp)
+	phase    spec.Phase
+	port     int
+}
+
+// flows lists the iperf3 tests of the scenario's workloads.
+func flows(sc *spec.Scenario, p *Plan) ([]flow, error) {
+	if len(sc.Appliances) > 0 {
+		return nil, errors.New("testbed: appliances are not emulated yet")
+	}
+	pidx := p.pairIndex()
+	ports := map[string]int{}
+	var out []flow
+	for _, w := range sc.Workloads {
+		switch w.Kind {
+		case spec.KindTCP, spec.KindUDP:
+		default:
+			return nil, fmt.Errorf("testbed: workload %q: kind %s is not supported on the testbed yet (tcp and udp are)", w.Name, w.Kind)
+		}
+		for _, pr := range w.Pairs() {
+			for _, ph := range w.Intervals(time.Duration(sc.Duration)) {
+				if ph.Stop <= ph.Start {
+					continue
+				}
+				port := 5201 + ports[pr[1]]
+				ports[pr[1]]++
+				if port > 65535 {
+					return nil, fmt.Errorf("testbed: too many flows into VM %s", pr[1])
+				}
+				f := flow{pair: pidx[pr], src: pr[0], dst: pr[1], workload: w.Name, udp: w.Kind == spec.KindUDP,
+					conns: max(w.Connections, 1), rate: float64(w.Rate), phase: ph, port: port}
+				if f.udp {
+					f.conns = 1
+				}
+				out = append(out, f)
+			}
+		}
+	}
+	return out, nil
+}
+
+// active reports whether the flow runs at t.
+func (f *flow) active(t time.Duration) bool {
+	return t >= time.Duration(f.phase.Start) && t < time.Duration(f.phase.Stop)
+}
+
+// Run brings the scenario's datacenter up, applies the mechanism, runs the
+// workloads with iperf3 for the scenario's duration, samples every declared
+// pair's received throughput from the counters and tears everything down
+// (also on error and when ctx is cancelled). Rates in the result are in
+// bits/s of link-layer frames, divided by the scale: the scenario's units.
+func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions) (_ *metrics.Input, err error) {
+	if o.Mechanism == "" {
+		o.Mechanism = sc.Mechanism.Name
+	}
+	switch o.Mechanism {
+	case MechNone:
+	case MechStatic:
+		o.Limiters = true
+	default:
+		return nil, fmt.Errorf("testbed: mechanism %q is not supported yet (%s, %s); adaptive mechanisms need the host agent", o.Mechanism, MechNone, MechStatic)
+	}
+	if o.Sample == 0 {
+		o.Sample = max(time.Duration(sc.Outputs.Sample), DefaultSample)
+	}
+	if o.Sample <= 0 || o.Sample > time.Duration(sc.Duration) {
+		return nil, fmt.Errorf("testbed: sample interval %v: want > 0 and at most the duration %v", o.Sample, time.Duration(sc.Duration))
+	}
+	if o.Iperf3 == "" {
+		o.Iperf3 = "iperf3"
+	}
+	iperf, err := exec.LookPath(o.Iperf3)
+	if err != nil {
+		return nil, fmt.Errorf("testbed: iperf3 is needed for workloads (apt-get install -y iperf3): %w", err)
+	}
+	o.Ephemeral = true
+	if o.Prefix == "" {
+		o.Prefix = NewPrefix()
+	}
+	// a plan without side effects first, to reject what cannot run
+	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: o.Prefix, Scale: o.Scale, QueueBytes: o.QueueBytes, Limiters: o.Limiters})
+	if err != nil {
+		return nil, err
+	}
+	fl, err := flows(sc, plan)
+	if err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if reaped, err := ReapStale(ctx); err != nil {
+		o.Logger.Warn("reaping stale runs", "err", err)
+	} else if len(reaped) > 0 {
+		o.Logger.Info("removed stale runs of dead processes", "prefixes", reaped)
+	}
+
+	tb, err := Up(ctx, sc, tp, o.Options)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if derr := tb.Down(cctx); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}()
+
+	if o.Mechanism == MechStatic {
+		if err := tb.ApplyStatic(); err != nil {
+			return nil, err
+		}
+	}
+	w := &workers{tb: tb, iperf: iperf}
+	defer w.stop()
+	if err := w.startServers(ctx, fl); err != nil {
+		return nil, err
+	}
+	in, err := tb.measure(ctx, sc, fl, o, w)
+	if err != nil {
+		return nil, err
+	}
+	w.stop()
+	if err := w.err(); err != nil {
+		return nil, err
+	}
+	in.Mechanism = o.Mechanism
+	return in, nil
+}
+
+// ApplyStatic sets every declared pair's limiter to its static reservation
+// (mech/static.Reservations: the hose-model max-min of the declared
+// pattern). The testbed needs Limiters.
+func (tb *Testbed) ApplyStatic() error {
+	env := mech.Env{}
+	for _, v := range tb.plan.VMs {
+		env.VMs = append(env.VMs, mech.VM{Name: v.Name, Tenant: v.Tenant, Host: v.Server, In: v.In, Out: v.Out})
+	}
+	sort.Slice(env.VMs, func(i, j int) bool { return env.VMs[i].Name < env.VMs[j].Name })
+	for _, p := range tb.plan.Pairs {
+		env.Pattern = append(env.Pattern, mech.PairID{Src: p.Src, Dst: p.Dst})
+	}
+	res, err := static.Reservations(env)
+	if err != nil {
+		return fmt.Errorf("testbed: %w", err)
+	}
+	for _, p := range env.Pattern {
+		r := res[p]
+		if err := tb.SetPairRate(p.Src, p.Dst, r); err != nil {
+			return err
+		}
+		tb.log.Info("static reservation", "pair", p.Src+"->"+p.Dst, "rate", spec.FormatRate(r))
+	}
+	return nil
+}
+
+// workers runs the iperf3 processes of a run.
+type workers struct {
+	tb    *Testbed
+	iperf string
+
+	mu     sync.Mutex
+	cancel []context.CancelFunc
+	wg     sync.WaitGroup
+	errs   []error
+}
+
+func (w *workers) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.errs = append(w.errs, err)
+}
+
+func (w *workers) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return errors.Join(w.errs...)
+}
+
+// stop kills every process and waits for them.
+func (w *workers) stop() {
+	w.mu.Lock()
+	cs := w.cancel
+	w.cancel = nil
+	w.mu.Unlock()
+	for _, c := range cs {
+		c()
+	}
+	w.wg.Wait()
+}
+
+// proc is a process a run started.
+type proc struct {
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when it has exited
+	stderr bytes.Buffer  // read only after done
+}
+
+// run starts iperf3 with args in vm's namespace and waits for it in the
+// background; failed is called with its error if it exits on its own with
+// one (not when ctx ended it).
+func (w *workers) run(ctx context.Context, vm string, args []string, failed func(error, string)) (*proc, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &proc{cmd: w.tb.Command(ctx, w.iperf, args...), done: make(chan struct{})}
+	p.cmd.Stderr = &p.stderr
+	if err := w.tb.Start(vm, p.cmd); err != nil {
+		cancel()
+		return nil, err
+	}
+	w.mu.Lock()
+	w.cancel = append(w.cancel, cancel)
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		err := p.cmd.Wait()
+		close(p.done)
+		if ctx.Err() == nil && err != nil && failed != nil {
+			failed(err, strings.TrimSpace(p.stderr.String()))
+		}
+	}()
+	return p, nil
+}
+
+// startServers starts a one-off iperf3 server per flow in its destination
+// VM and waits until all listen.
+func (w *workers) startServers(ctx context.Context, fl []flow) error {
+	type srv struct {
+		p    *proc
+		port int
+		name string
+	}
+	var srvs []srv
+	for _, f := range fl {
+		d, _ := w.tb.plan.VM(f.dst)
+		name := fmt.Sprintf("iperf3 server for %s->%s (%s) port %d", f.src, f.dst, f.workload, f.port)
+		p, err := w.run(ctx, f.dst, []string{"-s", "-1", "-B", d.Addr.String(), "-p", strconv.Itoa(f.port)}, nil)
+		if err != nil {
+			return fmt.Errorf("testbed: %s: %w", name, err)
+		}
+		srvs = append(srvs, srv{p, f.port, name})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, s := range srvs {
+		for !listening(s.p.cmd.Process.Pid, s.port) {
+			select {
+			case <-s.p.done:
+				return fmt.Errorf("testbed: %s exited: %s: %s", s.name, s.p.cmd.ProcessState, strings.TrimSpace(s.p.stderr.String()))
+			default:
+			}
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("testbed: %s: %w", s.name, err)
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("testbed: %s: not listening after 10s", s.name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// listening reports whether the process has a TCP socket listening on the
+// port (/proc/PID/net/tcp shows the sockets of the process's namespace).
+func listening(pid, port int) bool {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "net", "tcp"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	want := fmt.Sprintf(":%04X", port)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
+			return true
+		}
+	}
+	return false
+}
+
+// startClient runs the flow's iperf3 client from t0+start to t0+stop.
+func (w *workers) startClient(ctx context.Context, f flow, t0 time.Time, scale float64) {
+	s, _ := w.tb.plan.VM(f.src)
+	d, _ := w.tb.plan.VM(f.dst)
+	length := time.Duration(f.phase.Stop - f.phase.Start)
+	args := []string{"-c", d.Addr.String(), "-B", s.Addr.String(), "-p", strconv.Itoa(f.port),
+		"-t", strconv.Itoa(int(math.Ceil(length.Seconds())) + 1), "-O", "0", "--connect-timeout", "3000"}
+	if f.conns > 1 {
+		args = append(args, "-P", strconv.Itoa(f.conns))
+	}
+	if f.udp {
+		args = append(args, "-u", "-b", strconv.FormatFloat(f.rate*scale, 'f', 0, 64))
+	} else if f.rate > 0 {
+		args = append(args, "-b", strconv.FormatFloat(f.rate*scale/float64(f.conns), 'f', 0, 64))
+	}
+	name := fmt.Sprintf("iperf3 client %s->%s (%s)", f.src, f.dst, f.workload)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(t0.Add(time.Duration(f.phase.Start)))):
+		}
+		cctx, cancel := context.WithDeadline(ctx, t0.Add(time.Duration(f.phase.Stop)))
+		defer cancel()
+		_, err := w.run(cctx, f.src, args, func(err error, stderr string) {
+			w.fail(fmt.Errorf("testbed: %s exited early: %w: %s", name, err, stderr))
+		})
+		if err != nil {
+			w.fail(fmt.Errorf("testbed: %s: %w", name, err))
+			return
+		}
+		<-cctx.Done()
+	}()
+}
+
+// measure starts the clients and samples the pairs' received bytes every
+// sample interval for the scenario's duration.
+func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w *workers) (*metrics.Input, error) {
+	dur := time.Duration(sc.Duration)
+	n := int(dur / o.Sample)
+	in := tb.input(sc, o.Sample)
+	prev, err := tb.ReceivedBytes()
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, f := range fl {
+		w.startClient(wctx, f, t0, tb.plan.Scale)
+	}
+	tb.log.Info("workloads started", "flows", len(fl), "duration", dur, "sample", o.Sample)
+	prevT := t0
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	late := 0
+	for k := 1; k <= n; k++ {
+		// A reading taken late (a busy machine) must not make the next
+		// window tiny: counters advance by whole offload packets (up to
+		// 64 KB), so a window of microseconds would show absurd rates.
+		due := t0.Add(time.Duration(k) * o.Sample)
+		at := due
+		if earliest := prevT.Add(o.Sample / 2); at.Before(earliest) {
+			at = earliest
+		}
+		timer.Reset(time.Until(at))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("testbed run %s: %w", tb.plan.Prefix, ctx.Err())
+		case <-timer.C:
+		}
+		cur, err := tb.ReceivedBytes()
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		if now.Sub(due) > o.Sample/4 {
+			late++
+		}
+		sec := now.Sub(prevT).Seconds()
+		mid := time.Duration(k)*o.Sample - o.Sample/2
+		s := metrics.Sample{T: time.Duration(k) * o.Sample, Pairs: make([]metrics.PairSample, len(cur))}
+		for i := range cur {
+			s.Pairs[i].Rate = float64(cur[i]-prev[i]) * 8 / sec / tb.plan.Scale
+		}
+		for _, f := range fl {
+			if !f.active(mid) {
+				continue
+			}
+			ps := &s.Pairs[f.pair]
+			if !f.udp && f.rate == 0 {
+				ps.Demand = math.Inf(1)
+			} else {
+				ps.Demand += f.rate
+			}
+		}
+		in.Samples = append(in.Samples, s)
+		prev, prevT = cur, now
+		if err := w.err(); err != nil {
+			return nil, err
+		}
+	}
+	if late > 0 {
+		tb.log.Warn("samples taken late (the machine is busy; consider a smaller --scale)", "late", late, "samples", n)
+	}
+	tb.log.Info("workloads done", "samples", len(in.Samples))
+	return in, nil
+}
+
+// input is the run's metrics.Input without samples.
+func (tb *Testbed) input(sc *spec.Scenario, sample time.Duration) *metrics.Input {
+	in := &metrics.Input{
+		Scenario:  sc.Name,
+		Duration:  time.Duration(sc.Duration),
+		Interval:  sample,
+		Units:     sc.Units,
+		UnitScale: sc.UnitScale(),
+	}
+	tp := tb.plan
+	maxLink := -1
+	for _, l := range tp.Links {
+		maxLink = max(maxLink, l.AB, l.BA)
+	}
+	in.LinkCapacity = make([]float64, maxLink+1)
+	in.LinkNames = make([]string, maxLink+1)
+	for _, l := range tp.Links {
+		in.LinkCapacity[l.AB], in.LinkCapacity[l.BA] = l.Capacity, l.Capacity
+		in.LinkNames[l.AB], in.LinkNames[l.BA] = l.A+"->"+l.B, l.B+"->"+l.A
+	}
+	for _, t := range sc.Tenants {
+		mt := metrics.Tenant{Name: t.Name}
+		for _, v := range t.VMs {
+			vp, _ := tp.VM(v.Name)
+			mt.VMs = append(mt.VMs, metrics.VM{Name: v.Name, In: vp.In, Out: vp.Out})
+		}
+		in.Tenants = append(in.Tenants, mt)
+	}
+	for _, p := range tp.Pairs {
+		in.Pairs = append(in.Pairs, metrics.Pair{Tenant: p.Tenant, Src: p.Src, Dst: p.Dst, Links: p.Links})
+	}
+	return in
+}
