@@ -115,13 +115,6 @@ func (e *engine) buildResources() {
 	e.sat = e.sat[:R]
 }
 
-func growInt(s []int, n int) []int {
-	if cap(s) < n {
-		return make([]int, n)
-	}
-	return s[:n]
-}
-
 func grow(s []float64, n int) []float64 {
 	if cap(s) < n {
 		return make([]float64, n)
