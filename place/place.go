@@ -16,7 +16,25 @@
 // VMs on the same server use no link. Best-effort tenants reserve nothing.
 //
 // A placement is admitted when, on every link, the reservations of all
-// tenants sum to at most the link's capacity.
+// tenants sum to at most the link's capacity. HoseReservations is the one
+// implementation of R; Reservations and Admit apply it to a scenario's
+// fixed placement.
+//
+// Placement: a Placer admits a stream of tenant requests (N VMs with
+// per-VM hoses, symmetric or not, optionally a worst-case survival ratio)
+// onto a topology with VM slots per server, keeping every link's
+// reservations; tenants can leave. Two algorithms search for a layout:
+// Oktopus (the first group of the lowest layer — server, rack, pod, whole
+// tree — that can hold the tenant, filled greedily) and QShare's Alg. 1
+// (every group of the lowest feasible layer laid out with the least
+// bandwidth, the winner elected by a load-weighted cost of bandwidth and
+// per-port tenant count). Trees and multi-rooted trees are searched over
+// their groups, with the parallel uplinks of a group as one generalized
+// link; other graphs over balls around switches, each server joined to the
+// ball's root by the best of its k shortest paths. Whatever the search
+// proposes is admitted only if its exact reservations (HoseReservations, on
+// the simulator's routes) fit; a rejection names the resource that ran out.
+// docs/placement.md describes the algorithms and what was reconstructed.
 package place
 
 import (
@@ -55,29 +73,18 @@ func (r *LinkReservation) Oversubscribed() bool {
 // reservation in link-ID order. It fails if a VM's server is not a server of
 // t.
 func Reservations(s *spec.Scenario, t *topo.Topology) ([]LinkReservation, error) {
-	nl := len(t.Links)
-	out := make([]float64, nl) // Σ out of senders over the link, this tenant
-	in := make([]float64, nl)  // Σ in of receivers over the link, this tenant
-	stamp := make([]int, nl)   // last VM counted on the link (index+1)
-	seen := make([]bool, nl)   // link is in touched
-	var touched []int
-	perLink := make([][]TenantReservation, nl)
-
-	type pairRoute struct {
-		src, dst int
-		path     []int
-	}
-	var routes []pairRoute
-	var errs []error
+	perLink := make([][]TenantReservation, len(t.Links))
+	var (
+		calc hoseCalc
+		vms  []VMHose
+		errs []error
+	)
 	for ti := range s.Tenants {
 		tn := &s.Tenants[ti]
 		if tn.BestEffort {
 			continue
 		}
-		n := len(tn.VMs)
-		server := make([]int, n)
-		vin := make([]float64, n)
-		vout := make([]float64, n)
+		vms = vms[:0]
 		ok := true
 		for j := range tn.VMs {
 			v := &tn.VMs[j]
@@ -88,71 +95,25 @@ func Reservations(s *spec.Scenario, t *topo.Topology) ([]LinkReservation, error)
 				ok = false
 				continue
 			}
-			server[j] = node.ID
-			vin[j], vout[j] = tn.Hose(v)
+			in, out := tn.Hose(v)
+			vms = append(vms, VMHose{Name: v.Name, Server: node.ID, In: in, Out: out})
 		}
 		if !ok {
 			continue
 		}
-		touch := func(l int) {
-			if !seen[l] {
-				seen[l] = true
-				touched = append(touched, l)
-			}
-		}
-		// Route every pair that can need a reservation once.
-		routes = routes[:0]
-		for a := range n {
-			for b := range n {
-				if a == b || server[a] == server[b] || vout[a] == 0 && vin[b] == 0 {
-					continue
-				}
-				path := t.Route(server[a], server[b], topo.PairHash(s.Seed, tn.VMs[a].Name, tn.VMs[b].Name))
-				routes = append(routes, pairRoute{a, b, path})
-				for _, l := range path {
-					touch(l)
-				}
-			}
-		}
-		// Senders (routes are in sender order): each counted once per link.
-		for _, r := range routes {
-			for _, l := range r.path {
-				if stamp[l] != r.src+1 {
-					stamp[l] = r.src + 1
-					out[l] += vout[r.src]
-				}
-			}
-		}
-		for _, l := range touched {
-			stamp[l] = 0
-		}
-		// Receivers: a receiver's routes are spread over the list, so mark
-		// (link, receiver) pairs seen by stamping per receiver in turn.
-		byDst := make([][]int, n)
-		for i, r := range routes {
-			byDst[r.dst] = append(byDst[r.dst], i)
-		}
-		for b, idx := range byDst {
-			for _, i := range idx {
-				for _, l := range routes[i].path {
-					if stamp[l] != b+1 {
-						stamp[l] = b + 1
-						in[l] += vin[b]
-					}
-				}
-			}
-		}
-		for _, l := range touched {
-			if r := min(out[l], in[l]); r > 0 {
-				perLink[l] = append(perLink[l], TenantReservation{Tenant: tn.Name, Rate: r})
-			}
-			out[l], in[l], stamp[l], seen[l] = 0, 0, 0, false
-		}
-		touched = touched[:0]
+		calc.tenant(t, s.Seed, vms, func(l int, r float64) {
+			perLink[l] = append(perLink[l], TenantReservation{Tenant: tn.Name, Rate: r})
+		})
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("admission: %w", errors.Join(errs...))
 	}
+	return linkReservations(t, perLink), nil
+}
+
+// linkReservations gathers per-link tenant reservations into
+// LinkReservations, in link-ID order, leaving out links without any.
+func linkReservations(t *topo.Topology, perLink [][]TenantReservation) []LinkReservation {
 	var res []LinkReservation
 	for l, ts := range perLink {
 		if len(ts) == 0 {
@@ -164,7 +125,7 @@ func Reservations(s *spec.Scenario, t *topo.Topology) ([]LinkReservation, error)
 		}
 		res = append(res, r)
 	}
-	return res, nil
+	return res
 }
 
 // Admit checks that the scenario's placement fits the topology: on every
