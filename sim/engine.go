@@ -323,16 +323,13 @@ func connHash(seed int64, src, dst string, k int) uint64 {
 }
 
 // newConn adds a connection of pair p (inactive) and returns its index.
-// The pair's k-th connection is routed by its own ECMP hash; the first
-// takes the pair's route.
+// Every connection of a pair takes the pair's route (ECMP by the pair's
+// hash), the route admission control reserved the pair's guarantee on.
 func (e *engine) newConn(p int, udp bool, offered, appCap float64) int {
 	ps := &e.pairs[p]
 	k := ps.nconn
 	ps.nconn++
 	links := ps.links
-	if k > 0 {
-		links = e.tp.Route(e.vms[ps.src].host, e.vms[ps.dst].host, connHash(e.sc.Seed, ps.id.Src, ps.id.Dst, k))
-	}
 	c := connState{pair: p, udp: udp, offered: offered, appCap: appCap, links: links, remaining: math.Inf(1),
 		id: ps.id.Src + "->" + ps.id.Dst + "#" + strconv.Itoa(k)}
 	if n := len(e.free); n > 0 {
