@@ -9,8 +9,8 @@ type Phase int
 // Phases.
 const (
 	// PhaseIdle: searching, but the interval told nothing about capacity
-	// (the estimate was not handed out, or the appliance's queue grew
-	// without a clear signal): the estimate is held.
+	// (the estimate was not handed out, or the appliance served less than
+	// it without queueing: demand fell): the estimate is held.
 	PhaseIdle Phase = iota
 	// PhaseIncrease: ① binary-search increase (minW ← estimate, estimate ←
 	// window midpoint).
@@ -18,14 +18,15 @@ const (
 	// PhaseRevert: ② congestion: maxW ← estimate, estimate ← minW.
 	PhaseRevert
 	// PhaseWait: ③ after a revert on a VDC violation, the estimate is held
-	// until all guarantees are met and the appliance's queue has drained.
+	// until an interval passes with every guarantee met and no queue at
+	// the appliance.
 	PhaseWait
 	// PhaseStable: ④ the window is narrower than the stable threshold; the
 	// estimate follows eq. (7).
 	PhaseStable
 	// PhaseRestart: the stable phase saw persistent congestion or a
-	// workload change; the window is reset to its initial bounds and the
-	// search resumes from the current estimate.
+	// workload change; the window is reset and the search resumes from
+	// the current estimate.
 	PhaseRestart
 )
 
@@ -57,14 +58,23 @@ type EstimatorConfig struct {
 // ApplianceObs is what the controller saw at one appliance over one
 // interval, under the estimate the CapacityEstimator returned last.
 type ApplianceObs struct {
-	// Period is the interval in seconds.
+	// Period is the interval in seconds (for reference: the signals are
+	// relative, and eq. (7) is scaled by O_s).
 	Period float64
 	// Throughput is the appliance's throughput, Σ of its flows' Used on
 	// it, tokens/s.
 	Throughput float64
 	// Outstanding is O: the average tokens outstanding at the appliance,
-	// Σ of its flows' Outstanding on it (§4.3, footnote 6).
+	// Σ of its flows' Outstanding entries for it (§4.3, footnote 6). A
+	// flow's entry counts all its requests beyond its enforcer, wherever
+	// they are (the enforcer cannot tell).
 	Outstanding float64
+	// Delay is the queueing delay the appliance's requests waited there,
+	// seconds, and Latency the round-trip time its flows' requests take
+	// when nothing queues (throughput-weighted): what the controller
+	// derives from its flows' outstanding requests (see Controller). An
+	// appliance serves FIFO, so a queue there delays every flow it serves.
+	Delay, Latency float64
 	// Granted is what the previous allocation handed out on the appliance
 	// (Σ of local and global allocations, demand-capped), tokens/s. The
 	// estimate was exercised ("demand exceeded it") when Granted reached
@@ -80,7 +90,7 @@ type TenantObs struct {
 	// Guarantee is the tenant's minimum guarantee on the appliance
 	// (ApplianceGuarantee.Min), Granted what the previous allocation gave
 	// it there, Used its throughput (tokens/s), Outstanding its average
-	// tokens outstanding at the appliance.
+	// tokens outstanding beyond its enforcers.
 	Guarantee, Granted, Used, Outstanding float64
 	// Forward and Reverse are its requests' network bytes/s on the way to
 	// the appliance and back (the request mix: bytes per appliance token).
@@ -93,53 +103,68 @@ type TenantObs struct {
 // then the estimate follows eq. (7).
 //
 // Each Observe sees one interval under the estimate C returned last. With
-// tol = Tolerance, T the period, X the throughput, O the outstanding tokens
-// and L = O/X the queueing delay at the appliance (Little):
+// tol = Tolerance, X the throughput and D, L the delay and latency of
+// ApplianceObs:
 //
+//   - queued: D > QueueDelay·L (and D > 1 µs) — requests wait at the
+//     appliance. A FIFO appliance queues only when it is saturated: then X
+//     is what it can serve of this workload;
 //   - exercised: the allocation handed the estimate out, Granted ≥
 //     (1−tol)·C ("demand exceeds it");
-//   - queued: L exceeds its baseline (the smallest L seen while
-//     exercised) by more than QueueDelay·T/10 (5 ms at the defaults);
-//   - growing: O rose by more than tol·QueueDelay·T·C since the previous
-//     interval (a rising average of O);
-//   - throughput signal: exercised, and either X < (1−tol)·C while queued,
-//     or X < C while growing (the appliance did not keep up with what the
-//     enforcers let through; a shortfall without a queue is demand that
-//     fell, not congestion);
-//   - VDC-violation signal: some tenant used less than (1−tol)·min(its
-//     Guarantee, what it was Granted) while its requests waited at the
-//     appliance (its Outstanding > QueueDelay·T·Used): it was starved by the
-//     appliance's queue, not idle.
+//   - throughput signal: queued and X < C — the saturated appliance
+//     serves less than the estimate. (A shortfall without a queue is
+//     demand that fell, not congestion; and the appliance can be saturated
+//     with the estimate not handed out, when flows are held back elsewhere
+//     or their grants fell with what they got, so the signal does not wait
+//     for the estimate to be exercised.)
+//   - VDC-violation signal: queued, and some tenant with requests
+//     outstanding used less than (1−tol) of its guarantee: it was starved
+//     by the queue, whatever it was granted. (A closed-loop tenant starved
+//     at a FIFO appliance uses what the queue leaves it and is not held
+//     back by its enforcer, so its estimated demand — and its grant — fall
+//     to what it gets: comparing with the grant would never see it.)
 //
-// Search (phases ① and ②): on a signal, revert: maxW ← C and the estimate ←
-// minW; on the throughput signal the estimate also stays below (1−2·tol)·X
-// so the queue can drain (minW may be as high as what the saturated
-// appliance serves), and if X fell below (1−tol)·minW the appliance cannot
-// serve minW any more: minW drops to CapacityMin if that is below
-// (1−tol)·X, else to (1−tol)·X. On the VDC-violation signal the revert
-// leads to ③ wait: the estimate is held until no tenant is violated and O
-// is back to its level before the overload (or to QueueDelay·T·X), then ①
-// resumes at once. Without a signal, if the estimate was exercised and
-// served (X ≥ (1−tol)·C) with no queue, ① increase: minW ← min(C, X) (the
-// appliance has shown it serves that), estimate ← (minW+maxW)/2. Anything
-// else holds (PhaseIdle). If the queue neither shrinks nor triggers a
-// signal for Readings intervals while the estimate is held, the estimate is
-// still too high: minW and the estimate drop to (1−2·tol)·min(C, X).
-// Reverts and increases react to one interval: the revert is what limits
-// an overload to one control interval (§4.3 ②); Readings applies to the
-// stable phase.
+// Search (phases ① and ②). On the throughput signal, revert: maxW ←
+// min(maxW, C); if the appliance could not serve minW either (C ≤ minW, or
+// X < (1−tol)·minW), minW and the restart floor drop to (1−2·tol)·X and
+// the estimate to minW; otherwise the estimate ← min(minW, (1−2·tol)·X),
+// leaving room for the queue to drain (it may dip below the window until
+// the next increase). On the VDC-violation signal alone (the appliance
+// served at least C), revert: maxW ← C if C > minW — unless X > (1+tol)·C:
+// the appliance then drains a queue an earlier overload left, and C is not
+// to blame — and the estimate ← minW. A violation leads to ③ wait: the
+// estimate is held (lowered as above if the throughput signal persists)
+// until an interval has passed with every guarantee met and no queue; the
+// search resumes at the next interval. Without a signal, if the estimate
+// was exercised and served (X ≥ (1−tol)·C) with no queue, ① increase: minW
+// ← min(C, X) (the appliance has shown it serves that), estimate ←
+// (minW+maxW)/2. Anything else holds (PhaseIdle). Reverts and increases
+// react to one interval: the revert is what limits an overload to one
+// control interval (§4.3 ②); Readings applies to the stable phase.
 //
 // ④ Stable once maxW − minW < StableThreshold·maxW: the estimate is set to
-// minW. O_s is the lowest O of the first Readings stable intervals, capped
-// at the unqueued level X·(baseline L·(1+tol) + QueueDelay·T/10), and the
-// workload is recorded. Then each interval C ← C − Alpha·(O − O_s)/T
-// (eq. 7; upward only while exercised, never above maxW nor below the
-// restart floor). Readings consecutive intervals with a clear throughput
-// shortfall (X < (1−tol)·C, queued) or a VDC violation restart the search
-// with the window [floor, C at the start of the stable phase]; Readings
+// minW. Eq. (7) tracks O, the tokens outstanding at the appliance; here O
+// = X·(L + D), the appliance's own part of its flows' outstanding tokens
+// (Little's law with the queueing delay attributed to it), or
+// ApplianceObs.Outstanding when L is unknown: the raw sum of the flows'
+// outstanding entries (footnote 6) also counts requests of flows through
+// several appliances that queue at another one, which would move this
+// estimate for congestion elsewhere. O_s is the lowest O of the first
+// Readings stable intervals, capped at the unqueued level
+// X·L·(1+QueueDelay), and the workload is recorded. Then each interval
+// with the throughput signal relieves the appliance at once, as a revert
+// would: C ← max(floor, min(C, (1−2·tol)·X)). Otherwise eq. (7), C ← C −
+// α·(O − O_s), with α = Alpha·C/O_s (the paper gives α no value; scaled
+// so, Alpha is dimensionless: O 10% above O_s lowers the estimate by
+// Alpha·10%) and each step at most tol·C ("minor fluctuations"), upward
+// only while exercised, never above the estimate the stable phase started
+// from (served without a queue) nor below the restart floor. Readings
+// consecutive intervals with a clear throughput shortfall (queued and X <
+// (1−tol)·C) or a VDC violation restart the search with the window
+// [floor, C at the start of the stable phase]; otherwise Readings
 // consecutive intervals whose workload differs from the recorded one by
-// more than RestartThreshold restart it with the initial window. The
-// estimate is kept: the search resumes from it.
+// more than RestartThreshold restart it with the initial window [floor,
+// Max]. The estimate is kept: the search resumes from it.
 //
 // Workload: each tenant's share of the appliance's throughput and its
 // network bytes per appliance token (Forward, Reverse: the request mix,
@@ -156,12 +181,6 @@ type CapacityEstimator struct {
 	state           int
 	fixed           bool
 
-	prevO    float64
-	havePrev bool
-	oRef     float64 // O at the last clean interval
-	lat0     float64 // baseline queueing delay at the appliance, s
-	stuck    int     // wait intervals without the queue draining
-
 	osSet      bool
 	os         float64
 	settle     int
@@ -169,9 +188,14 @@ type CapacityEstimator struct {
 	mix0       map[string]mixEntry
 	congCount  int
 	mixCount   int
-	congestion bool // last observation's signals, for inspection
+	queued     bool // last observation's signals, for inspection
+	congestion bool
 	violation  bool
 }
+
+// minDelay is the smallest queueing delay that counts, seconds: below it,
+// floating-point noise of an appliance whose flows see no latency at all.
+const minDelay = 1e-6
 
 const (
 	stSearch = iota
@@ -186,7 +210,7 @@ func NewCapacityEstimator(cfg EstimatorConfig) *CapacityEstimator {
 	if cfg.Readings < 1 {
 		cfg.Readings = 1
 	}
-	e := &CapacityEstimator{cfg: cfg, floor: cfg.Min, ceil: cfg.Max, minW: cfg.Min, maxW: cfg.Max, est: cfg.Min, lat0: math.Inf(1)}
+	e := &CapacityEstimator{cfg: cfg, floor: cfg.Min, ceil: cfg.Max, minW: cfg.Min, maxW: cfg.Max, est: cfg.Min}
 	if !(cfg.Max > cfg.Min) {
 		e.fixed, e.state, e.phase = true, stStable, PhaseStable
 		e.maxW = cfg.Min
@@ -204,10 +228,15 @@ func (e *CapacityEstimator) Phase() Phase { return e.phase }
 func (e *CapacityEstimator) Window() (minW, maxW float64) { return e.minW, e.maxW }
 
 // Signals reports the last observation's congestion signals: throughput
-// (the appliance did not deliver the estimate) and VDC violation.
+// (the saturated appliance did not deliver the estimate) and VDC
+// violation.
 func (e *CapacityEstimator) Signals() (throughput, violation bool) {
 	return e.congestion, e.violation
 }
+
+// Queued reports whether the last observation saw a queue at the
+// appliance.
+func (e *CapacityEstimator) Queued() bool { return e.queued }
 
 // Observe consumes one interval's observation and returns the estimate for
 // the next allocation.
@@ -215,107 +244,82 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 	if e.fixed {
 		return e.est
 	}
-	T := o.Period
-	if !(T > 0) {
-		T = 1
-	}
-	tol, qd := e.cfg.Tolerance, e.cfg.QueueDelay
+	tol := e.cfg.Tolerance
 	C := e.est
-	X, O := o.Throughput, o.Outstanding
-
-	// Queueing delay at the appliance (Little: O/X) and its baseline, the
-	// smallest seen under load.
-	lat := math.Inf(1)
-	if X > 0 {
-		lat = O / X
-	}
-	loaded := o.Granted >= (1-tol)*C && C > 0
-	if loaded && lat < e.lat0 {
-		e.lat0 = lat
-	}
-	queued := O > 0 && lat > e.lat0*(1+tol)+qd*T/10
-	growing := e.havePrev && O-e.prevO > tol*qd*T*C
-	// The queue can only grow if the appliance served less than it was
-	// sent, which the enforcers keep below C.
-	tp := loaded && (queued && X < (1-tol)*C || growing && X < C)
-	viol := e.violated(o, T)
-	e.congestion, e.violation = tp, viol
-
-	// A queue that does not drain while the estimate is held means the
-	// estimate is still above what the appliance serves.
-	draining := e.havePrev && O < e.prevO*(1-tol)
-	if e.state != stStable && queued && !draining && !tp {
-		if e.stuck++; e.stuck >= e.cfg.Readings {
-			e.lowerFloor(min(e.est, X) * (1 - 2*tol))
-			e.stuck = 0
-		}
-	} else {
-		e.stuck = 0
-	}
+	X := o.Throughput
+	queued := o.Delay > minDelay && o.Delay > e.cfg.QueueDelay*o.Latency
+	exercised := C > 0 && o.Granted >= (1-tol)*C
+	over := queued && X < C*(1-1e-6)
+	viol := queued && e.violated(o)
+	e.queued, e.congestion, e.violation = queued, over, viol
 
 	switch e.state {
 	case stWait:
-		drained := O <= max(e.oRef*(1+tol), qd*T*X)
-		if tp && X < e.minW*(1-tol) {
-			e.lowerFloor(X * (1 - tol))
-		}
-		if !viol && drained && !growing {
-			e.state = stSearch
-			e.search(C, X, O, loaded, false, false, false, false)
-			break
-		}
 		e.phase = PhaseWait
+		if over {
+			// The appliance still cannot serve the held estimate.
+			e.maxW = max(min(e.maxW, C), e.minW)
+			if C <= e.minW {
+				e.lowerFloor(X * (1 - 2*tol))
+			}
+			e.est = min(e.est, X*(1-2*tol))
+		}
+		if !viol && !queued {
+			e.state = stSearch
+		}
 	case stSearch:
-		e.search(C, X, O, loaded, tp, viol, growing, queued)
+		e.search(C, X, exercised, queued, over, viol)
 	case stStable:
-		// Small overloads are eq. (7)'s business: only a clear throughput
-		// shortfall or a VDC violation counts as congestion here.
-		e.stable(o, T, O, loaded, loaded && queued && X < (1-tol)*C || viol)
+		// Overloads are relieved at once; only a clear throughput
+		// shortfall or a VDC violation counts towards a restart.
+		e.stable(o, exercised, over, over && X < (1-tol)*C || viol)
 	}
-	e.prevO, e.havePrev = O, true
 	return e.est
 }
 
 // lowerFloor is called when the appliance cannot serve minW under this
-// workload, only v: minW drops to the initial minimum if that is below v
-// (the queue then drains fast), else to v; the restart floor follows and
+// workload, only about v: minW drops to v, the restart floor follows and
 // the estimate is set to minW.
 func (e *CapacityEstimator) lowerFloor(v float64) {
-	v = max(v, 0)
-	if e.cfg.Min <= v {
-		v = e.cfg.Min
-	}
-	e.minW = min(e.minW, v)
+	e.minW = min(e.minW, max(v, 0))
 	e.floor = min(e.floor, e.minW)
 	e.est = e.minW
 }
 
 // search is one step of phases ① and ②.
-func (e *CapacityEstimator) search(C, X, O float64, loaded, tp, viol, growing, queued bool) {
+func (e *CapacityEstimator) search(C, X float64, exercised, queued, over, viol bool) {
+	tol := e.cfg.Tolerance
 	switch {
-	case tp || viol:
-		if C > e.minW {
-			e.maxW = C
-		}
-		tol := e.cfg.Tolerance
-		e.est = e.minW
-		switch {
-		case tp && X < e.minW*(1-tol):
-			// The appliance cannot even serve minW any more.
-			e.lowerFloor(X * (1 - tol))
-		case tp:
-			// minW may be as high as what the saturated appliance serves;
-			// leave 2·tol of room for its queue to drain (the estimate
-			// may dip below the window until the next increase).
-			e.est = min(e.minW, X*(1-2*tol))
+	case over || viol:
+		if over {
+			// The saturated appliance served X < C: the capacity is
+			// below C. minW may be as high as X; leave 2·tol of room for
+			// the queue to drain (the estimate may dip below the window
+			// until the next increase). If the appliance could not serve
+			// minW either (the estimate was at or below it, or X is
+			// clearly below it), minW drops below X.
+			e.maxW = min(e.maxW, C)
+			if C <= e.minW || X < (1-tol)*e.minW {
+				e.lowerFloor(X * (1 - 2*tol))
+			} else {
+				e.est = min(e.minW, X*(1-2*tol))
+			}
+		} else {
+			// A violation with the appliance serving at least C: C is too
+			// high for a VDC-compliant workload — unless the appliance
+			// served clearly more than C, draining a queue left by an
+			// earlier overload.
+			if C > e.minW && X <= (1+tol)*C {
+				e.maxW = min(e.maxW, C)
+			}
+			e.est = e.minW
 		}
 		e.phase = PhaseRevert
 		if viol {
 			e.state = stWait
 		}
-	case loaded && !growing && !queued && X >= (1-e.cfg.Tolerance)*C:
-		e.oRef = O
-		e.minW = max(e.minW, min(C, X))
+	case exercised && !queued && X >= (1-tol)*C:
+		e.minW = min(max(e.minW, min(C, X)), e.maxW)
 		e.est = (e.minW + e.maxW) / 2
 		e.phase = PhaseIncrease
 	default:
@@ -330,8 +334,14 @@ func (e *CapacityEstimator) search(C, X, O float64, loaded, tp, viol, growing, q
 }
 
 // stable is one step of phase ④.
-func (e *CapacityEstimator) stable(o *ApplianceObs, T, O float64, loaded, congested bool) {
+func (e *CapacityEstimator) stable(o *ApplianceObs, exercised, over, congested bool) {
 	e.phase = PhaseStable
+	O := o.Outstanding
+	if o.Latency > 0 {
+		// The appliance's own outstanding tokens (Little): its flows'
+		// unloaded latency plus its own queueing delay.
+		O = o.Throughput * (o.Latency + o.Delay)
+	}
 	mix := workload(o)
 	if !e.osSet {
 		e.os, e.mix0, e.osSet, e.settle, e.cs = O, mix, true, e.cfg.Readings, e.est
@@ -342,14 +352,27 @@ func (e *CapacityEstimator) stable(o *ApplianceObs, T, O float64, loaded, conges
 		// holds when it is not queueing (so eq. 7 drains a standing queue).
 		e.settle--
 		e.os = min(e.os, O)
-		if !math.IsInf(e.lat0, 1) {
-			e.os = min(e.os, o.Throughput*(e.lat0*(1+e.cfg.Tolerance)+e.cfg.QueueDelay*T/10))
+		if o.Latency > 0 {
+			e.os = min(e.os, o.Throughput*o.Latency*(1+e.cfg.QueueDelay))
 		}
 		return
 	}
-	if d := e.cfg.Alpha * (O - e.os) / T; d > 0 || loaded {
-		// Never above maxW, which was seen congested.
-		e.est = min(max(e.est-d, e.floor), e.maxW)
+	tol := e.cfg.Tolerance
+	switch {
+	case over:
+		// A queue and a shortfall: the appliance is saturated below the
+		// estimate. Relieve it at once, as a revert would (eq. 7 is for
+		// minor fluctuations); Readings of these restart the search.
+		e.est = max(min(e.est, o.Throughput*(1-2*tol)), e.floor)
+	case e.os > 0:
+		d := e.cfg.Alpha * e.est * (O - e.os) / e.os
+		d = min(max(d, -tol*e.est), tol*e.est)
+		if d > 0 || exercised {
+			// Never above the estimate the stable phase started from,
+			// which the appliance served without a queue (maxW was seen
+			// congested).
+			e.est = min(max(e.est-d, e.floor), e.cs)
+		}
 	}
 	if congested {
 		e.congCount++
@@ -364,8 +387,9 @@ func (e *CapacityEstimator) stable(o *ApplianceObs, T, O float64, loaded, conges
 	if e.congCount >= e.cfg.Readings || e.mixCount >= e.cfg.Readings {
 		e.state = stSearch
 		e.minW, e.maxW = e.floor, e.ceil
-		if e.mixCount < e.cfg.Readings {
-			// Congestion alone: the capacity is below the stable estimate.
+		if e.congCount >= e.cfg.Readings {
+			// Congestion (with or without a new workload): the capacity
+			// is below the stable estimate.
 			e.maxW = max(e.cs, e.minW)
 		}
 		e.est = min(max(e.est, e.minW), e.maxW)
@@ -374,15 +398,12 @@ func (e *CapacityEstimator) stable(o *ApplianceObs, T, O float64, loaded, conges
 	}
 }
 
-// violated reports the VDC-violation signal.
-func (e *CapacityEstimator) violated(o *ApplianceObs, T float64) bool {
+// violated reports whether some tenant with requests outstanding used
+// clearly less than its guarantee.
+func (e *CapacityEstimator) violated(o *ApplianceObs) bool {
 	for i := range o.Tenants {
 		t := &o.Tenants[i]
-		need := min(t.Guarantee, t.Granted)
-		if need <= 0 {
-			continue
-		}
-		if t.Used < (1-e.cfg.Tolerance)*need && t.Outstanding > 0 && t.Outstanding > e.cfg.QueueDelay*T*t.Used {
+		if t.Guarantee > 0 && t.Outstanding > 0 && t.Used < (1-e.cfg.Tolerance)*t.Guarantee {
 			return true
 		}
 	}

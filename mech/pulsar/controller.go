@@ -19,15 +19,20 @@ import (
 //
 //   - Demand: every observed flow's estimate (EstimateDemand; Bound decides
 //     whether it was held back, by its allocation or, for a flow never
-//     allocated, by the default rate) is capped per element at the
-//     resource's capacity (links: capacity; appliances: the window's
-//     maximum), then averaged: d ← ewma·estimate + (1−ewma)·d (the first
+//     allocated, by the default rate) is scaled down, as a vector, until
+//     no element exceeds its resource's capacity (links: capacity;
+//     appliances: the window's maximum), then averaged: d ← ewma·estimate + (1−ewma)·d (the first
 //     estimate is taken as is). A flow not observed decays as if it
 //     demanded 0; after ForgetIntervals steps without observations it is
 //     forgotten and its allocation reset to the default rate.
 //   - Capacity: each allocated appliance's CapacityEstimator observes the
-//     interval (throughput and outstanding tokens summed over the flows on
-//     it, per-tenant usage, what the previous step granted there).
+//     interval: throughput and outstanding tokens summed over the flows on
+//     it, per-tenant usage, what the previous step granted there, and the
+//     queueing delay there, which the controller attributes to appliances
+//     from its flows' round trips (outstanding ÷ used) against their
+//     unloaded baselines (delays): a FIFO appliance delays every flow it
+//     serves, so the flows through a queue-free appliance clear it of the
+//     queueing its other flows meet elsewhere on their way.
 //   - Local: for each tenant, its policy over its virtual resources. A
 //     flow's demand on a virtual resource is its largest demand among the
 //     path elements mapped to it: Forward links → the source VM's out-link
@@ -83,10 +88,11 @@ type Controller struct {
 	fill   filler
 
 	// scratch
-	spare []float64
-	gvp   alloc.VectorProblem
-	gfl   []*flow
-	log   *slog.Logger
+	aorder []int // appliances, for delay attribution
+	spare  []float64
+	gvp    alloc.VectorProblem
+	gfl    []*flow
+	log    *slog.Logger
 }
 
 // tenant is one VDC with its virtual resources.
@@ -138,6 +144,11 @@ type flow struct {
 	luse   []alloc.Use
 	guse   []alloc.Use
 	aslot  []int32 // per element: the tenant's slot in its appliance's appState (−1: none; nil: not yet known)
+	// Round trip of its requests (outstanding ÷ used at an appliance on
+	// its path, s) this interval (−1: unknown) and its unloaded baseline
+	// (0: none yet); appEl are the path elements at allocated appliances.
+	lat, base float64
+	appEl     []int
 }
 
 // appState is the capacity estimation of one appliance.
@@ -147,6 +158,11 @@ type appState struct {
 	tpos    map[*tenant]int
 	granted float64
 	obs     ApplianceObs
+	// queueing delay attributed to the appliance this interval (s), Σ
+	// used·baseline and Σ used of its flows, and the flows with a known
+	// round trip that cross it
+	delay, lsum, usum float64
+	flows             []*flow
 }
 
 // NewController builds a controller for env. It checks env: resource IDs
@@ -529,11 +545,21 @@ func (c *Controller) ingest(obs *mech.ControllerObs, T float64) {
 		f.seen = c.step
 		f.raw = EstimateDemand(o, T, Bound(o, c.p.DefaultRate, c.p.Tolerance), f.raw)
 		// No flow can use more than a resource's capacity: this bounds the
-		// closed-loop term when o is tiny (zero-latency appliances), so
-		// one outlier does not linger in the average.
+		// closed-loop term when o is tiny (zero-latency appliances, or an
+		// open-loop flow's backlog read as queued requests), so one
+		// outlier does not linger in the average. The whole vector is
+		// scaled down, not each element cut: its shape is the flow's
+		// request mix (tokens per request on each resource), which the
+		// allocation must keep.
+		scale := 1.0
 		for e, pe := range f.path {
-			if pe.Resource >= 0 && pe.Resource < len(c.dcap) {
-				f.raw[e] = min(f.raw[e], c.dcap[pe.Resource])
+			if pe.Resource >= 0 && pe.Resource < len(c.dcap) && f.raw[e] > c.dcap[pe.Resource] {
+				scale = min(scale, c.dcap[pe.Resource]/f.raw[e])
+			}
+		}
+		if scale < 1 {
+			for e := range f.raw {
+				f.raw[e] *= scale
 			}
 		}
 		if f.fresh {
@@ -625,6 +651,13 @@ func (c *Controller) setPath(f *flow, path []mech.PathElem) {
 	}
 	f.vdem = make([]float64, len(f.vres))
 	f.aslot = nil
+	f.base = 0
+	f.appEl = f.appEl[:0]
+	for e, pe := range path {
+		if pe.Resource >= 0 && pe.Resource < len(c.apps) && c.apps[pe.Resource] != nil {
+			f.appEl = append(f.appEl, e)
+		}
+	}
 }
 
 // forget drops flows not observed for ForgetIntervals steps (returning
@@ -738,6 +771,7 @@ func (c *Controller) estimate(T float64) map[string]float64 {
 			s.Reverse += rev
 		}
 	}
+	c.delays()
 	est := make(map[string]float64)
 	for r, a := range c.apps {
 		if a == nil {
@@ -748,6 +782,132 @@ func (c *Controller) estimate(T float64) map[string]float64 {
 		est[c.res[r].ID] = c.capacity[r]
 	}
 	return est
+}
+
+// baseDrift is how fast a flow's latency baseline rises per interval while
+// its requests take longer than it and no appliance queue explains why
+// (its own workload changed, or the network delays it).
+const baseDrift = 0.01
+
+// delays attributes queueing delay to appliances from the round trips of
+// the flows through them, and sets every appliance's ApplianceObs.Delay
+// and Latency.
+//
+// A flow's round trip is its outstanding tokens over its throughput at an
+// appliance on its path (Little; both count the same requests, so any
+// appliance element gives the same ratio); its baseline is the shortest
+// seen, its excess the round trip beyond it: time queued at appliances and
+// in the network. An appliance serves FIFO, so every flow through it waits
+// its queueing delay; the delay of appliance a is the smallest excess of
+// its flows once the delays of the other appliances on each flow's path
+// are taken off: a flow through a queue-free appliance clears it of the
+// queueing its other flows see elsewhere, e.g. at a second appliance on
+// their way. Where flows cross several appliances the split is ambiguous;
+// the delays are set one appliance at a time (two Gauss-Seidel passes),
+// appliances with more flows first, so an excess goes to the appliance
+// that most flows witness (the most parsimonious explanation). The
+// latency of an appliance is the throughput-weighted baseline of its
+// flows.
+//
+// A new flow's baseline is its first round trip less the delays of the
+// appliances on its path; a baseline follows the round trip down at once
+// and up by baseDrift per interval, the latter only while the appliances'
+// delays explain less than half of the flow's excess.
+func (c *Controller) delays() {
+	for _, f := range c.order {
+		f.lat = -1
+		if o := f.obs; o != nil {
+			for _, e := range f.appEl {
+				if u := at(o.Used, e); u > 0 {
+					f.lat = at(o.Outstanding, e) / u
+					break
+				}
+			}
+		}
+	}
+	explained := func(f *flow) float64 {
+		s := 0.0
+		for _, e := range f.appEl {
+			s += c.apps[f.path[e].Resource].delay
+		}
+		return s
+	}
+	// Gauss-Seidel, appliances with more flows first (more witnesses).
+	c.aorder = c.aorder[:0]
+	for r, a := range c.apps {
+		if a != nil {
+			a.delay = 0
+			a.flows = a.flows[:0]
+			c.aorder = append(c.aorder, r)
+		}
+	}
+	for _, f := range c.order {
+		if f.lat < 0 || f.base <= 0 {
+			continue
+		}
+		for _, e := range f.appEl {
+			a := c.apps[f.path[e].Resource]
+			a.flows = append(a.flows, f)
+		}
+	}
+	slices.SortStableFunc(c.aorder, func(x, y int) int { return cmp.Compare(len(c.apps[y].flows), len(c.apps[x].flows)) })
+	for range 2 {
+		for _, r := range c.aorder {
+			a := c.apps[r]
+			d := math.Inf(1)
+			for _, f := range a.flows {
+				ex := max(0, f.lat-f.base)
+				if len(f.appEl) > 1 {
+					ex -= explained(f) - a.delay
+				}
+				d = min(d, ex)
+			}
+			a.delay = 0
+			if !math.IsInf(d, 1) {
+				a.delay = max(0, d)
+			}
+		}
+	}
+	for _, a := range c.apps {
+		if a != nil {
+			a.lsum, a.usum = 0, 0
+		}
+	}
+	for _, f := range c.order {
+		if f.lat < 0 {
+			continue
+		}
+		x := explained(f)
+		switch {
+		case f.base <= 0:
+			f.base = f.lat - x
+			if f.base <= 0 {
+				f.base = f.lat
+			}
+		case f.lat <= f.base:
+			f.base = f.lat
+		case x < (f.lat-f.base)/2:
+			f.base = min(f.lat, f.base*(1+baseDrift))
+		}
+		if f.base <= 0 {
+			continue
+		}
+		for _, e := range f.appEl {
+			a := c.apps[f.path[e].Resource]
+			u := at(f.obs.Used, e)
+			a.lsum += u * f.base
+			a.usum += u
+		}
+	}
+	for _, a := range c.apps {
+		if a == nil {
+			continue
+		}
+		a.obs.Delay, a.obs.Latency = a.delay, 0
+		if a.usum > 0 {
+			a.obs.Latency = a.lsum / a.usum
+		}
+	}
 }
 
 // local computes every tenant's local allocation, f.x: the tenant's policy

@@ -100,9 +100,11 @@ type Params struct {
 	// (default), "total", "appliances", "network" or "equal".
 	GlobalWeight string
 	// Alpha is the sensitivity of the stable-phase capacity adjustment,
-	// eq. (7): C[i+1] = C[i] − Alpha·(O[i] − O_s)/T, with O in tokens and T
-	// the interval in seconds (so Alpha is the paper's α at T = 1 s)
-	// [alpha]; default 0.5, ≥ 0.
+	// eq. (7): C[i+1] = C[i] − α·(O[i] − O_s) with α = Alpha·C[i]/O_s, so
+	// that Alpha is dimensionless — O 10% above O_s lowers the estimate by
+	// Alpha·10% (the paper gives α neither units nor a value); each step
+	// is at most Tolerance·C (see CapacityEstimator) [alpha]; default 0.5,
+	// ≥ 0.
 	Alpha float64
 	// Readings is the number of consecutive intervals a congestion or
 	// workload-change signal must persist before the stable phase reacts
@@ -121,13 +123,12 @@ type Params struct {
 	// guarantee) and of "allocation bound" in demand estimation
 	// [tolerance]; default 0.02, in [0, 0.5).
 	Tolerance float64
-	// QueueDelay is the queueing delay at an appliance, as a fraction of
-	// the interval, above which a tenant's shortfall counts as a VDC
-	// violation (its requests are waiting at the appliance, not absent)
-	// and which the appliance's queue must fall below before the wait
-	// phase ends; a tenth of it above the baseline delay means the
-	// appliance is queueing (see CapacityEstimator) [queue_delay]; default
-	// 0.05 (50 ms at 1 s), in (0, 1].
+	// QueueDelay: an appliance is queueing when the queueing delay its
+	// requests wait there exceeds this fraction of the round trip its
+	// flows' requests take when nothing queues (see CapacityEstimator and
+	// Controller for how the delay is derived from the flows' outstanding
+	// requests). Queueing gates the throughput and VDC-violation signals
+	// and ends the wait phase [queue_delay]; default 0.5, in (0, 100].
 	QueueDelay float64
 	// ForgetIntervals: a flow without observations for this many intervals
 	// is forgotten and its enforcer reset to the default rate
@@ -154,7 +155,7 @@ func DefaultParams() Params {
 		StableThreshold:  0.01,
 		RestartThreshold: 0.10,
 		Tolerance:        0.02,
-		QueueDelay:       0.05,
+		QueueDelay:       0.5,
 		ForgetIntervals:  5,
 		Scope:            ScopeAll,
 	}
@@ -238,7 +239,7 @@ func parseParams(params map[string]any, fixedScope Scope) (Params, error) {
 	num("stable_threshold", &p.StableThreshold, func(x float64) bool { return x > 0 && x < 1 }, "in (0, 1)")
 	num("restart_threshold", &p.RestartThreshold, func(x float64) bool { return x > 0 }, "> 0")
 	num("tolerance", &p.Tolerance, func(x float64) bool { return x >= 0 && x < 0.5 }, "in [0, 0.5)")
-	num("queue_delay", &p.QueueDelay, func(x float64) bool { return x > 0 && x <= 1 }, "in (0, 1]")
+	num("queue_delay", &p.QueueDelay, func(x float64) bool { return x > 0 && x <= 100 }, "in (0, 100]")
 	integer("readings", &p.Readings, 1)
 	integer("forget_intervals", &p.ForgetIntervals, 1)
 

@@ -23,7 +23,7 @@ func TestParamsDefaults(t *testing.T) {
 		Interval: time.Second, EWMA: 0.5, Headroom: 0.03, DefaultRate: 1e6,
 		LocalPolicy: DRF, GlobalPolicy: HDRF, GlobalWeight: WeightMax, Alpha: 0.5,
 		Readings: 3, StableThreshold: 0.01, RestartThreshold: 0.10, Tolerance: 0.02,
-		QueueDelay: 0.05, ForgetIntervals: 5, Scope: ScopeAll,
+		QueueDelay: 0.5, ForgetIntervals: 5, Scope: ScopeAll,
 	}
 	if DefaultParams() != want {
 		t.Errorf("DefaultParams() = %+v, want %+v", DefaultParams(), want)
