@@ -27,6 +27,17 @@ type ApplianceReport struct {
 	Series        []float64 `json:"-"` // per sample, token units
 }
 
+// ApplianceUse is one appliance's utilization: the fraction of its service
+// capacity in use (1: busy all the time, the appliance is work-conserving).
+type ApplianceUse struct {
+	Appliance string    `json:"appliance"`
+	Mean      float64   `json:"mean"`
+	Series    []float64 `json:"-"`
+	// Capacity is, per sample, the appliance's capacity in token units for
+	// the mix it served (0: idle or unknown).
+	Capacity []float64 `json:"-"`
+}
+
 // EstimateSeries is a controller's capacity estimate of one appliance over
 // time, in token units.
 type EstimateSeries struct {
@@ -95,9 +106,37 @@ func evaluateAppliances(in *Input, r *Report) error {
 			}
 		}
 	}
+	var vServed, vActive int
 	for j := range reps {
 		reps[j].Mean = ratio(sums[j], float64(reps[j].ActiveSamples), 0)
 		reps[j].Compliance = ratio(float64(nServed[j]), float64(reps[j].ActiveSamples), 1)
+		if reps[j].Guarantee > 0 {
+			vServed += nServed[j]
+			vActive += reps[j].ActiveSamples
+		}
+	}
+	r.VDCCompliance = -1
+	if vActive > 0 {
+		r.VDCCompliance = float64(vServed) / float64(vActive)
+	}
+	for a, name := range in.Appliances {
+		u := ApplianceUse{Appliance: name, Series: make([]float64, ns)}
+		sum := 0.0
+		for s, smp := range in.Samples {
+			if len(smp.ApplianceBusy) != len(in.Appliances) {
+				return fmt.Errorf("metrics: sample %d has %d appliance utilizations, want %d", s, len(smp.ApplianceBusy), len(in.Appliances))
+			}
+			u.Series[s] = smp.ApplianceBusy[a]
+			sum += smp.ApplianceBusy[a]
+			if len(smp.ApplianceCapacity) == len(in.Appliances) {
+				if u.Capacity == nil {
+					u.Capacity = make([]float64, ns)
+				}
+				u.Capacity[s] = smp.ApplianceCapacity[a] / scale
+			}
+		}
+		u.Mean = ratio(sum, float64(ns), 0)
+		r.ApplianceUse = append(r.ApplianceUse, u)
 	}
 	sort.SliceStable(reps, func(a, b int) bool {
 		if reps[a].Appliance != reps[b].Appliance {
@@ -162,6 +201,31 @@ func appliancePlot(r *Report) (*figure, error) {
 			g.Dashes = dashes
 			f.p.Add(g)
 		}
+	}
+	for _, u := range r.ApplianceUse {
+		if u.Capacity == nil || len(r.Estimates) == 0 {
+			continue
+		}
+		// the true capacity for the mix served, where the controller
+		// estimates it (points where the appliance was idle are left out)
+		var xy plotter.XYs
+		for s, c := range u.Capacity {
+			if c > 0 {
+				xy = append(xy, plotter.XY{X: r.Times[s], Y: c})
+			}
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = color.Gray{Y: 140}
+		l.Width = vg.Points(1.2)
+		l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+		f.p.Add(l)
+		f.add("capacity for the mix served "+u.Appliance, l)
 	}
 	for _, e := range r.Estimates {
 		if len(e.Times) == 0 {

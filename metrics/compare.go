@@ -40,6 +40,11 @@ type MechanismSummary struct {
 	MeanThroughput   float64 `json:"mean_throughput"`
 	Guarantee        float64 `json:"guarantee"`
 	IdealThroughput  float64 `json:"ideal_throughput"`
+	// VDCCompliance as in Report (−1: no VDC guarantees; 0 and omitted:
+	// no request flows).
+	VDCCompliance float64 `json:"vdc_compliance,omitempty"`
+	// GuaranteedVMSeconds is Report.VMSeconds (0: hose compliance n/a).
+	GuaranteedVMSeconds float64 `json:"guaranteed_vm_seconds"`
 }
 
 // ComparisonRow is one tenant under one mechanism.
@@ -87,6 +92,7 @@ func Compare(reports []*Report) (*Comparison, error) {
 		c.Mechanisms = append(c.Mechanisms, MechanismSummary{
 			Mechanism: r.Mechanism, Scenario: r.Scenario,
 			WorkConservation: r.WorkConservation, Compliance: r.Compliance, Jain: r.Jain,
+			VDCCompliance: r.VDCCompliance, GuaranteedVMSeconds: r.VMSeconds,
 			MeanThroughput: r.MeanThroughput, Guarantee: r.Guarantee, IdealThroughput: r.IdealThroughput,
 		})
 		for _, t := range r.Tenants {
@@ -138,15 +144,46 @@ func WriteComparison(dir string, reports []*Report, plots bool) error {
 func comparisonMD(c *Comparison) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s — mechanisms compared\n\nThroughputs in %s.\n\n", mdEscape(c.Scenario), c.Units)
-	b.WriteString("| mechanism | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	vdc := len(c.Appliances) > 0
+	if vdc {
+		b.WriteString("| mechanism | VDC compliance | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	} else {
+		b.WriteString("| mechanism | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	}
 	for _, m := range c.Mechanisms {
-		fmt.Fprintf(&b, "| %s | %s | %s | %.3f | %s | %s | %s |\n", mdEscape(m.Mechanism), pct(m.WorkConservation), pct(m.Compliance), m.Jain,
+		comp := pct(m.Compliance)
+		if m.GuaranteedVMSeconds == 0 {
+			comp = "n/a"
+		}
+		fmt.Fprintf(&b, "| %s |", mdEscape(m.Mechanism))
+		if vdc {
+			v := "n/a"
+			if m.VDCCompliance >= 0 {
+				v = pct(m.VDCCompliance)
+			}
+			fmt.Fprintf(&b, " %s |", v)
+		}
+		if m.GuaranteedVMSeconds == 0 && m.MeanThroughput == 0 {
+			b.WriteString(" n/a | n/a | n/a | – | – | – |\n") // no VM-to-VM traffic
+			continue
+		}
+		fmt.Fprintf(&b, " %s | %s | %.3f | %s | %s | %s |\n", pct(m.WorkConservation), comp, m.Jain,
 			num(m.MeanThroughput), num(m.Guarantee), num(m.IdealThroughput))
 	}
-	b.WriteString("\n| mechanism | tenant | mean throughput | guarantee | ideal | compliance | work conservation | spare share |\n")
-	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	var rows []ComparisonRow
 	for _, r := range c.Rows {
+		// Tenants with request flows only have no network figures.
+		if r.MeanThroughput > 0 || r.Guarantee > 0 || r.IdealThroughput > 0 || r.FCT != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) > 0 {
+		b.WriteString("\n| mechanism | tenant | mean throughput | guarantee | ideal | compliance | work conservation | spare share |\n")
+		b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	}
+	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(r.Mechanism), mdEscape(r.Tenant),
 			num(r.MeanThroughput), num(r.Guarantee), num(r.IdealThroughput), pct(r.Compliance), pct(r.WorkConservation), pct(r.SpareShare))
 	}

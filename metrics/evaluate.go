@@ -68,6 +68,13 @@ type Report struct {
 	TokenScale float64           `json:"token_scale,omitempty"`
 	Appliances []ApplianceReport `json:"appliances,omitempty"`
 	Estimates  []EstimateSeries  `json:"capacity_estimates,omitempty"`
+	// VDCCompliance is the share of (tenant, appliance) samples, among
+	// those where the tenant is active there, in which it got at least
+	// ServedFraction of its end-to-end VDC guarantee (scenarios with
+	// request flows; −1 when no tenant has such a guarantee).
+	VDCCompliance float64 `json:"vdc_compliance,omitempty"`
+	// ApplianceUse is every appliance's utilization over time.
+	ApplianceUse []ApplianceUse `json:"appliance_utilization,omitempty"`
 
 	// Times holds the end of every sample interval, in seconds; tenants'
 	// Series are indexed like it. Not serialised (see timeseries.csv).

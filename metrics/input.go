@@ -27,6 +27,15 @@ type Sample struct {
 	// Requests is the throughput of each request flow, indexed like
 	// Input.RequestFlows.
 	Requests []RequestSample
+	// ApplianceBusy is each appliance's utilization over the interval
+	// (the fraction of its service capacity in use, 0–1), indexed like
+	// Input.Appliances; empty when the input has no appliances.
+	ApplianceBusy []float64
+	// ApplianceCapacity is each appliance's capacity in tokens/s for the
+	// request mix it served in the interval (tokens served ÷ the time it
+	// was busy; 0 when idle): what a perfect capacity estimate would say.
+	// Optional (nil: unknown).
+	ApplianceCapacity []float64
 }
 
 // RequestFlow is a VM's request stream to an appliance (Pulsar).
@@ -82,6 +91,9 @@ type Input struct {
 	ApplianceGuarantees map[string]map[string]float64 // tenant → appliance → tokens/s
 	TokenScale          float64                       // tokens/s per report unit for appliance throughput
 	Estimates           []Estimate
+	// Appliances names the scenario's appliances (Sample.ApplianceBusy is
+	// indexed like it).
+	Appliances []string
 }
 
 // Tenant as the oracle sees it.

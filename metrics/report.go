@@ -188,19 +188,24 @@ func summary(r *Report) []byte {
 	}
 	fmt.Fprintf(&b, "# %s — %s\n\n", mdEscape(title), mdEscape(r.Mechanism))
 	fmt.Fprintf(&b, "%g s simulated, %d samples of %g s; throughputs in %s.\n\n", r.DurationS, r.Samples, r.IntervalS, r.Units)
-	b.WriteString("| work conservation | guarantee compliance | Jain (throughput / guarantee) | mean throughput | mean guarantee | mean ideal |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	fmt.Fprintf(&b, "| %s | %s | %.3f | %s | %s | %s |\n\n",
-		pct(r.WorkConservation), pct(r.Compliance), r.Jain, num(r.MeanThroughput), num(r.Guarantee), num(r.IdealThroughput))
+	pairs := r.VMSeconds > 0 || r.MeanThroughput > 0
+	if pairs {
+		b.WriteString("| work conservation | guarantee compliance | Jain (throughput / guarantee) | mean throughput | mean guarantee | mean ideal |\n")
+		b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		fmt.Fprintf(&b, "| %s | %s | %.3f | %s | %s | %s |\n\n",
+			pct(r.WorkConservation), compliancePct(r), r.Jain, num(r.MeanThroughput), num(r.Guarantee), num(r.IdealThroughput))
 
-	b.WriteString("| tenant | VMs | guarantee | mean throughput | ideal | compliance | work conservation | spare share | ideal spare share | weight share |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, t := range r.Tenants {
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			mdEscape(t.Name), t.VMs, num(t.Guarantee), num(t.MeanThroughput), num(t.IdealThroughput),
-			pct(t.Compliance), pct(t.WorkConservation), pct(t.SpareShare), pct(t.IdealSpareShare), pct(t.WeightShare))
+		b.WriteString("| tenant | VMs | guarantee | mean throughput | ideal | compliance | work conservation | spare share | ideal spare share | weight share |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, t := range r.Tenants {
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				mdEscape(t.Name), t.VMs, num(t.Guarantee), num(t.MeanThroughput), num(t.IdealThroughput),
+				pct(t.Compliance), pct(t.WorkConservation), pct(t.SpareShare), pct(t.IdealSpareShare), pct(t.WeightShare))
+		}
+		b.WriteString("\n")
+	} else {
+		b.WriteString("No VM-to-VM traffic: the network figures (hose compliance, work conservation against the network oracle) do not apply; see the appliances below.\n\n")
 	}
-	b.WriteString("\n")
 	if r.FCT != nil {
 		b.WriteString("Flow completion times:\n\n| tenant | flows | mean | median | p99 | max |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 		row := func(name string, f *FCTStats) {
@@ -221,8 +226,21 @@ func summary(r *Report) []byte {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", mdEscape(a.Appliance), mdEscape(a.Tenant), num(a.Guarantee), num(a.Mean), pct(a.Compliance))
 		}
 		b.WriteString("\n")
+		if r.VDCCompliance >= 0 {
+			fmt.Fprintf(&b, "VDC compliance (share of a tenant's active samples at an appliance where it got at least 95%% of its end-to-end guarantee there, over all tenants and appliances): %s.\n\n", pct(r.VDCCompliance))
+		}
+		if len(r.ApplianceUse) > 0 {
+			b.WriteString("| appliance | utilization (mean) |\n| --- | ---: |\n")
+			for _, u := range r.ApplianceUse {
+				fmt.Fprintf(&b, "| %s | %s |\n", mdEscape(u.Appliance), pct(u.Mean))
+			}
+			b.WriteString("\n")
+		}
 	}
 	for _, t := range r.Tenants {
+		if !pairs || t.Pairs == 0 {
+			continue
+		}
 		b.WriteString(sentence(r, &t))
 		b.WriteString("\n")
 	}
@@ -230,6 +248,15 @@ func summary(r *Report) []byte {
 Definitions: a pair's *guarantee* is its hose-model guarantee for its current demand (max-min of the tenant's demands on its hose network); *ideal* is the work-conserving allocation on the physical network with the guarantees as floors and the residual shared by weighted max-min, weights = guarantees. *Compliance* is the share of VM-seconds in which each VM with a positive guaranteed rate got at least 95% of it in every direction where it has one. *Work conservation* is Σ achieved ÷ Σ ideal over the pairs crossing a link the ideal saturates (` + "`work_conservation_scope`" + ` in report.json says if it fell back to all pairs), clipped at 1. *Spare share* is the tenant's part of the throughput above guarantees; *weight share* its part of the guarantees.
 `)
 	return b.Bytes()
+}
+
+// compliancePct is the hose compliance, or "n/a" when no VM had a
+// guaranteed rate to serve.
+func compliancePct(r *Report) string {
+	if r.VMSeconds == 0 {
+		return "n/a"
+	}
+	return pct(r.Compliance)
 }
 
 func sentence(r *Report, t *TenantReport) string {

@@ -49,6 +49,10 @@ type applianceState struct {
 	// (Little's law). Every request the appliance serves waits as long.
 	wait         float64
 	queue, qrate float64 // this tick: requests queued, requests/s of the flows it holds back
+	// sampleBusy accumulates busy ÷ par × dt over the current sample,
+	// sampleTokens the tokens served (virtual cost) and tokens the tokens/s
+	// served this tick.
+	sampleBusy, sampleTokens, tokens float64
 }
 
 // station is an appliance on a request flow's way.
@@ -391,7 +395,7 @@ func (e *engine) accountRequests() {
 	rtt := BaseRTT.Seconds()
 	for ai := range e.apps {
 		a := &e.apps[ai]
-		a.busy, a.queue, a.qrate = 0, 0, 0
+		a.busy, a.queue, a.qrate, a.tokens = 0, 0, 0, 0
 	}
 	for i := range e.rflows {
 		f := &e.rflows[i]
@@ -401,6 +405,7 @@ func (e *engine) accountRequests() {
 		}
 		for _, st := range f.stations {
 			e.apps[st.app].busy += f.rate * st.svc
+			e.apps[st.app].tokens += f.rate * st.tokens
 		}
 		if !f.closed {
 			arrivals := 0.0
@@ -431,6 +436,8 @@ func (e *engine) accountRequests() {
 	}
 	for ai := range e.apps {
 		a := &e.apps[ai]
+		a.sampleBusy += math.Min(1, a.busy/a.par) * dt
+		a.sampleTokens += a.tokens * dt
 		a.wait = 0
 		if a.qrate > 0 {
 			a.wait = a.queue / a.qrate

@@ -422,6 +422,9 @@ func (e *engine) buildOutput() {
 	for _, f := range e.rflows {
 		in.RequestFlows = append(in.RequestFlows, metrics.RequestFlow{Tenant: f.tenant, Src: f.id.Src, Appliance: f.id.Dst})
 	}
+	for _, a := range e.apps {
+		in.Appliances = append(in.Appliances, a.name)
+	}
 	if len(e.rflows) > 0 {
 		in.TokenScale = e.sc.TokenScale()
 		in.ApplianceGuarantees = map[string]map[string]float64{}

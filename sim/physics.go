@@ -581,6 +581,20 @@ func (e *engine) takeSample(t, span time.Duration) {
 			f.sampleReq = 0
 		}
 	}
+	if len(e.apps) > 0 {
+		s.ApplianceBusy = make([]float64, len(e.apps))
+		s.ApplianceCapacity = make([]float64, len(e.apps))
+		for i := range e.apps {
+			a := &e.apps[i]
+			s.ApplianceBusy[i] = a.sampleBusy / sec
+			if a.sampleBusy > 0 {
+				// tokens served per second of full service: the capacity
+				// for the mix served in the interval
+				s.ApplianceCapacity[i] = a.sampleTokens / a.sampleBusy
+			}
+			a.sampleBusy, a.sampleTokens = 0, 0
+		}
+	}
 	e.out.Samples = append(e.out.Samples, s)
 }
 

@@ -69,7 +69,18 @@ Mechanisms: ` + strings.Join(all.Names(), ", ") + `.`,
 			}
 			w := cmd.OutOrStdout()
 			for _, r := range reps {
-				fmt.Fprintf(w, "%s under %s: work conservation %.2f, compliance %.2f\n", r.Scenario, r.Mechanism, r.WorkConservation, r.Compliance)
+				if r.VMSeconds > 0 || r.MeanThroughput > 0 {
+					fmt.Fprintf(w, "%s under %s: work conservation %.2f, compliance %.2f", r.Scenario, r.Mechanism, r.WorkConservation, r.Compliance)
+				} else {
+					fmt.Fprintf(w, "%s under %s: no VM-to-VM traffic", r.Scenario, r.Mechanism)
+				}
+				if len(r.Appliances) > 0 && r.VDCCompliance >= 0 {
+					fmt.Fprintf(w, ", VDC compliance %.2f", r.VDCCompliance)
+				}
+				for _, u := range r.ApplianceUse {
+					fmt.Fprintf(w, ", %s %.0f%% busy", u.Appliance, 100*u.Mean)
+				}
+				fmt.Fprintln(w)
 				for _, t := range r.Tenants {
 					if t.Pairs == 0 {
 						continue
