@@ -79,3 +79,24 @@ func TestApplianceBusyMismatch(t *testing.T) {
 		t.Errorf("err = %v, want a mismatch error", err)
 	}
 }
+
+func TestApplianceCSV(t *testing.T) {
+	in := requestsOnly([][2]float64{{150, 50}, {120, 96}}, []float64{1, 0.5})
+	in.Samples[0].ApplianceCapacity = []float64{400}
+	in.Samples[1].ApplianceCapacity = []float64{0}
+	in.Estimates = []Estimate{{T: time.Second, Appliance: "kv", Tokens: 380}}
+	r, err := Evaluate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(applianceCSV(r))
+	for _, want := range []string{
+		"t_s,appliance,what,tenant,value\n",
+		"1,kv,throughput,B,50\n", "2,kv,guarantee,A,100\n",
+		"2,kv,utilization,,0.5\n", "1,kv,capacity,,400\n", "1,kv,estimate,,380\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("appliances.csv lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -18,6 +18,7 @@ const (
 	ReportJSON     = "report.json"
 	SummaryMD      = "summary.md"
 	TimeseriesCSV  = "timeseries.csv"
+	AppliancesCSV  = "appliances.csv" // only with appliances
 	ThroughputPlot = "throughput" // .png and .svg
 	TenantsPlot    = "tenants"    // .png and .svg
 	FCTPlot        = "fct_cdf"    // .png and .svg, only when there are FCTs
@@ -46,6 +47,9 @@ func WriteReport(dir string, r *Report, plots bool) error {
 		return err
 	}
 	files = append(files, outFile{TimeseriesCSV, ts})
+	if len(r.Appliances) > 0 || len(r.ApplianceUse) > 0 {
+		files = append(files, outFile{AppliancesCSV, applianceCSV(r)})
+	}
 	if plots {
 		type maker func(*Report) (*figure, error)
 		names := []string{TenantsPlot}
@@ -275,6 +279,41 @@ func sentence(r *Report, t *TenantReport) string {
 	}
 	s.WriteString(".")
 	return s.String()
+}
+
+// applianceCSV renders the appliance time series as CSV (long format):
+// t_s,appliance,what,tenant,value — what is "throughput" (a tenant's
+// end-to-end tokens, TokenUnits), "guarantee", "utilization" (0–1),
+// "capacity" (for the mix served, TokenUnits) or "estimate" (the
+// controller's capacity estimate at its step at t_s).
+func applianceCSV(r *Report) []byte {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	_ = w.Write([]string{"t_s", "appliance", "what", "tenant", "value"})
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 8, 64) }
+	for k, tm := range r.Times {
+		for _, a := range r.Appliances {
+			if k < len(a.Series) {
+				_ = w.Write([]string{f(tm), a.Appliance, "throughput", a.Tenant, f(a.Series[k])})
+				_ = w.Write([]string{f(tm), a.Appliance, "guarantee", a.Tenant, f(a.Guarantee)})
+			}
+		}
+		for _, u := range r.ApplianceUse {
+			if k < len(u.Series) {
+				_ = w.Write([]string{f(tm), u.Appliance, "utilization", "", f(u.Series[k])})
+			}
+			if k < len(u.Capacity) {
+				_ = w.Write([]string{f(tm), u.Appliance, "capacity", "", f(u.Capacity[k])})
+			}
+		}
+	}
+	for _, e := range r.Estimates {
+		for i, tm := range e.Times {
+			_ = w.Write([]string{f(tm), e.Appliance, "estimate", "", f(e.Tokens[i])})
+		}
+	}
+	w.Flush()
+	return b.Bytes()
 }
 
 // timeseries renders per-tenant totals per sample as CSV (long format):
