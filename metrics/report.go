@@ -19,9 +19,9 @@ const (
 	SummaryMD      = "summary.md"
 	TimeseriesCSV  = "timeseries.csv"
 	AppliancesCSV  = "appliances.csv" // only with appliances
-	ThroughputPlot = "throughput" // .png and .svg
-	TenantsPlot    = "tenants"    // .png and .svg
-	FCTPlot        = "fct_cdf"    // .png and .svg, only when there are FCTs
+	ThroughputPlot = "throughput"     // .png and .svg
+	TenantsPlot    = "tenants"        // .png and .svg
+	FCTPlot        = "fct_cdf"        // .png and .svg, only when there are FCTs
 )
 
 // WriteReport writes r into dir (created if needed): report.json,
