@@ -25,7 +25,7 @@ const BaseRTT = 100 * time.Microsecond
 //
 // The fluid solution alternates two stages until they agree: the network
 // stage (weighted max-min over links and limiters, request flows weighted
-// like one TCP connection in bits) gives every request flow the rate the
+// like its connections of TCP in bits) gives every request flow the rate the
 // network would carry; the appliance stage shares each appliance among the
 // flows that reach it (weights: outstanding requests, or arrival rates) and
 // caps the flows it cannot serve, which frees network capacity for others.
@@ -39,7 +39,7 @@ const BaseRTT = 100 * time.Microsecond
 type applianceState struct {
 	name string
 	spec *spec.Appliance
-	node int // server node it sits behind
+	node int // server node it sits behind; −1: in its clients' hypervisors
 	par  float64
 	res  int // index into the controller's resources
 	// per tick
@@ -74,6 +74,7 @@ type rflow struct {
 	stations  []station
 	toVM      bool    // the destination is a VM
 	e2eTokens float64 // tokens per request of its end-to-end throughput: at the destination appliance, or the request's bytes to a VM
+	conns     float64 // transport connections its requests are spread over (network weight)
 	closed    bool
 	n         float64 // outstanding requests (closed loop)
 	lambda    float64 // requests/s (open loop)
@@ -107,16 +108,20 @@ type rflow struct {
 func (e *engine) buildAppliances() error {
 	for i := range e.sc.Appliances {
 		a := &e.sc.Appliances[i]
-		n, ok := e.tp.Node(a.Server)
-		if !ok {
-			return fmt.Errorf("sim: %s: appliances[%d].server: unknown server %q", e.sc.File, i, a.Server)
+		node := -1 // in the hypervisor of every client's server
+		if !a.Hypervisor {
+			n, ok := e.tp.Node(a.Server)
+			if !ok {
+				return fmt.Errorf("sim: %s: appliances[%d].server: unknown server %q", e.sc.File, i, a.Server)
+			}
+			node = n.ID
 		}
 		par := a.Parallelism
 		if par <= 0 {
 			par = 1
 		}
 		e.appIdx[a.Name] = len(e.apps)
-		e.apps = append(e.apps, applianceState{name: a.Name, spec: a, node: n.ID, par: par, res: len(e.tp.Links) + len(e.apps)})
+		e.apps = append(e.apps, applianceState{name: a.Name, spec: a, node: node, par: par, res: len(e.tp.Links) + len(e.apps)})
 	}
 	return nil
 }
@@ -126,7 +131,7 @@ func (e *engine) buildAppliances() error {
 func (e *engine) newRequestFlow(w *spec.Workload, wi int, src, dst string, toVM bool) (int, error) {
 	s := e.vmIdx[src]
 	f := rflow{id: mech.FlowID{Src: src, Dst: dst}, tenant: w.Tenant, src: s, toVM: toVM,
-		closed: w.Outstanding > 0, n: float64(w.Outstanding), lambda: w.RequestRate,
+		closed: w.Outstanding > 0, n: float64(w.Outstanding), lambda: w.RequestRate, conns: float64(max(1, w.Connections)),
 		enfRate: math.Inf(1), enfRes: -1, appCap: math.Inf(1)}
 	for _, r := range e.rflows {
 		if r.id == f.id {
@@ -184,11 +189,15 @@ func (e *engine) newRequestFlow(w *spec.Workload, wi int, src, dst string, toVM 
 		f.e2eTokens = tokFwd
 	}
 	// Links: source → each station → destination, and back the same way.
+	// A hypervisor appliance serves the request where it is (on the
+	// sender's server, or after an earlier station): no hop.
 	nodes := []int{e.vms[s].host}
 	names := []string{src}
 	for _, st := range stops {
-		nodes = append(nodes, e.apps[e.appIdx[st.name]].node)
-		names = append(names, st.name)
+		if n := e.apps[e.appIdx[st.name]].node; n >= 0 {
+			nodes = append(nodes, n)
+			names = append(names, st.name)
+		}
 	}
 	if toVM {
 		nodes = append(nodes, e.vms[e.vmIdx[dst]].host)
@@ -240,8 +249,9 @@ func (e *engine) baseDemand(f *rflow) float64 {
 }
 
 // appendRequestFlows adds the active request flows to the network problem.
-// Their unit is requests/s; each is weighted like one TCP connection in
-// bits (1 / bits per request on its busier direction).
+// Their unit is requests/s; each is weighted like its connections (one by
+// default) of TCP in bits (connections / bits per request on its busier
+// direction).
 func (e *engine) appendRequestFlows(flows []alloc.Flow, uses []alloc.Use) ([]alloc.Flow, []alloc.Use) {
 	for i := range e.rflows {
 		f := &e.rflows[i]
@@ -263,7 +273,7 @@ func (e *engine) appendRequestFlows(flows []alloc.Flow, uses []alloc.Use) ([]all
 			}
 		}
 		d := math.Min(e.baseDemand(f), f.appCap)
-		w := 1 / math.Max(1, math.Max(f.reqBits, f.respBits))
+		w := f.conns / math.Max(1, math.Max(f.reqBits, f.respBits))
 		flows = append(flows, alloc.Flow{ID: f.id.Src + "->" + f.id.Dst, Uses: uses[start:len(uses):len(uses)], Demand: d, Weight: w})
 		e.rflowSlot = append(e.rflowSlot, i)
 	}

@@ -166,3 +166,52 @@ func TestViaChain(t *testing.T) {
 		t.Errorf("to a VM via enc: %.0f MT/s, want %.0f", got, want)
 	}
 }
+
+// A hypervisor appliance serves requests on their sender's server: on the
+// way to a VM it adds no hop (B's TCP flow into s6, where a central box
+// would sit, keeps the whole link), and requests to it cross no link at
+// all (its own capacity limits them, however slow the links).
+func TestHypervisorAppliance(t *testing.T) {
+	hdr := strings.Replace(appHeader, "edge: 40Gbps", "edge: 10Gbps", 1)
+	hdr = strings.Replace(hdr, "  - {name: kv, server: s7, model: kv}", "  - {name: kv, server: s7, model: kv}\n  - {name: enc, hypervisor: true, model: encryption}", 1)
+	hdr = strings.Replace(hdr, "vdc: {appliances: [{appliance: fs, guarantee: 500MT/s}, {appliance: kv, guarantee: 500MT/s}]}",
+		"vdc: {appliances: [{appliance: fs, guarantee: 500MT/s}, {appliance: kv, guarantee: 500MT/s}, {appliance: enc, guarantee: 500MT/s}]}", 2)
+	hdr = strings.Replace(hdr, "{name: b2, server: s4}", "{name: b2, server: s6}", 1)
+	hdr = strings.Replace(hdr, "{name: b1, server: s3}", "{name: b1, server: s5}", 1)
+	in := run(t, hdr+`workloads:
+  - {tenant: A, kind: requests, src: a1, dst: a2, via: [{appliance: enc, type: rc4}], outstanding: 64, mix: [{type: write, size: 64KB}]}
+  - {tenant: B, kind: tcp, src: b1, dst: b2}
+`, "none")
+	// The link (1250 MB/s) limits A, not RC4 (4848 MT/s).
+	if got, want := applianceMean(t, in, "A", "a2", 0.1, 2), 1250.0; math.Abs(got-want) > 0.01*want {
+		t.Errorf("to a VM via a hypervisor enc: %.0f MT/s, want %.0f (the link)", got, want)
+	}
+	if got := meanRate(t, in, "b1", "b2", 0.1, 2); math.Abs(got-10000) > 100 {
+		t.Errorf("B's TCP into s6: %.0f Mbps, want the whole 10 Gbps link", got)
+	}
+	slow := strings.ReplaceAll(strings.Replace(hdr, "edge: 10Gbps", "edge: 1Gbps", 1), "guarantee: 3.2Gbps", "guarantee: 400Mbps")
+	in = run(t, slow+`workloads:
+  - {tenant: A, kind: requests, src: [a1, a2], appliance: enc, outstanding: 64, mix: [{type: rc4, size: 64KB}]}
+`, "none")
+	// RC4 of 64 KB: 13.2 µs → 64000 B / 13.2 µs, shared by a1 and a2.
+	if got, want := applianceMean(t, in, "A", "enc", 0.1, 2), 64000/13.2; math.Abs(got-want) > 0.01*want {
+		t.Errorf("to a hypervisor enc over 1 Gbps links: %.0f MT/s, want %.0f (its capacity)", got, want)
+	}
+}
+
+// A request flow competes in the network like its connections: two
+// tenants writing to a filestore behind one 1 Gbps link, A's requests
+// spread over 3 connections and B's over 1, share the link 3:1.
+func TestRequestConnections(t *testing.T) {
+	hdr := strings.ReplaceAll(strings.Replace(appHeader, "edge: 40Gbps", "edge: 1Gbps", 1), "guarantee: 3.2Gbps", "guarantee: 400Mbps")
+	in := run(t, hdr+`workloads:
+  - {tenant: A, kind: requests, src: a1, appliance: fs, connections: 3, outstanding: 8, mix: [{type: write, size: 64KB}]}
+  - {tenant: B, kind: requests, src: b1, appliance: fs, outstanding: 8, mix: [{type: write, size: 64KB}]}
+`, "none")
+	a := applianceMean(t, in, "A", "fs", 0.1, 2)
+	b := applianceMean(t, in, "B", "fs", 0.1, 2)
+	// 64 KB writes: 64000 B on the wire for 64000 tokens.
+	if math.Abs(a-93.75) > 1 || math.Abs(b-31.25) > 1 {
+		t.Errorf("A %.1f, B %.1f MT/s through the 125 MB/s link, want 93.75 and 31.25 (3:1)", a, b)
+	}
+}

@@ -8,15 +8,23 @@ import (
 )
 
 // Appliance is a shared appliance (Pulsar §3): a key-value store, a file
-// store, an encryption box. It sits behind a server's network link and
-// serves requests FIFO, never dropping them. Its actual cost per request
+// store, an encryption box. It sits behind a server's network link (or,
+// with Hypervisor, in the hypervisor of its clients' servers) and serves
+// requests FIFO, never dropping them. Its actual cost per request
 // (service time by type and size) comes from Model, overridden per type by
 // Costs; the provider advertises a virtual cost in tokens (VirtualCost;
 // default Pulsar Fig. 6(b): requests ≤ 8 KB cost 8K tokens, larger ones
 // their size in bytes).
 type Appliance struct {
 	Name   string `yaml:"name"`
-	Server string `yaml:"server"`
+	Server string `yaml:"server,omitempty"`
+	// Hypervisor places the appliance in the hypervisor of every server
+	// whose VMs use it (Pulsar §2.1, §6: "an encryption appliance inside
+	// the hypervisor at each server") instead of behind Server, which is
+	// then not allowed: a request reaches the instance on its sender's
+	// server without crossing a link. The instances are served as one
+	// FIFO pool: Parallelism is their total.
+	Hypervisor bool `yaml:"hypervisor,omitempty"`
 	// Model presets the actual costs: kv, filestore, encryption, or custom
 	// (Costs then required). See ModelCosts.
 	Model string `yaml:"model"`

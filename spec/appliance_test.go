@@ -464,7 +464,10 @@ func TestApplianceValidation(t *testing.T) {
 			s.Appliances = append(s.Appliances, spec.Appliance{Name: "c1", Server: "s1", Model: "kv", Parallelism: 1})
 		}, []string{`scenario.yaml: appliances[2].name: "c1" is also the name of a VM (tenants[2].vms[0])`}},
 		{"server required", func(s *spec.Scenario) { s.Appliances[0].Server = "" },
-			[]string{`scenario.yaml: appliances[0].server: required`}},
+			[]string{`scenario.yaml: appliances[0].server: required (or hypervisor: true)`}},
+		{"hypervisor appliance", func(s *spec.Scenario) { s.Appliances[0].Server = ""; s.Appliances[0].Hypervisor = true }, nil},
+		{"hypervisor appliance with a server", func(s *spec.Scenario) { s.Appliances[0].Hypervisor = true },
+			[]string{`scenario.yaml: appliances[0].server: not used by a hypervisor appliance (it runs on the servers of the VMs that use it)`}},
 		{"unknown server", func(s *spec.Scenario) { s.Appliances[0].Server = "s9" },
 			[]string{`scenario.yaml: appliances[0].server: unknown server "s9"`}},
 		{"server is a switch", func(s *spec.Scenario) { useExplicit(s); s.Appliances[0].Server = "sw2"; s.Appliances[1].Server = "h3" },
@@ -623,7 +626,7 @@ func TestApplianceValidation(t *testing.T) {
 			[]string{`scenario.yaml: workloads[1].mix[0].request: must not be negative, got -1`,
 				`scenario.yaml: workloads[1].mix[1].response: must not be negative, got -2`}},
 		{"fields of other kinds", func(s *spec.Scenario) {
-			s.Workloads[1].Connections = 2
+			s.Workloads[1].Connections = 2 // allowed: the connections its requests are spread over
 			s.Workloads[1].Rate = 1e6
 			s.Workloads[1].ArrivalRate = 3
 			s.Workloads[0].Appliance = "kv"
@@ -635,7 +638,6 @@ func TestApplianceValidation(t *testing.T) {
 			`scenario.yaml: workloads[0].outstanding: not used by kind tcp`,
 			`scenario.yaml: workloads[0].request_rate: not used by kind tcp`,
 			`scenario.yaml: workloads[1].arrival_rate: not used by kind requests`,
-			`scenario.yaml: workloads[1].connections: not used by kind requests`,
 			`scenario.yaml: workloads[1].rate: not used by kind requests`}},
 	}
 	for _, c := range cases {

@@ -136,7 +136,9 @@ type Workload struct {
 	// Mix, closed-loop with Outstanding requests per VM or open-loop at
 	// RequestRate requests/s per VM; exactly one of the two. The
 	// tenant needs a guarantee on the appliance in its VDC unless it is
-	// best effort.
+	// best effort. Connections (default 1) is the number of transport
+	// connections each VM spreads its requests over: a request flow
+	// competes in the network like that many TCP connections.
 	Appliance   string        `yaml:"appliance,omitempty"`
 	Via         []Via         `yaml:"via,omitempty"`
 	Mix         []RequestType `yaml:"mix,omitempty"`

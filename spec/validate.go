@@ -464,7 +464,6 @@ func (w *Workload) validateKind(p *problems, at string) {
 	nonNegativeRate(p, at+".rate", w.Rate)
 	switch kind {
 	case KindRequests:
-		unused("connections", w.Connections != 0)
 		unused("rate", w.Rate != 0)
 	case KindUDP:
 		unused("connections", w.Connections != 0)

@@ -45,8 +45,11 @@ func (s *Scenario) validateAppliances(p *problems, topoOK bool) {
 			}
 		}
 		switch {
+		case a.Hypervisor && a.Server != "":
+			p.add(at+".server", "not used by a hypervisor appliance (it runs on the servers of the VMs that use it)")
+		case a.Hypervisor:
 		case a.Server == "":
-			p.add(at+".server", "required")
+			p.add(at+".server", "required (or hypervisor: true)")
 		case !topoOK:
 		case kindOf != nil && kindOf[a.Server] == NodeSwitch:
 			p.add(at+".server", "%q is a switch, not a server", a.Server)

@@ -223,9 +223,13 @@ func capacity(t *testing.T, sc *spec.Scenario, app string, share map[string]floa
 // Fig. 12 with Pulsar: after the first 15 intervals every tenant's
 // end-to-end throughput is at or above its guarantee in every interval;
 // spare capacity goes in proportion to guarantees: C and D (800 each at
-// the filestore) get equal shares; the capacity estimates are those of the
-// mixes served (the draft's bugs: estimates collapsed to the sum of the
-// guarantees, or the encryption appliance's overshot to 8000 MT/s).
+// the filestore) get equal shares; the capacity estimates of the
+// appliances that limit their tenants (filestore, key-value store) are
+// those of the mixes served (the draft's bugs: estimates collapsed to the
+// sum of the guarantees, or the encryption appliance's overshot to 8000
+// MT/s). The encryption appliance, one RC4 engine in each of 24
+// hypervisors, is never saturated (the link into s32 limits A): its
+// estimate must stay above what it serves, so that it holds no one back.
 func TestFig12Pulsar(t *testing.T) {
 	r := simulate(t, "pulsar-fig12.yaml", "pulsar")
 	late := map[string][]float64{}
@@ -247,7 +251,7 @@ func TestFig12Pulsar(t *testing.T) {
 		share map[string]float64
 	}{
 		{"fs", map[string]float64{"C": c, "D": d}},
-		{"enc", map[string]float64{"A": a, "B": b}},
+		{"kv", map[string]float64{"B": b}},
 	} {
 		want := capacity(t, r.sc, e.app, e.share)
 		est := r.estimates(t, e.app)
@@ -258,11 +262,22 @@ func TestFig12Pulsar(t *testing.T) {
 			}
 		}
 	}
+	// The encryption appliance serves A's bytes (64 KB messages cost
+	// their size) and B's requests (8 KB: 8K tokens each, as at kv).
+	est := r.estimates(t, "enc")
+	for s := 20; s < 60; s++ {
+		if est[s] < 1.02*(a+b) {
+			t.Errorf("enc estimate at %d s: %.0f MT/s, not above the %.0f it serves: it would hold A or B back", s, est[s], a+b)
+			break
+		}
+	}
 }
 
-// Fig. 12 without Pulsar: the aggressive tenants take over: B (behind A at
-// the encryption appliance) and D (behind C at the filestore) miss their
-// guarantees; C gets 3× D.
+// Fig. 12 without isolation: the aggressive tenants take over (A with 8
+// connections per VM on the link into s32, C with 64 outstanding requests
+// at the filestore, both above their guarantees in every interval); B
+// (behind A on that link) and D (behind A on the link and behind C at the
+// filestore) miss their guarantees in every interval.
 func TestFig12None(t *testing.T) {
 	r := simulate(t, "pulsar-fig12.yaml", "none")
 	for _, name := range []string{"B", "D"} {
@@ -271,30 +286,41 @@ func TestFig12None(t *testing.T) {
 			t.Errorf("%s reaches 95%% of its guarantee in %.0f%% of intervals, want none (%.0f)", name, 100*s, x[15:])
 		}
 	}
-	c, _ := r.series(t, "C")
-	d, _ := r.series(t, "D")
-	if ratio := mean(c[15:]) / mean(d[15:]); math.Abs(ratio-3) > 0.15 {
-		t.Errorf("C ÷ D = %.2f, want ≈ 3 (paper)", ratio)
+	for _, name := range []string{"A", "C"} {
+		x, g := r.series(t, name)
+		if s := served(x[15:], g); s < 1 {
+			t.Errorf("%s at or above its guarantee in %.0f%% of intervals, want all (%.0f)", name, 100*s, x[15:])
+		}
 	}
 }
 
-// Fig. 13: network-only isolation leaves the filestore FIFO: C takes it
-// from D as without isolation (paper: D misses by 30%). Per-appliance
-// isolation meets every guarantee here, unlike the paper's (B −63%, D
-// −12%): there A crowds B's and D's traffic on the link of the server they
-// share, but in this model all of A's traffic passes the one encryption
-// appliance, whose allocation holds A below what would fill that link.
+// Fig. 13. Network-only isolation leaves the filestore FIFO: C takes it
+// from D, 3:1 as C's VMs outnumber D's (paper, without isolation: 3×), and
+// D misses its guarantee in every interval (paper: by 30%); B, whose
+// bottleneck is the key-value store, keeps its guarantee (paper: only D is
+// violated). Per-appliance isolation leaves the network unprotected: A's
+// 384 connections crowd the link into s32 that carries B's PUTs and D's
+// read responses, so B and D miss their guarantees (paper: by 63% and
+// 12%) on average and in most intervals, although every appliance is
+// shared in proportion to guarantees.
 func TestFig13(t *testing.T) {
 	r := simulate(t, "pulsar-fig12.yaml", "pulsar-network")
 	x, g := r.series(t, "D")
 	if s := served(x[15:], 0.95*g); s > 0 {
 		t.Errorf("network only: D reaches 95%% of its guarantee in %.0f%% of intervals, want none", 100*s)
 	}
+	c, _ := r.series(t, "C")
+	if ratio := mean(c[15:]) / mean(x[15:]); math.Abs(ratio-3) > 0.15 {
+		t.Errorf("network only: C ÷ D = %.2f at the FIFO filestore, want ≈ 3", ratio)
+	}
+	if x, g := r.series(t, "B"); served(x[15:], g) < 0.99 {
+		t.Errorf("network only: B served in %.0f%% of intervals after 15, want ≥ 99%% (%.0f)", 100*served(x[15:], g), x[15:])
+	}
 	r = simulate(t, "pulsar-fig12.yaml", "pulsar-appliances")
-	for _, name := range []string{"A", "B", "C", "D"} {
+	for _, name := range []string{"B", "D"} {
 		x, g := r.series(t, name)
-		if s := served(x[15:], g); s < 0.99 {
-			t.Errorf("appliances only: %s served in %.0f%% of intervals after 15 (this model: all)", name, 100*s)
+		if m, s := mean(x[15:]), served(x[15:], g); m > 0.95*g || s > 0.5 {
+			t.Errorf("appliances only: %s at %.0f MT/s on average (guarantee %.0f), served in %.0f%% of intervals after 15; want below 95%% of it, and served in at most half", name, m, g, 100*s)
 		}
 	}
 }
