@@ -100,3 +100,33 @@ func TestApplianceCSV(t *testing.T) {
 		}
 	}
 }
+
+// A comparison of runs without VM pairs plots the tenants' end-to-end
+// throughput at their appliances.
+func TestApplianceComparisonPlot(t *testing.T) {
+	var reps []*Report
+	for _, tk := range [][2]float64{{150, 50}, {100, 100}} {
+		r, err := Evaluate(requestsOnly([][2]float64{tk}, []float64{1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, r)
+	}
+	if !appliancesOnly(reps) {
+		t.Fatal("appliancesOnly = false for runs with request flows only")
+	}
+	c, err := Compare(reps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := comparisonPlot(c, reps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.p.X.Label.Text; got != "tenant @ appliance" {
+		t.Errorf("x axis %q, want the tenant @ appliance groups", got)
+	}
+	if err := WriteComparison(t.TempDir(), reps, true); err != nil {
+		t.Fatal(err)
+	}
+}

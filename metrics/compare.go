@@ -215,6 +215,9 @@ func comparisonPlot(c *Comparison, reports []*Report) (*figure, error) {
 	if c.Scenario != "" {
 		title = c.Scenario + ": " + title
 	}
+	if appliancesOnly(reports) {
+		return applianceComparisonPlot(c, reports, title)
+	}
 	f := newFigure(title, "tenant", "throughput"+unitLabel(c.Units))
 	var tenants []string
 	ti := map[string]int{}
@@ -248,6 +251,58 @@ func comparisonPlot(c *Comparison, reports []*Report) (*figure, error) {
 		cols[m] = colour(m)
 	}
 	if err := groupedBars(f, tenants, labels, vals, marks, cols); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// appliancesOnly is true when no report has VM-to-VM traffic but some have
+// request flows at appliances.
+func appliancesOnly(reports []*Report) bool {
+	apps := false
+	for _, r := range reports {
+		if r.VMSeconds > 0 || r.MeanThroughput > 0 {
+			return false
+		}
+		apps = apps || len(r.Appliances) > 0
+	}
+	return apps
+}
+
+// applianceComparisonPlot draws each tenant's mean end-to-end throughput at
+// each appliance (token units) per mechanism, with its VDC guarantee.
+func applianceComparisonPlot(c *Comparison, reports []*Report, title string) (*figure, error) {
+	f := newFigure(title, "tenant @ appliance", "end-to-end throughput"+unitLabel(c.TokenUnits))
+	var groups []string
+	gi := map[string]int{}
+	for _, r := range reports {
+		for _, a := range r.Appliances {
+			k := a.Tenant + " @ " + a.Appliance
+			if _, ok := gi[k]; !ok {
+				gi[k] = len(groups)
+				groups = append(groups, k)
+			}
+		}
+	}
+	labels := make([]string, len(reports))
+	vals := make([][]float64, len(reports))
+	marks := make([][]float64, len(reports))
+	cols := make([]color.Color, len(reports))
+	for m, r := range reports {
+		labels[m] = r.Mechanism
+		vals[m] = make([]float64, len(groups))
+		marks[m] = make([]float64, len(groups))
+		for g := range marks[m] {
+			marks[m][g] = math.NaN()
+		}
+		for _, a := range r.Appliances {
+			g := gi[a.Tenant+" @ "+a.Appliance]
+			vals[m][g] = a.Mean
+			marks[m][g] = a.Guarantee
+		}
+		cols[m] = colour(m)
+	}
+	if err := groupedBars(f, groups, labels, vals, marks, cols); err != nil {
 		return nil, err
 	}
 	return f, nil
