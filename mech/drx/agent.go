@@ -12,10 +12,8 @@ import (
 // vmState is what a host agent keeps per local VM.
 type vmState struct {
 	vm mech.VM
-	// cap is the VM's cap from prices or steps (percent); exhausted holds
-	// it at the floor until the next epoch (no Resos left).
-	cap       float64
-	exhausted bool
+	// cap is the VM's cap from prices or steps (percent).
+	cap float64
 	// Resos allocated this epoch and left.
 	alloc, left float64
 	// last interval's measurements (bits/s)
@@ -26,14 +24,6 @@ type vmState struct {
 	// limits last given to the driver (NaN: none yet)
 	setOut, setIn float64
 	lastCap       float64
-}
-
-// effCap is the cap in force (percent).
-func (v *vmState) effCap(floor float64) float64 {
-	if v.exhausted {
-		return math.Min(v.cap, floor)
-	}
-	return v.cap
 }
 
 // Agent is a DRX host agent (HA): Resos accounting and charging for its
@@ -68,7 +58,7 @@ func NewAgent(cfg Config, env mech.Env, rec *Recorder) (*Agent, error) {
 		}
 	}
 	a := &Agent{cfg: cfg, env: env, rec: rec, byName: map[string]*vmState{}, local: map[string][]*vmState{},
-		prices: map[string]float64{}, epoch: -1}
+		prices: map[string]float64{}}
 	alloc := resosPerVM(cfg, env.VMs)
 	for _, v := range env.VMs {
 		if v.Host != env.Host {
@@ -101,7 +91,7 @@ func (a *Agent) Price(tenant string) float64 {
 // Cap returns a local VM's cap in force (percent) and whether it is here.
 func (a *Agent) Cap(vm string) (float64, bool) {
 	if v, ok := a.byName[vm]; ok {
-		return v.effCap(a.cfg.MinCap), true
+		return v.cap, true
 	}
 	return 0, false
 }
@@ -125,14 +115,6 @@ func (a *Agent) epochLeft(now time.Duration) float64 {
 // Step implements mech.Agent.
 func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	now := obs.Now
-	if ep := int(now / a.cfg.Epoch); ep != a.epoch {
-		// A new epoch: every VM gets its new allocation (prices and caps
-		// stay).
-		a.epoch = ep
-		for _, v := range a.vms {
-			v.left, v.exhausted = v.alloc, false
-		}
-	}
 	sec := obs.Period.Seconds()
 	for _, o := range obs.VMs {
 		v, ok := a.byName[o.VM]
@@ -140,7 +122,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			continue
 		}
 		v.outRate, v.inRate, v.outDem, v.inDem = o.OutRate, o.InRate, o.OutDemand, o.InDemand
-		if v.effCap(a.cfg.MinCap) >= 100 {
+		if v.cap >= 100 {
 			// Uncapped over the interval: the base of future limits when
 			// the demand is unbounded.
 			if o.OutRate > 0 {
@@ -154,9 +136,17 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 		if sec > 0 && v.alloc > 0 {
 			mtus := (o.OutRate + o.InRate) * sec / 8 / MTU
 			v.left -= mtus * a.Price(v.vm.Tenant)
-			if v.left <= 0 {
-				v.left, v.exhausted = 0, true
-			}
+			// Spent out: β_C = EL/RL is infinite, the VM's next price
+			// change sends its cap to the floor.
+			v.left = math.Max(v.left, 0)
+		}
+	}
+	if ep := int(now / a.cfg.Epoch); ep != a.epoch {
+		// A new epoch (after charging the interval that closed the last
+		// one): every VM gets its new allocation; prices and caps stay.
+		a.epoch = ep
+		for _, v := range a.vms {
+			v.left = v.alloc
 		}
 	}
 	el := a.epochLeft(now)
@@ -273,7 +263,7 @@ func (a *Agent) watch(now time.Duration, el float64) {
 func (a *Agent) limits(now time.Duration) []mech.Limit {
 	var out []mech.Limit
 	for _, v := range a.vms {
-		c := v.effCap(a.cfg.MinCap)
+		c := v.cap
 		if c != v.lastCap {
 			a.rec.add(Event{T: now, Kind: EventCap, Host: a.env.Host, Tenant: v.vm.Tenant, VM: v.vm.Name, Value: c})
 			v.lastCap = c

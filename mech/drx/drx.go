@@ -26,9 +26,10 @@
 // Resos left). The paper's actuator is a CPU cap; in the simulator a cap
 // of c% limits the VM's I/O to c% of what its applications demand (a
 // mech.VMEgress limit, and optionally mech.VMIngress): a CPU cap slows the
-// application, hence the I/O it issues, in proportion (§IV-C, [25]). A VM
-// whose Resos run out can buy no more I/O this epoch: it is held at the
-// cap floor until the next epoch's allocation.
+// application, hence the I/O it issues, in proportion (§IV-C, [25]).
+// Resos act through β_C only: a VM spending faster than the epoch passes
+// (RL < EL) is capped harder on a price rise, one spent out goes to the
+// floor; without a price change nothing is capped.
 //
 // The CPU-cap-only baselines of §VI-B have no prices: CC lowers every
 // interfering VM's cap by 5 points per violation, PC by 5 points times its

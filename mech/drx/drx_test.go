@@ -272,33 +272,53 @@ func TestLocalCapOnly(t *testing.T) {
 	}
 }
 
-func TestResosExhaustion(t *testing.T) {
+func TestResos(t *testing.T) {
 	cfg := Defaults()
-	cfg.Scope = ScopeLocal
 	// 10 s of 1 Gbps each way at price 1.
 	cfg.Resos = 2 * 1e9 / 8 / MTU * 10
 	a := mustAgent(t, cfg, "s3")
 	busy := map[string][4]float64{"h3": {1e9, 1e9, 1e9, 1e9}, "l3": {0.1e9, 0.1e9, 1e9, 1e9}}
-	var act mech.Actions
 	for s := 1; s <= 10; s++ {
-		act = a.Step(obs(s, busy), nil)
+		if act := a.Step(obs(s, busy), nil); len(act.Limits) != 0 {
+			t.Fatalf("second %d: limits %v without any price change", s, act.Limits)
+		}
 	}
+	if left, _ := a.ResosLeft("h3"); left != 0 {
+		t.Errorf("h3 Resos left %g, want 0", left)
+	}
+	if left, _ := a.ResosLeft("l3"); !near(left, 0.9*cfg.Resos, 1e-6*cfg.Resos) {
+		t.Errorf("l3 Resos left %g, want 90%% of %g", left, cfg.Resos)
+	}
+	// A 10% price rise (with one more interval charged): h3, spent out
+	// (β_C infinite), goes to the floor; l3 (RL 89% at EL 5/6) loses
+	// 10%·(83.3/89) of its cap.
+	up := []mech.Message{{To: "s3", Body: Update{Kind: UpdateKind, Changes: []Change{
+		{Tenant: "H", OldPrice: 1, NewPrice: 1.1}, {Tenant: "L", OldPrice: 1, NewPrice: 1.1}}}}}
+	act := a.Step(obs(10, busy), up)
 	if c, _ := a.Cap("h3"); c != 25 {
 		t.Errorf("h3 out of Resos: cap %g, want the floor", c)
 	}
-	if c, _ := a.Cap("l3"); c != 100 {
-		t.Errorf("l3 within its Resos: cap %g, want 100", c)
+	want := 100 * (1 - 0.1*(100*50.0/60)/89)
+	if c, _ := a.Cap("l3"); !near(c, want, 1e-6) {
+		t.Errorf("l3: cap %g, want %g", c, want)
 	}
-	if lim := limitsOf(act); !near(lim["h3"], 0.25e9, 1) {
-		t.Errorf("h3 limit %v, want 250 Mbps (25%% of its demand)", lim)
+	if lim := limitsOf(act); !near(lim["h3"], 0.25e9, 1) || !near(lim["l3"], want/100*1e9, 1) {
+		t.Errorf("limits %v, want h3 250 Mbps (25%% of its demand), l3 %g", lim, want/100*1e9)
 	}
-	// A new epoch renews the allocation: the cap is lifted.
-	act = a.Step(obs(60, busy), nil)
-	if c, _ := a.Cap("h3"); c != 100 {
-		t.Errorf("new epoch: cap %g, want 100", c)
+	// Charging follows the new price: l3 now pays 1.1 Resos per MTU.
+	before, _ := a.ResosLeft("l3")
+	a.Step(obs(11, busy), nil)
+	after, _ := a.ResosLeft("l3")
+	if spent := before - after; !near(spent, 1.1*0.2e9/8/MTU, 1e-6) {
+		t.Errorf("l3 spent %g Resos, want %g", spent, 1.1*0.2e9/8/MTU)
 	}
-	if lim := limitsOf(act); !math.IsInf(lim["h3"], 1) {
-		t.Errorf("new epoch: limits %v, want h3 unlimited", lim)
+	// A new epoch renews every allocation; caps stay.
+	a.Step(obs(60, busy), nil)
+	if left, _ := a.ResosLeft("h3"); left != cfg.Resos {
+		t.Errorf("new epoch: h3 Resos %g, want %g", left, cfg.Resos)
+	}
+	if c, _ := a.Cap("h3"); c != 25 {
+		t.Errorf("new epoch: cap %g, want it kept", c)
 	}
 }
 
