@@ -26,10 +26,10 @@ type trace struct {
 	pd         []float64
 }
 
-func traceOf(t *testing.T, policy string) trace {
+func traceOf(t *testing.T, policy string, params map[string]any) trace {
 	t.Helper()
 	rec := &drx.Recorder{}
-	simulate(t, "drx-symmetric.yaml", policy, rec)
+	simulateWith(t, "drx-symmetric.yaml", policy, params, rec, nil)
 	n := int(to/time.Second) + 1
 	tr := trace{price: map[string][]float64{}, cap: map[string][]float64{}, pd: make([]float64, n)}
 	vms := map[string]map[string]float64{} // tenant → VM → cap
@@ -71,7 +71,7 @@ func traceOf(t *testing.T, policy string) trace {
 
 func TestFig5PricesAndCaps(t *testing.T) {
 	for _, policy := range []string{"drx-eb-dist", "drx-hb-dist"} {
-		tr := traceOf(t, policy)
+		tr := traceOf(t, policy, nil)
 		var b strings.Builder
 		fmt.Fprintf(&b, "%s (symmetric): t, Nectere degradation %%, price and mean cap of Hadoop / Linpack\n", policy)
 		for s := range tr.pd {
@@ -189,4 +189,48 @@ func writeFig5(dir, policy string, tr trace) error {
 		return fmt.Errorf("fig5: %w", err)
 	}
 	return nil
+}
+
+// TestFig5ResosSensitivity: with Resos enough for every VM to use its
+// host's whole link both ways for the epoch (8.5 times the default fair
+// share), no VME has overspent when Nectere starts, β_C ≈ EL/RL stays
+// near or below 1 and the caps fall in smaller steps, as in the paper's
+// Fig. 5.
+func TestFig5ResosSensitivity(t *testing.T) {
+	resos := 2 * 32e9 / 8 * 60 / drx.MTU
+	for _, policy := range []string{"drx-eb-dist", "drx-hb-dist"} {
+		tr := traceOf(t, policy, map[string]any{"resos": resos})
+		end := len(tr.pd) - 1
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s, resos %.4g per VM: t, Nectere degradation %%, price and mean cap of Hadoop / Linpack\n", policy, resos)
+		for s := int(from / time.Second); s <= end; s++ {
+			if s > 45 && s%5 != 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "%3ds %6.1f   %5.2f %5.1f   %5.2f %5.1f\n", s, 100*tr.pd[s],
+				tr.price["Hadoop"][s], tr.cap["Hadoop"][s], tr.price["Linpack"][s], tr.cap["Linpack"][s])
+		}
+		t.Log("\n" + b.String())
+		for _, tn := range []string{"Hadoop", "Linpack"} {
+			if c := tr.cap[tn][end]; c <= 25 || c >= 100 {
+				t.Errorf("%s: %s's final cap %.1f, want between the floor and 100", policy, tn, c)
+			}
+		}
+		if *outDir != "" {
+			if err := writeFig5(*outDir, policy+"-resos", tr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range []string{"drx-eb-dist", "drx-hb-dist"} {
+		in := simulateWith(t, "drx-symmetric.yaml", p, map[string]any{"resos": resos}, nil, nil)
+		var row []string
+		for _, tn := range tenants {
+			row = append(row, fmt.Sprintf("%s %.1f%%", tn, 100*degradation(t, in, tn, from, to)))
+		}
+		t.Logf("%s, resos %.4g: degradation over Nectere's run: %s", p, resos, strings.Join(row, ", "))
+		if d := degradation(t, in, "Nectere", from, to); d > sla {
+			t.Errorf("%s with ample Resos: Nectere degraded %.1f%%", p, 100*d)
+		}
+	}
 }

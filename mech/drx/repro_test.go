@@ -45,11 +45,12 @@ var tenants = []string{"Nectere", "Hadoop", "Linpack"}
 // records a DRX mechanism's prices and caps).
 func simulate(t *testing.T, file, name string, rec *drx.Recorder) *metrics.Input {
 	t.Helper()
-	return simulateWith(t, file, name, rec, nil)
+	return simulateWith(t, file, name, nil, rec, nil)
 }
 
-// simulateWith is simulate with the scenario changed by edit first.
-func simulateWith(t *testing.T, file, name string, rec *drx.Recorder, edit func(*spec.Scenario)) *metrics.Input {
+// simulateWith is simulate with mechanism parameters and the scenario
+// changed by edit first.
+func simulateWith(t *testing.T, file, name string, params map[string]any, rec *drx.Recorder, edit func(*spec.Scenario)) *metrics.Input {
 	t.Helper()
 	sc, err := spec.Load(filepath.Join("..", "..", "scenarios", file))
 	if err != nil {
@@ -65,11 +66,20 @@ func simulateWith(t *testing.T, file, name string, rec *drx.Recorder, edit func(
 	var m mech.Mechanism
 	if rec != nil && strings.HasPrefix(name, drx.Name+"-") {
 		parts := strings.Split(name, "-")
-		cfg := drx.Defaults()
-		cfg.Policy, cfg.Scope = parts[1], parts[2]
+		p := map[string]any{"policy": parts[1], "scope": parts[2]}
+		for k, v := range params {
+			p[k] = v
+		}
+		cfg, err := drx.Parse(p)
+		if err != nil {
+			t.Fatal(err)
+		}
 		m, err = drx.NewWithConfig(cfg, drx.Options{Name: name, Recorder: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
 	} else {
-		m, err = all.New(name, nil)
+		m, err = all.New(name, params)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +139,7 @@ func tableWith(t *testing.T, file, variant string, edit func(*spec.Scenario)) ma
 	fmt.Fprintf(&b, "%s%s: performance degradation, %% (over Nectere's run %v-%v / its last %v)\n", file, variant, from, to, steady)
 	fmt.Fprintf(&b, "%-14s %15s %15s %15s\n", "policy", "Nectere", "Hadoop", "Linpack")
 	for _, p := range policies {
-		in := simulateWith(t, file, p, nil, edit)
+		in := simulateWith(t, file, p, nil, nil, edit)
 		r := result{run: map[string]float64{}, steady: map[string]float64{}}
 		fmt.Fprintf(&b, "%-14s", p)
 		for _, tn := range tenants {
