@@ -41,15 +41,9 @@ var policies = []string{"none", "drx-cc-dist", "drx-pc-dist", "drx-eb-local", "d
 
 var tenants = []string{"Nectere", "Hadoop", "Linpack"}
 
-// simulate runs scenarios/<file> under the named mechanism (rec, if set,
-// records a DRX mechanism's prices and caps).
-func simulate(t *testing.T, file, name string, rec *drx.Recorder) *metrics.Input {
-	t.Helper()
-	return simulateWith(t, file, name, nil, rec, nil)
-}
-
-// simulateWith is simulate with mechanism parameters and the scenario
-// changed by edit first.
+// simulateWith runs scenarios/<file>, changed by edit if set, under the
+// named mechanism with params (rec, if set, records a DRX variant's
+// prices, caps and degradations).
 func simulateWith(t *testing.T, file, name string, params map[string]any, rec *drx.Recorder, edit func(*spec.Scenario)) *metrics.Input {
 	t.Helper()
 	sc, err := spec.Load(filepath.Join("..", "..", "scenarios", file))
