@@ -64,6 +64,9 @@ type VDC struct {
 	// GlobalWeight biases the provider's global allocation; 0 means
 	// derive it from the guarantees.
 	GlobalWeight float64
+	// SLA is the performance degradation the tenant tolerates, a fraction
+	// of its VMs' demand (DRX); 0: no SLA.
+	SLA float64
 }
 
 // ControllerEnv is what the controller knows from the start: the physical
@@ -127,6 +130,9 @@ type ControllerObs struct {
 	Now    time.Duration
 	Period time.Duration
 	Flows  []FlowObs
+	// VMs is every VM's I/O over the period, as its host measured it
+	// (rates and demands as in HostObs.VMs; DRX's platform manager).
+	VMs []VMObs
 }
 
 // FlowAllocation is a flow's allocation vector in tokens/s per path element
@@ -148,6 +154,10 @@ type ControllerActions struct {
 	// Ports configures switch ports' WFQ queues (QShare). Ports not listed
 	// keep their configuration.
 	Ports []PortQueues
+	// Messages go to host agents (Message.To a host), delivered at their
+	// next step like agents' messages (DRX's prices). Bodies must encode
+	// to JSON.
+	Messages []Message
 }
 
 // PortQueues configures one switch port (a link's sending end) as weighted

@@ -43,6 +43,9 @@ type Env struct {
 	// ahead of time (static) may use it; adaptive ones must rely on
 	// observations.
 	Pattern []PairID
+	// SLA maps tenants with a performance SLA to the degradation they
+	// tolerate, a fraction of their VMs' demand (DRX); others are absent.
+	SLA map[string]float64
 }
 
 // PairObs is one VM pair as seen by one host over the last period.
@@ -193,4 +196,13 @@ type VMObs struct {
 	// the period ("" if none): Gatekeeper targets the sender of the last
 	// dropped packet.
 	DropSrc string
+	// OutDemand and InDemand are the I/O the VM's applications tried to
+	// send and the traffic its peers' applications tried to send to it
+	// (bits/s, averaged over the period): the offered load of its rate-bound
+	// connections, +Inf when an unbounded (bulk) connection was active for
+	// most of the period. With OutRate and InRate they give the VM's
+	// performance against what it demands (DRX's degradation against an
+	// SLA). On real hosts they come from the application (its posted work
+	// requests), 0 when unknown.
+	OutDemand, InDemand float64
 }

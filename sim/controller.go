@@ -50,7 +50,7 @@ func (e *engine) buildController() error {
 	}
 	sort.Slice(env.VMs, func(i, j int) bool { return env.VMs[i].Name < env.VMs[j].Name })
 	for _, t := range e.sc.Tenants {
-		v := mech.VDC{Tenant: t.Name}
+		v := mech.VDC{Tenant: t.Name, SLA: t.SLA}
 		if t.VDC != nil {
 			v.Fixed = t.VDC.Fixed
 			v.Policy = t.VDC.Policy
@@ -148,8 +148,12 @@ func (e *engine) stepController() error {
 		f.accReq, f.accQueued, f.accOut, f.accTicks = 0, 0, 0, 0
 		obs.Flows = append(obs.Flows, fo)
 	}
+	obs.VMs = e.controllerVMs(obs.VMs, sec)
 	act := cs.ctl.Step(obs)
 	cs.last, cs.next = e.now, e.now+cs.period
+	if err := e.sendControllerMessages(act.Messages); err != nil {
+		return err
+	}
 	if act.DefaultRate < 0 || math.IsNaN(act.DefaultRate) {
 		return fmt.Errorf("sim: mechanism %s: controller set default rate %g", e.opts.Mechanism.Name(), act.DefaultRate)
 	}

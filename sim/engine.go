@@ -181,6 +181,8 @@ type engine struct {
 
 	// central controller (mechanisms implementing mech.Central)
 	ctl *controllerState
+	// per-VM demands and I/O for agents and the controller (vmio.go)
+	vmio vmIO
 
 	out *metrics.Input
 	now time.Duration
@@ -350,6 +352,14 @@ func (e *engine) buildAgents() error {
 	sort.Slice(env.VMs, func(i, j int) bool { return env.VMs[i].Name < env.VMs[j].Name })
 	for _, p := range e.pairs {
 		env.Pattern = append(env.Pattern, p.id)
+	}
+	for _, t := range e.sc.Tenants {
+		if t.SLA > 0 {
+			if env.SLA == nil {
+				env.SLA = map[string]float64{}
+			}
+			env.SLA[t.Name] = t.SLA
+		}
 	}
 	// One agent per server that hosts a VM, in server order.
 	hostSet := map[int]bool{}
@@ -588,6 +598,7 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 			o.InRate, o.OutRate, o.InDrops = v.inBits/sec, v.outBits/sec, v.inDropBits/sec
 			o.InArrival = o.InRate + o.InDrops
 		}
+		o.OutDemand, o.InDemand = e.agentDemand(vi, sec)
 		most := 0.0
 		for _, i := range h.ingress {
 			p := &e.pairs[i]

@@ -533,6 +533,7 @@ func (e *engine) account() {
 		e.vms[p.src].outBits += sentBits
 		e.vms[p.dst].inBits += bits
 		e.vms[p.dst].inDropBits += p.inDrop * dt
+		e.accountVMIO(p, sentBits, bits)
 		p.inDropAcc += p.inDrop * dt
 		p.txBits += bits
 		p.rxBits += bits

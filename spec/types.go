@@ -92,6 +92,9 @@ type Tenant struct {
 	BestEffort bool `yaml:"best_effort,omitempty"`
 	// VDC adds appliance guarantees and allocation policy (Pulsar).
 	VDC *VDC `yaml:"vdc,omitempty"`
+	// SLA is the performance degradation the tenant tolerates, a fraction
+	// of what its VMs demand (DRX: "within 15%" is 0.15); 0: no SLA.
+	SLA float64 `yaml:"sla,omitempty"`
 }
 
 // VM is one virtual machine, placed on a server. Names are unique in the

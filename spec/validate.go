@@ -305,6 +305,9 @@ func (s *Scenario) validateTenants(p *problems, topoOK bool) {
 		} else {
 			tenants[t.Name] = i
 		}
+		if !(t.SLA >= 0 && t.SLA < 1) {
+			p.add(at+".sla", "must be a fraction in [0, 1) (0.15 for within 15%%), got %v", t.SLA)
+		}
 		if t.Weight < 0 || math.IsNaN(t.Weight) || math.IsInf(t.Weight, 0) {
 			p.add(at+".weight", "must be a non-negative number, got %v", t.Weight)
 		}

@@ -143,6 +143,8 @@ func TestValidationErrors(t *testing.T) {
 			[]string{`scenario.yaml: tenants[0].vms[1].server: "sw1" is a switch, not a server`}},
 		{"weight", func(s *spec.Scenario) { s.Tenants[0].Weight = -1 },
 			[]string{`scenario.yaml: tenants[0].weight: must be a non-negative number, got -1`}},
+		{"sla", func(s *spec.Scenario) { s.Tenants[0].SLA = 1.5 },
+			[]string{`scenario.yaml: tenants[0].sla: must be a fraction in [0, 1) (0.15 for within 15%), got 1.5`}},
 		{"negative guarantee", func(s *spec.Scenario) { s.Tenants[0].VMs[1].In = -5 },
 			[]string{`scenario.yaml: tenants[0].vms[1].in: must be a non-negative rate, got -5`}},
 		{"tenant without guarantees", func(s *spec.Scenario) { s.Tenants[0].Guarantee = 0 },

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/drx"
 	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
 	"github.com/bulkhead-dc/bulkhead/mech/gatekeeper"
 	"github.com/bulkhead-dc/bulkhead/mech/none"
@@ -20,7 +21,7 @@ import (
 type constructor func(params map[string]any) (mech.Mechanism, error)
 
 func registry() map[string]constructor {
-	return map[string]constructor{
+	r := map[string]constructor{
 		none.Name:             noParams(func() mech.Mechanism { return none.New() }),
 		static.Name:           noParams(func() mech.Mechanism { return static.New() }),
 		seawall.Name:          wrap(seawall.New),
@@ -29,7 +30,14 @@ func registry() map[string]constructor {
 		pulsar.Name:           wrap(pulsar.New),
 		pulsar.NameAppliances: wrap(pulsar.NewAppliances),
 		pulsar.NameNetwork:    wrap(pulsar.NewNetwork),
+		drx.Name:              wrap(drx.New),
 	}
+	for _, p := range []string{drx.PolicyEB, drx.PolicyHB, drx.PolicyCC, drx.PolicyPC} {
+		for _, s := range []string{drx.ScopeLocal, drx.ScopeDist} {
+			r[drx.VariantName(p, s)] = wrap(drx.NewVariant(p, s))
+		}
+	}
+	return r
 }
 
 // wrap adapts a package's New to a constructor (a nil *M must not become
