@@ -33,6 +33,10 @@ type Options struct {
 	Progress io.Writer
 	// Logger for debug output; default discards.
 	Logger *slog.Logger
+	// Reservations are the tenants' hose reservations per link from
+	// admission control, handed to a central controller
+	// (mech.ControllerEnv.Reservations); the runner fills them in.
+	Reservations []mech.Reservation
 }
 
 // Run simulates the scenario on the topology under opts.Mechanism and
@@ -164,8 +168,9 @@ type engine struct {
 	congested []bool // per link: saturated and overflowing
 	scheds    []schedState
 	ports     []portState
-	portOf    []int         // per link: port index, -1
-	classedAt []*classedRes // per resource: its classes, nil if flat
+	portOf    []int          // per link: port index, -1
+	dscp      map[string]int // tenant → DSCP code point its packets carry
+	classedAt []*classedRes  // per resource: its classes, nil if flat
 	hops      []hop
 
 	// appliances and request flows

@@ -190,6 +190,27 @@ type Network struct {
 	// ControlLoss drops each with that probability.
 	ControlDelay Duration `yaml:"control_delay,omitempty"`
 	ControlLoss  float64  `yaml:"control_loss,omitempty"`
+	// PortQueues is the number of WFQ queues every port (a link's sending
+	// end: switch ports, and servers' NICs as software WFQ) supports, for
+	// mechanisms that configure them (QShare); 0 means DefaultPortQueues.
+	// QueueWeightMax is the largest WFQ weight a port supports, weights
+	// then being integers in [1, QueueWeightMax]; 0 means any positive
+	// real weight.
+	PortQueues     int `yaml:"port_queues,omitempty"`
+	QueueWeightMax int `yaml:"queue_weight_max,omitempty"`
+}
+
+// DefaultPortQueues is the number of WFQ queues per port of commodity
+// switches (QShare §1: "typically 8").
+const DefaultPortQueues = 8
+
+// Queues returns the number of WFQ queues per port (DefaultPortQueues
+// when not set).
+func (n *Network) Queues() int {
+	if n.PortQueues == 0 {
+		return DefaultPortQueues
+	}
+	return n.PortQueues
 }
 
 // Outputs controls the report.

@@ -51,6 +51,12 @@ func (s *Scenario) validateRun(p *problems) {
 	if s.Network.ControlDelay < 0 {
 		p.add("network.control_delay", "%v is negative", s.Network.ControlDelay)
 	}
+	if n := s.Network.PortQueues; n < 0 || n > 64 {
+		p.add("network.port_queues", "%d is not a number of queues in [1, 64] (0: default %d)", n, DefaultPortQueues)
+	}
+	if n := s.Network.QueueWeightMax; n < 0 {
+		p.add("network.queue_weight_max", "%d is negative (0: any real weight)", n)
+	}
 	if _, ok := canonicalUnit(s.Units); !ok {
 		p.add("units", "unknown unit %q (use %s)", s.Units, orList(reportUnits))
 	}
