@@ -12,6 +12,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech/gatekeeper"
 	"github.com/bulkhead-dc/bulkhead/mech/none"
 	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
+	"github.com/bulkhead-dc/bulkhead/mech/qshare"
 	"github.com/bulkhead-dc/bulkhead/mech/seawall"
 	"github.com/bulkhead-dc/bulkhead/mech/static"
 )
@@ -29,6 +30,7 @@ func registry() map[string]constructor {
 		pulsar.Name:           wrap(pulsar.New),
 		pulsar.NameAppliances: wrap(pulsar.NewAppliances),
 		pulsar.NameNetwork:    wrap(pulsar.NewNetwork),
+		qshare.Name:           wrap(qshare.New),
 	}
 }
 
