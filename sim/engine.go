@@ -120,6 +120,8 @@ type connState struct {
 	remaining float64 // bits left for sized flows; Inf for bulk
 	size      float64 // bytes, for FCT
 	start     time.Duration
+	gen       int // client generator to notify when the flow ends (-1: none)
+	epoch     int // the generator's epoch when the flow started
 	rate      float64 // delivered this tick
 	drop      float64 // UDP bits/s dropped in the network this tick
 	inDrop    float64 // of which at the receiver host's ingress scheduler
@@ -335,7 +337,7 @@ func (e *engine) newConn(p int, udp bool, offered, appCap float64) int {
 	k := ps.nconn
 	ps.nconn++
 	links := ps.links
-	c := connState{pair: p, udp: udp, offered: offered, appCap: appCap, links: links, remaining: math.Inf(1),
+	c := connState{pair: p, udp: udp, offered: offered, appCap: appCap, links: links, remaining: math.Inf(1), gen: -1,
 		id: ps.id.Src + "->" + ps.id.Dst + "#" + strconv.Itoa(k)}
 	if n := len(e.free); n > 0 {
 		i := e.free[n-1]

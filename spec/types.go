@@ -131,6 +131,13 @@ type Workload struct {
 	Exponential bool      `yaml:"exponential,omitempty"`
 	ArrivalRate float64   `yaml:"arrival_rate,omitempty"`
 	Sizes       *SizeDist `yaml:"sizes,omitempty"`
+	// clients: every VM in Dst is a client that fetches one flow at a time
+	// (size from Sizes) from a VM of Src drawn uniformly at random (data
+	// flows src → dst); when a flow finishes, the client sleeps with
+	// probability SleepProb for a time uniform in [0, Sleep], else fetches
+	// the next one at once.
+	Sleep     Duration `yaml:"sleep,omitempty"`
+	SleepProb float64  `yaml:"sleep_prob,omitempty"`
 
 	// requests: every VM in Src sends requests to Appliance with the given
 	// Mix, closed-loop with Outstanding requests per VM or open-loop at
