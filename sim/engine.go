@@ -120,8 +120,8 @@ type connState struct {
 	remaining float64 // bits left for sized flows; Inf for bulk
 	size      float64 // bytes, for FCT
 	start     time.Duration
-	gen       int // client generator to notify when the flow ends (-1: none)
-	epoch     int // the generator's epoch when the flow started
+	gen       int     // client generator to notify when the flow ends (-1: none)
+	epoch     int     // the generator's epoch when the flow started
 	rate      float64 // delivered this tick
 	drop      float64 // UDP bits/s dropped in the network this tick
 	inDrop    float64 // of which at the receiver host's ingress scheduler
