@@ -59,3 +59,88 @@ func TestFig7aStatic(t *testing.T) {
 		t.Errorf("static at t=1s: core link at %.1f%%, want 50%% (five tenants at 100 Mbps)", 100*u)
 	}
 }
+
+// utilization runs a scenario and returns the mean utilization of the
+// named link over all samples, and the per-sample series.
+func utilization(t *testing.T, file, mechanism, link string, edit func(*spec.Scenario)) (float64, []float64) {
+	t.Helper()
+	in := simulate(t, file, mechanism, edit)
+	capacity := linkCapacity(t, in, link)
+	total, _ := linkRates(t, in, link)
+	mean := 0.0
+	u := make([]float64, len(total))
+	for i, x := range total {
+		u[i] = x / capacity
+		mean += u[i] / float64(len(total))
+	}
+	return mean, u
+}
+
+func withParams(kv ...any) func(*spec.Scenario) {
+	return func(sc *spec.Scenario) {
+		p := spec.Params{}
+		for k, v := range sc.Mechanism.Params {
+			p[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			p[kv[i].(string)] = kv[i+1]
+		}
+		sc.Mechanism.Params = p
+	}
+}
+
+// TestFig7b: unpredictable on/off clients. The paper reports > 91% mean
+// core-link utilization (0.1 s samples over one minute); we report ours
+// (docs/results.md) and check what must hold whatever the number: QShare
+// uses the core link far better than static reservation, running
+// ElasticSwitch in the shared queue does not lower it, and the
+// utilization never exceeds the capacity.
+func TestFig7b(t *testing.T) {
+	if testing.Short() {
+		t.Skip("one simulated minute per mechanism")
+	}
+	const link = "tor1->core"
+	q, series := utilization(t, "qshare-fig7b.yaml", "", link, nil)
+	es, _ := utilization(t, "qshare-fig7b.yaml", "", link, withParams("shared", "elasticswitch"))
+	st, _ := utilization(t, "qshare-fig7b.yaml", "static", link, nil)
+	under := 0
+	for _, u := range series {
+		if u < 0.9 {
+			under++
+		}
+		if u > 1+1e-6 {
+			t.Errorf("utilization %.4f above capacity", u)
+		}
+	}
+	t.Logf("mean core-link utilization: qshare (shared: cap) %.1f%%, qshare (shared: elasticswitch) %.1f%%, static %.1f%% (paper: QShare > 91%%); qshare samples below 90%%: %d of %d",
+		100*q, 100*es, 100*st, under, len(series))
+	if q < st+0.3 {
+		t.Errorf("qshare %.1f%% vs static %.1f%%: want QShare well above static", 100*q, 100*st)
+	}
+	if es < q-0.01 {
+		t.Errorf("ElasticSwitch in the shared queue lowered utilization: %.1f%% vs %.1f%%", 100*es, 100*q)
+	}
+}
+
+// TestFig7c: mean core-link utilization against the control interval, for
+// predictable (Fig. 7(a)) and unpredictable (Fig. 7(b)) demand. Logged for
+// docs/results.md; checked: the predictable case stays ≥ 98% at every
+// interval (its trends last longer than the intervals, and five tenants
+// always demand), and the unpredictable one stays below it.
+func TestFig7c(t *testing.T) {
+	if testing.Short() {
+		t.Skip("five simulated minutes")
+	}
+	const link = "tor1->core"
+	for _, iv := range []string{"500ms", "1s", "2s", "4s", "8s"} {
+		p, _ := utilization(t, "qshare-fig7a.yaml", "", link, withParams("interval", iv))
+		u, _ := utilization(t, "qshare-fig7b.yaml", "", link, withParams("interval", iv))
+		t.Logf("interval %5s: predictable %.1f%%, unpredictable %.1f%%", iv, 100*p, 100*u)
+		if p < 0.98 {
+			t.Errorf("interval %s: predictable utilization %.1f%%, want ≥ 98%%", iv, 100*p)
+		}
+		if u > p {
+			t.Errorf("interval %s: unpredictable %.1f%% above predictable %.1f%%", iv, 100*u, 100*p)
+		}
+	}
+}
