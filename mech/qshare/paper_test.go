@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/spec"
 )
 
@@ -141,6 +142,82 @@ func TestFig7c(t *testing.T) {
 		}
 		if u > p {
 			t.Errorf("interval %s: unpredictable %.1f%% above predictable %.1f%%", iv, 100*u, 100*p)
+		}
+	}
+}
+
+// fctBins are Fig. 8's flow classes: small, medium and large flows.
+var fctBins = []struct {
+	name   string
+	lo, hi float64 // bytes, (lo, hi]
+}{{"all", 0, math.Inf(1)}, {"small ≤ 100KB", 0, 100e3}, {"medium", 100e3, 10e6}, {"large > 10MB", 10e6, math.Inf(1)}}
+
+// meanFCT returns the mean FCT (s) and count of the tenant's flows in each
+// of fctBins.
+func meanFCT(in *metrics.Input, tenant string) (mean []float64, n []int) {
+	mean, n = make([]float64, len(fctBins)), make([]int, len(fctBins))
+	for _, f := range in.FCTs {
+		if f.Tenant != tenant {
+			continue
+		}
+		for b, bin := range fctBins {
+			if f.Bytes > bin.lo && f.Bytes <= bin.hi {
+				mean[b] += f.Duration.Seconds()
+				n[b]++
+			}
+		}
+	}
+	for b := range mean {
+		if n[b] > 0 {
+			mean[b] /= float64(n[b])
+		}
+	}
+	return mean, n
+}
+
+// TestFig8: flow completion times of tenant T's shuffle as background
+// guarantees load the core link, under QShare, ElasticSwitch and static
+// reservation. The paper: QShare's FCTs are the shortest, ElasticSwitch's
+// up to [lost]× longer, static reservation's longest; the gap is larger at
+// small loads. Checked: at every load QShare's mean FCT is below
+// ElasticSwitch's and static's, and under QShare the background tenants
+// get their guarantees (they send exactly that much).
+func TestFig8(t *testing.T) {
+	if testing.Short() {
+		t.Skip("twelve simulated half-minutes")
+	}
+	for _, load := range fig8Loads {
+		file := fmt.Sprintf("qshare-fig8-load%d.yaml", load)
+		means := map[string][]float64{}
+		for _, m := range []string{"qshare", "elasticswitch", "static"} {
+			in := simulate(t, file, m, nil)
+			mean, n := meanFCT(in, "T")
+			means[m] = mean
+			line := fmt.Sprintf("load %d%% %-13s T's mean FCT:", load, m)
+			for b, bin := range fctBins {
+				line += fmt.Sprintf(" %s %.3fs (%d)", bin.name, mean[b], n[b])
+			}
+			t.Log(line)
+			if m != "qshare" {
+				continue
+			}
+			// Background tenants: each pair sends its tenant's guarantee.
+			_, by := linkRates(t, in, "tor1->core")
+			g := float64(load) * 1e9 / 100 / 4
+			for k := 1; k <= 4; k++ {
+				name := fmt.Sprintf("B%d", k)
+				sum := 0.0
+				for _, s := range by[1:] {
+					sum += s[name]
+				}
+				if got := sum / float64(len(by)-1); got < 0.98*g {
+					t.Errorf("load %d%%: %s got %.1f Mbps on the core link under QShare, guarantee %.1f", load, name, got/1e6, g/1e6)
+				}
+			}
+		}
+		if q := means["qshare"][0]; !(q < means["elasticswitch"][0] && q < means["static"][0]) {
+			t.Errorf("load %d%%: mean FCT qshare %.3fs, elasticswitch %.3fs, static %.3fs: want QShare shortest",
+				load, q, means["elasticswitch"][0], means["static"][0])
 		}
 	}
 }
