@@ -107,7 +107,13 @@ func (b *Binder) Bind(scores []float64, rng *rand.Rand) int {
 	})
 	before := slices.Clone(b.ded)
 	for _, t := range b.order {
-		if b.ded[t] || len(b.trs[t]) == 0 {
+		if len(b.trs[t]) == 0 {
+			// No link to share: dedicated, vacuously, on every link of
+			// its (empty) TR.
+			b.ded[t] = true
+			continue
+		}
+		if b.ded[t] {
 			continue
 		}
 		b.vict = b.vict[:0]
@@ -205,7 +211,7 @@ func (b *Binder) Colour() int {
 	}
 	demoted := 0
 	for _, t := range order {
-		if !b.ded[t] {
+		if !b.ded[t] || len(b.trs[t]) == 0 {
 			b.dscp[t] = 0
 			continue
 		}
@@ -235,7 +241,7 @@ func (b *Binder) Colour() int {
 func (b *Binder) CodePoints() int {
 	var all uint64
 	for t, d := range b.dscp {
-		if b.ded[t] {
+		if b.ded[t] && d > 0 {
 			all |= 1 << uint(d)
 		}
 	}

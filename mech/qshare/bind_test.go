@@ -71,9 +71,10 @@ func TestBindAlg2(t *testing.T) {
 			rounds: []round{{[]float64{0, 0, 0}, []int{0, 1, 2}}},
 		},
 		{
-			// Tenants without a TR (all VMs on one server) need no queue.
+			// Tenants without a TR (all VMs on one server) need no queue:
+			// they count as dedicated and take none.
 			name: "empty TR", queues: []int{2}, trs: [][]int{{}, {0}},
-			rounds: []round{{[]float64{5, 1}, []int{1}}},
+			rounds: []round{{[]float64{5, 1}, []int{0, 1}}},
 		},
 	}
 	for _, c := range cases {
