@@ -138,6 +138,8 @@ against the inactive ratio and link utilization against static reservation.`,
 	cmd.Flags().IntSliceVar(&o.Ratios, "ratios", []int{1, 2, 4}, "oversubscription ratios (each divides k/2)")
 	cmd.Flags().IntVar(&o.Queues, "queues", 8, "WFQ queues per switch port")
 	cmd.Flags().IntVar(&o.Rounds, "rounds", 20, "binding rounds with random scores")
+	cmd.Flags().Float64Var(&o.MeanVMs, "mean-vms", 49, "mean of the exponential tenant size (VMs)")
+	cmd.Flags().Float64Var(&o.Link, "link", 10e9, "capacity of every link, bits/s")
 	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "seed of the tenant stream")
 	return cmd
 }
