@@ -87,7 +87,8 @@ type ControllerEnv struct {
 	VMs       []VM
 	VDCs      []VDC
 	// Reservations are the tenants' hose reservations on links, from
-	// admission control (nil when the driver has none).
+	// admission control: nil when the driver does not know them, empty when
+	// nothing is reserved.
 	Reservations []Reservation
 }
 

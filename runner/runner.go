@@ -58,7 +58,7 @@ func Reservations(s *Scenario) ([]mech.Reservation, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []mech.Reservation
+	out := []mech.Reservation{} // none reserved, but known
 	for _, l := range lr {
 		for _, t := range l.Tenants {
 			out = append(out, mech.Reservation{Tenant: t.Tenant, Resource: l.Link, Rate: t.Rate})

@@ -60,8 +60,8 @@ func NewController(p Params, env mech.ControllerEnv) (*Controller, error) {
 	c := &Controller{p: p, env: env, tix: map[string]int{}, vmAt: map[string][2]int{},
 		onLink: map[int]map[int]float64{}, ports: map[int]mech.PortQueues{}, hostTen: map[string][]int{},
 		rng: rand.New(rand.NewSource(p.Seed))}
-	if len(env.Reservations) == 0 {
-		return nil, fmt.Errorf("%s: the controller needs the tenants' link reservations from admission control; there are none", Name)
+	if env.Reservations == nil {
+		return nil, fmt.Errorf("%s: the controller needs the tenants' link reservations from admission control, and the driver gave none", Name)
 	}
 	tenantOf := func(name string) int {
 		if i, ok := c.tix[name]; ok {
