@@ -39,6 +39,19 @@ type ResourceInfo struct {
 	// afresh (Pulsar §4.3). CapacityMin/CapacityMax bound the estimate
 	// (0: unknown).
 	Capacity, CapacityMin, CapacityMax float64
+	// Queues is the number of WFQ queues the link's sending port supports
+	// (PortQueues; 0: none). MaxWeight is the largest queue weight the port
+	// supports, weights then being integers in [1, MaxWeight] (0: any
+	// positive real).
+	Queues, MaxWeight int
+}
+
+// Reservation is what admission control reserved for a tenant's hose
+// guarantees on one link (bits/s).
+type Reservation struct {
+	Tenant   string
+	Resource int // index into ControllerEnv.Resources (a link)
+	Rate     float64
 }
 
 // ApplianceGuarantee is a tenant's guarantee on one virtual appliance, in
@@ -76,6 +89,10 @@ type ControllerEnv struct {
 	Resources []ResourceInfo
 	VMs       []VM
 	VDCs      []VDC
+	// Reservations are the tenants' hose reservations on links, from
+	// admission control: nil when the driver does not know them, empty when
+	// nothing is reserved.
+	Reservations []Reservation
 }
 
 // PathRole says how a flow uses a resource on its path.
@@ -154,18 +171,32 @@ type ControllerActions struct {
 	// Ports configures switch ports' WFQ queues (QShare). Ports not listed
 	// keep their configuration.
 	Ports []PortQueues
-	// Messages go to host agents (Message.To a host), delivered at their
-	// next step like agents' messages (DRX's prices). Bodies must encode
-	// to JSON.
+	// DSCP sets the DSCP code point (0..63) hypervisors mark on a tenant's
+	// packets; tenants not listed keep theirs (initially 0).
+	DSCP map[string]int
+	// Messages go to host agents (To a host; From is set to
+	// ControllerHost), delivered at the recipient's next step like agents'
+	// messages (QShare's bindings, DRX's prices). Bodies must encode to
+	// JSON.
 	Messages []Message
 }
 
+// ControllerHost is the From of the messages a controller sends.
+const ControllerHost = "controller"
+
+// MaxDSCP is the largest DSCP code point.
+const MaxDSCP = 63
+
 // PortQueues configures one switch port (a link's sending end) as weighted
-// fair queues: Weights per queue, queue 0 being the shared queue, and the
-// queue each tenant's traffic is classified into (by DSCP on real
-// switches); tenants not listed use queue 0. No Weights: one FIFO again.
+// fair queues: Weights per queue (at most the port's Queues, within its
+// MaxWeight), queue 0 being the shared queue, and how packets are
+// classified into queues: by tenant (Tenants), or as real switches do by
+// the packet's DSCP code point (DSCP: code point → queue, the tenant's
+// code point being the one ControllerActions.DSCP set). Tenants bound in
+// neither use queue 0. No Weights: one FIFO again.
 type PortQueues struct {
 	Link    int // index into ControllerEnv.Resources (a link)
 	Weights []float64
 	Tenants map[string]int
+	DSCP    map[int]int
 }

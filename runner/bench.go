@@ -89,8 +89,12 @@ func SimSpeed(ctx context.Context, s *Scenario, mechanism string) (float64, time
 	if err != nil {
 		return 0, 0, err
 	}
+	res, err := Reservations(s)
+	if err != nil {
+		return 0, 0, err
+	}
 	start := time.Now()
-	if _, err := sim.Run(ctx, s.Spec, s.Topo, sim.Options{Mechanism: m}); err != nil {
+	if _, err := sim.Run(ctx, s.Spec, s.Topo, sim.Options{Mechanism: m, Reservations: res}); err != nil {
 		return 0, 0, err
 	}
 	wall := time.Since(start)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/place"
@@ -50,6 +51,22 @@ func Prepare(sc *spec.Scenario) (*Scenario, error) {
 	return &Scenario{Spec: sc, Topo: tp}, nil
 }
 
+// Reservations returns the scenario's hose reservations (place.Reservations)
+// as a central controller sees them.
+func Reservations(s *Scenario) ([]mech.Reservation, error) {
+	lr, err := place.Reservations(s.Spec, s.Topo)
+	if err != nil {
+		return nil, err
+	}
+	out := []mech.Reservation{} // none reserved, but known
+	for _, l := range lr {
+		for _, t := range l.Tenants {
+			out = append(out, mech.Reservation{Tenant: t.Tenant, Resource: l.Link, Rate: t.Rate})
+		}
+	}
+	return out, nil
+}
+
 // Options for a run.
 type Options struct {
 	// Progress receives progress lines on long runs (nil: none).
@@ -72,7 +89,11 @@ func Run(ctx context.Context, s *Scenario, mechanism string, opts Options) (*met
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Spec.File, err)
 	}
-	in, err := sim.Run(ctx, s.Spec, s.Topo, sim.Options{Mechanism: m, Progress: opts.Progress, Logger: opts.Logger})
+	res, err := Reservations(s)
+	if err != nil {
+		return nil, err
+	}
+	in, err := sim.Run(ctx, s.Spec, s.Topo, sim.Options{Mechanism: m, Progress: opts.Progress, Logger: opts.Logger, Reservations: res})
 	if err != nil {
 		return nil, err
 	}

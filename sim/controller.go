@@ -39,7 +39,8 @@ func (e *engine) buildController() error {
 	}
 	env := mech.ControllerEnv{}
 	for _, l := range e.tp.Links {
-		env.Resources = append(env.Resources, mech.ResourceInfo{ID: l.Name, Kind: mech.LinkResource, Capacity: l.Capacity / 8})
+		env.Resources = append(env.Resources, mech.ResourceInfo{ID: l.Name, Kind: mech.LinkResource, Capacity: l.Capacity / 8,
+			Queues: e.sc.Network.Queues(), MaxWeight: e.sc.Network.QueueWeightMax})
 	}
 	for _, a := range e.apps {
 		env.Resources = append(env.Resources, mech.ResourceInfo{ID: a.name, Kind: mech.ApplianceResource,
@@ -62,6 +63,12 @@ func (e *engine) buildController() error {
 		}
 		env.VDCs = append(env.VDCs, v)
 	}
+	for _, r := range e.opts.Reservations {
+		if r.Resource < 0 || r.Resource >= len(e.tp.Links) {
+			return fmt.Errorf("sim: reservation of tenant %q on resource %d, which is not a link", r.Tenant, r.Resource)
+		}
+	}
+	env.Reservations = e.opts.Reservations
 	ctl, err := c.NewController(env)
 	if err != nil {
 		return fmt.Errorf("sim: mechanism %s: controller: %w", c.Name(), err)
@@ -186,8 +193,28 @@ func (e *engine) stepController() error {
 	if len(act.Estimates) > 0 {
 		e.recordEstimates(act.Estimates)
 	}
+	if err := e.applyDSCP(act.DSCP); err != nil {
+		return err
+	}
 	if err := e.applyPorts(act.Ports); err != nil {
 		return err
+	}
+	return nil
+}
+
+// applyDSCP sets the code points hypervisors mark tenants' packets with.
+func (e *engine) applyDSCP(marks map[string]int) error {
+	for t, d := range marks {
+		if d < 0 || d > mech.MaxDSCP {
+			return fmt.Errorf("sim: mechanism %s: tenant %q marked with DSCP %d, not in [0, %d]", e.opts.Mechanism.Name(), t, d, mech.MaxDSCP)
+		}
+		if e.dscp == nil {
+			e.dscp = map[string]int{}
+		}
+		if e.dscp[t] != d {
+			e.dscp[t] = d
+			e.dirty = true
+		}
 	}
 	return nil
 }

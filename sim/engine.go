@@ -33,6 +33,10 @@ type Options struct {
 	Progress io.Writer
 	// Logger for debug output; default discards.
 	Logger *slog.Logger
+	// Reservations are the tenants' hose reservations per link from
+	// admission control, handed to a central controller
+	// (mech.ControllerEnv.Reservations); the runner fills them in.
+	Reservations []mech.Reservation
 }
 
 // Run simulates the scenario on the topology under opts.Mechanism and
@@ -116,6 +120,8 @@ type connState struct {
 	remaining float64 // bits left for sized flows; Inf for bulk
 	size      float64 // bytes, for FCT
 	start     time.Duration
+	gen       int     // client generator to notify when the flow ends (-1: none)
+	epoch     int     // the generator's epoch when the flow started
 	rate      float64 // delivered this tick
 	drop      float64 // UDP bits/s dropped in the network this tick
 	inDrop    float64 // of which at the receiver host's ingress scheduler
@@ -164,8 +170,9 @@ type engine struct {
 	congested []bool // per link: saturated and overflowing
 	scheds    []schedState
 	ports     []portState
-	portOf    []int         // per link: port index, -1
-	classedAt []*classedRes // per resource: its classes, nil if flat
+	portOf    []int          // per link: port index, -1
+	dscp      map[string]int // tenant → DSCP code point its packets carry
+	classedAt []*classedRes  // per resource: its classes, nil if flat
 	hops      []hop
 
 	// appliances and request flows
@@ -332,7 +339,7 @@ func (e *engine) newConn(p int, udp bool, offered, appCap float64) int {
 	k := ps.nconn
 	ps.nconn++
 	links := ps.links
-	c := connState{pair: p, udp: udp, offered: offered, appCap: appCap, links: links, remaining: math.Inf(1),
+	c := connState{pair: p, udp: udp, offered: offered, appCap: appCap, links: links, remaining: math.Inf(1), gen: -1,
 		id: ps.id.Src + "->" + ps.id.Dst + "#" + strconv.Itoa(k)}
 	if n := len(e.free); n > 0 {
 		i := e.free[n-1]

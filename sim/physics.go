@@ -516,7 +516,9 @@ func (e *engine) account() {
 				Bytes: c.size, Start: c.start, Duration: fin - c.start})
 			// Count only the bits actually left in this tick.
 			e.pairs[c.pair].partial -= (sent - c.remaining)
+			gen, epoch := c.gen, c.epoch
 			e.finishConn(i)
+			e.clientDone(gen, epoch, fin)
 			continue
 		}
 		c.remaining -= sent

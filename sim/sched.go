@@ -200,6 +200,7 @@ type portState struct {
 	classedRes
 	link int
 	bind map[string]int // tenant → queue
+	dscp map[int]int    // code point → queue
 }
 
 // applyPorts installs the port queue configurations a controller set.
@@ -218,10 +219,17 @@ func (e *engine) applyPorts(ports []mech.PortQueues) error {
 			}
 			continue
 		}
+		if nq := e.sc.Network.Queues(); len(pq.Weights) > nq {
+			return fmt.Errorf("sim: mechanism %s: port %s configured with %d queues; ports have %d (network.port_queues)", name, link, len(pq.Weights), nq)
+		}
+		maxW := float64(e.sc.Network.QueueWeightMax)
 		names := make([]string, len(pq.Weights))
 		for k, w := range pq.Weights {
 			if !(w > 0) || math.IsInf(w, 1) {
 				return fmt.Errorf("sim: mechanism %s: port %s queue %d weight %g", name, link, k, w)
+			}
+			if maxW > 0 && (w != math.Trunc(w) || w > maxW) {
+				return fmt.Errorf("sim: mechanism %s: port %s queue %d weight %g is not an integer in [1, %g] (network.queue_weight_max)", name, link, k, w, maxW)
 			}
 			names[k] = fmt.Sprintf("q%d", k)
 		}
@@ -230,7 +238,15 @@ func (e *engine) applyPorts(ports []mech.PortQueues) error {
 				return fmt.Errorf("sim: mechanism %s: port %s: tenant %q bound to queue %d of %d", name, link, t, q, len(pq.Weights))
 			}
 		}
-		ps := portState{classedRes: newClassedRes(names), link: pq.Link, bind: pq.Tenants}
+		for d, q := range pq.DSCP {
+			if d < 0 || d > mech.MaxDSCP {
+				return fmt.Errorf("sim: mechanism %s: port %s: DSCP %d is not in [0, %d]", name, link, d, mech.MaxDSCP)
+			}
+			if q < 0 || q >= len(pq.Weights) {
+				return fmt.Errorf("sim: mechanism %s: port %s: DSCP %d mapped to queue %d of %d", name, link, d, q, len(pq.Weights))
+			}
+		}
+		ps := portState{classedRes: newClassedRes(names), link: pq.Link, bind: pq.Tenants, dscp: pq.DSCP}
 		copy(ps.weights, pq.Weights)
 		if i := e.portOf[pq.Link]; i >= 0 {
 			e.ports[i] = ps
@@ -250,7 +266,11 @@ func (e *engine) linkClass(l int, tenant string) int {
 	if i < 0 {
 		return -1
 	}
-	return e.ports[i].bind[tenant] // unbound tenants share queue 0
+	ps := &e.ports[i]
+	if q, ok := ps.bind[tenant]; ok {
+		return q
+	}
+	return ps.dscp[e.dscp[tenant]] // unclassified traffic shares queue 0
 }
 
 // linkClassName is the allocator class of a tenant's traffic on link l (""

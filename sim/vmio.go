@@ -114,9 +114,7 @@ func (e *engine) controllerVMs(buf []mech.VMObs, sec float64) []mech.VMObs {
 // network.control_loss apply).
 func (e *engine) sendControllerMessages(msgs []mech.Message) error {
 	for _, m := range msgs {
-		if m.From == "" {
-			m.From = "controller"
-		}
+		m.From = mech.ControllerHost
 		j, ok := e.hostN[m.To]
 		if !ok {
 			return fmt.Errorf("sim: mechanism %s: controller sent a message to unknown host %q", e.opts.Mechanism.Name(), m.To)

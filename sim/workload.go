@@ -23,7 +23,8 @@ type generator struct {
 	epoch   int
 	inPhase bool
 	on      bool
-	sizes   func(*rand.Rand) float64 // bytes, for flows
+	sizes   func(*rand.Rand) float64 // bytes, for flows and clients
+	servers []int                    // clients: the pairs from each server to the client
 }
 
 type eventKind int
@@ -99,6 +100,24 @@ func (e *engine) buildWorkloads() error {
 					e.gens = append(e.gens, &generator{w: w, wi: wi, pair: -1, rflow: ri})
 					e.schedulePhases(gi, w)
 				}
+			}
+			continue
+		}
+		if w.Kind == spec.KindClients {
+			for _, client := range w.Dst {
+				g := &generator{w: w, wi: wi, pair: -1, sizes: sizes, rflow: -1,
+					rng: rand.New(rand.NewPCG(uint64(e.sc.Seed), uint64(len(e.gens))+1))}
+				for _, srv := range w.Src {
+					if srv != client {
+						g.servers = append(g.servers, e.pairFor(w.Tenant, srv, client))
+					}
+				}
+				if len(g.servers) == 0 {
+					continue
+				}
+				gi := len(e.gens)
+				e.gens = append(e.gens, g)
+				e.schedulePhases(gi, w)
 			}
 			continue
 		}
@@ -194,6 +213,8 @@ func (e *engine) fireEvents() error {
 				e.schedule(e.now+e.period(g, time.Duration(g.w.On)), ev.gen, evToggle)
 			case "flows":
 				e.schedule(e.now+e.expDelay(g), ev.gen, evArrival)
+			case spec.KindClients:
+				e.schedule(e.now, ev.gen, evArrival)
 			default:
 				e.setConns(g, true)
 			}
@@ -217,6 +238,10 @@ func (e *engine) fireEvents() error {
 			if ev.epoch != g.epoch || !g.inPhase {
 				continue
 			}
+			if g.w.Kind == spec.KindClients {
+				e.fetch(ev.gen)
+				continue
+			}
 			size := g.sizes(g.rng)
 			i := e.newConn(g.pair, false, 0, math.Inf(1))
 			c := &e.conns[i]
@@ -228,6 +253,37 @@ func (e *engine) fireEvents() error {
 		}
 	}
 	return nil
+}
+
+// fetch starts a client's next flow, from a server drawn at random.
+func (e *engine) fetch(gi int) {
+	g := e.gens[gi]
+	p := g.servers[g.rng.IntN(len(g.servers))]
+	i := e.newConn(p, false, 0, math.Inf(1))
+	c := &e.conns[i]
+	c.size = g.sizes(g.rng)
+	c.remaining = c.size * 8
+	c.start = e.now
+	c.gen, c.epoch = gi, g.epoch
+	e.setActive(i, true)
+}
+
+// clientDone schedules a client's next fetch after its flow finished at
+// fin: at once, or after a sleep uniform in [0, sleep] with probability
+// sleep_prob; not if the client's phase has ended since.
+func (e *engine) clientDone(gi, epoch int, fin time.Duration) {
+	if gi < 0 {
+		return
+	}
+	g := e.gens[gi]
+	if g.epoch != epoch || !g.inPhase {
+		return
+	}
+	next := fin
+	if g.rng.Float64() < g.w.SleepProb {
+		next += secondsToDuration(g.rng.Float64() * time.Duration(g.w.Sleep).Seconds())
+	}
+	e.schedule(next, gi, evArrival)
 }
 
 func (e *engine) setConns(g *generator, on bool) {

@@ -22,6 +22,8 @@ const (
 	KindUDP   = "udp"
 	KindOnOff = "onoff"
 	KindFlows = "flows"
+	// KindClients: closed-loop clients fetching flows from servers.
+	KindClients = "clients"
 	// KindRequests: VMs sending requests to an appliance.
 	KindRequests = "requests"
 

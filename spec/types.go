@@ -134,6 +134,13 @@ type Workload struct {
 	Exponential bool      `yaml:"exponential,omitempty"`
 	ArrivalRate float64   `yaml:"arrival_rate,omitempty"`
 	Sizes       *SizeDist `yaml:"sizes,omitempty"`
+	// clients: every VM in Dst is a client that fetches one flow at a time
+	// (size from Sizes) from a VM of Src drawn uniformly at random (data
+	// flows src → dst); when a flow finishes, the client sleeps with
+	// probability SleepProb for a time uniform in [0, Sleep], else fetches
+	// the next one at once.
+	Sleep     Duration `yaml:"sleep,omitempty"`
+	SleepProb float64  `yaml:"sleep_prob,omitempty"`
 
 	// requests: every VM in Src sends requests to Appliance with the given
 	// Mix, closed-loop with Outstanding requests per VM or open-loop at
@@ -195,6 +202,27 @@ type Network struct {
 	// ControlLoss drops each with that probability.
 	ControlDelay Duration `yaml:"control_delay,omitempty"`
 	ControlLoss  float64  `yaml:"control_loss,omitempty"`
+	// PortQueues is the number of WFQ queues every port (a link's sending
+	// end: switch ports, and servers' NICs as software WFQ) supports, for
+	// mechanisms that configure them (QShare); 0 means DefaultPortQueues.
+	// QueueWeightMax is the largest WFQ weight a port supports, weights
+	// then being integers in [1, QueueWeightMax]; 0 means any positive
+	// real weight.
+	PortQueues     int `yaml:"port_queues,omitempty"`
+	QueueWeightMax int `yaml:"queue_weight_max,omitempty"`
+}
+
+// DefaultPortQueues is the number of WFQ queues per port of commodity
+// switches (QShare §1: "typically 8").
+const DefaultPortQueues = 8
+
+// Queues returns the number of WFQ queues per port (DefaultPortQueues
+// when not set).
+func (n *Network) Queues() int {
+	if n.PortQueues == 0 {
+		return DefaultPortQueues
+	}
+	return n.PortQueues
 }
 
 // Outputs controls the report.

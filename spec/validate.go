@@ -51,6 +51,12 @@ func (s *Scenario) validateRun(p *problems) {
 	if s.Network.ControlDelay < 0 {
 		p.add("network.control_delay", "%v is negative", s.Network.ControlDelay)
 	}
+	if n := s.Network.PortQueues; n < 0 || n > 64 {
+		p.add("network.port_queues", "%d is not a number of queues in [1, 64] (0: default %d)", n, DefaultPortQueues)
+	}
+	if n := s.Network.QueueWeightMax; n < 0 {
+		p.add("network.queue_weight_max", "%d is negative (0: any real weight)", n)
+	}
 	if _, ok := canonicalUnit(s.Units); !ok {
 		p.add("units", "unknown unit %q (use %s)", s.Units, orList(reportUnits))
 	}
@@ -432,12 +438,12 @@ func (s *Scenario) validateWorkloads(p *problems) {
 func (w *Workload) validateKind(p *problems, at string) {
 	kind := w.Kind
 	switch kind {
-	case KindTCP, KindUDP, KindOnOff, KindFlows, KindRequests:
+	case KindTCP, KindUDP, KindOnOff, KindFlows, KindClients, KindRequests:
 	case "":
-		p.add(at+".kind", "required (tcp, udp, onoff, flows or requests)")
+		p.add(at+".kind", "required (tcp, udp, onoff, flows, clients or requests)")
 		return
 	default:
-		p.add(at+".kind", "unknown kind %q (use tcp, udp, onoff, flows or requests)", kind)
+		p.add(at+".kind", "unknown kind %q (use tcp, udp, onoff, flows, clients or requests)", kind)
 		return
 	}
 	unused := func(field string, set bool) {
@@ -453,7 +459,13 @@ func (w *Workload) validateKind(p *problems, at string) {
 	}
 	if kind != KindFlows {
 		unused("arrival_rate", w.ArrivalRate != 0)
+	}
+	if kind != KindFlows && kind != KindClients {
 		unused("sizes", w.Sizes != nil)
+	}
+	if kind != KindClients {
+		unused("sleep", w.Sleep != 0)
+		unused("sleep_prob", w.SleepProb != 0)
 	}
 	if kind != KindRequests {
 		unused("appliance", w.Appliance != "")
@@ -503,6 +515,20 @@ func (w *Workload) validateKind(p *problems, at string) {
 			p.add(at+".sizes", "required for kind flows (a flow-size distribution)")
 		} else {
 			w.Sizes.validate(p, at+".sizes")
+		}
+	case KindClients:
+		unused("connections", w.Connections != 0)
+		unused("rate", w.Rate != 0)
+		if w.Sizes == nil {
+			p.add(at+".sizes", "required for kind clients (a flow-size distribution)")
+		} else {
+			w.Sizes.validate(p, at+".sizes")
+		}
+		if w.Sleep < 0 {
+			p.add(at+".sleep", "must not be negative, got %v", w.Sleep)
+		}
+		if q := w.SleepProb; q < 0 || q > 1 || math.IsNaN(q) {
+			p.add(at+".sleep_prob", "%g is not a probability in [0, 1]", q)
 		}
 	}
 }

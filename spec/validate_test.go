@@ -173,9 +173,9 @@ func TestValidationErrors(t *testing.T) {
 		{"no pairs", func(s *spec.Scenario) { s.Workloads[0].Dst = spec.StringList{"a1"} },
 			[]string{`scenario.yaml: workloads[0]: no VM pairs: src and dst are the same single VM`}},
 		{"kind required", func(s *spec.Scenario) { s.Workloads[0].Kind = "" },
-			[]string{`scenario.yaml: workloads[0].kind: required (tcp, udp, onoff, flows or requests)`}},
+			[]string{`scenario.yaml: workloads[0].kind: required (tcp, udp, onoff, flows, clients or requests)`}},
 		{"unknown kind", func(s *spec.Scenario) { s.Workloads[0].Kind = "quic" },
-			[]string{`scenario.yaml: workloads[0].kind: unknown kind "quic" (use tcp, udp, onoff, flows or requests)`}},
+			[]string{`scenario.yaml: workloads[0].kind: unknown kind "quic" (use tcp, udp, onoff, flows, clients or requests)`}},
 		{"udp rate", func(s *spec.Scenario) { s.Workloads[1].Rate = 0 },
 			[]string{`scenario.yaml: workloads[1].rate: required for kind udp (the sending rate of each pair)`}},
 		{"field of another kind", func(s *spec.Scenario) { s.Workloads[0].On = dur(time.Second); s.Workloads[1].Connections = 2 },
@@ -197,6 +197,14 @@ func TestValidationErrors(t *testing.T) {
 		{"flows needs arrival rate and sizes", func(s *spec.Scenario) { s.Workloads[0].Kind = "flows"; s.Workloads[0].Connections = 0 },
 			[]string{`scenario.yaml: workloads[0].arrival_rate: required for kind flows (flows per second per pair)`,
 				`scenario.yaml: workloads[0].sizes: required for kind flows (a flow-size distribution)`}},
+		{"clients", func(s *spec.Scenario) {
+			w := &s.Workloads[0]
+			w.Kind, w.Connections, w.Sleep, w.SleepProb = "clients", 0, dur(-time.Second), 2
+		}, []string{`scenario.yaml: workloads[0].sizes: required for kind clients (a flow-size distribution)`,
+			`scenario.yaml: workloads[0].sleep: must not be negative, got -1s`,
+			`scenario.yaml: workloads[0].sleep_prob: 2 is not a probability in [0, 1]`}},
+		{"sleep on tcp", func(s *spec.Scenario) { s.Workloads[0].SleepProb = 0.5 },
+			[]string{`scenario.yaml: workloads[0].sleep_prob: not used by kind tcp`}},
 
 		// Size distributions.
 		{"unknown dist", func(s *spec.Scenario) { flows(s, &spec.SizeDist{Dist: "zipf", Mean: 1e3}) },

@@ -22,9 +22,12 @@ func newBenchCmd() *cobra.Command {
                = 24K flows, 200 appliances, 4200 resources), one core
   bench sim    simulated seconds per wall second at 1 ms ticks
   bench pulsar one Pulsar controller step (demand estimation, local and
-               global allocation) at §6.4 scale, 20% and 100% of VMs active`,
+               global allocation) at §6.4 scale, 20% and 100% of VMs active
+  bench qshare QShare Table 1 and Fig. 10: 1024 servers × 100 VM slots,
+               filled with QShare's placement; ports, dedicated queues, DSCP
+               code points, throughput gain and link utilization`,
 	}
-	cmd.AddCommand(newBenchAllocCmd(), newBenchSimCmd(), newBenchPulsarCmd())
+	cmd.AddCommand(newBenchAllocCmd(), newBenchSimCmd(), newBenchPulsarCmd(), newBenchQShareCmd())
 	return cmd
 }
 
@@ -69,6 +72,75 @@ func newBenchAllocCmd() *cobra.Command {
 	}
 	cmd.Flags().IntVar(&runs, "runs", 9, "repetitions per allocator")
 	cmd.Flags().Int64Var(&seed, "seed", 1, "seed of the generated problem")
+	return cmd
+}
+
+func newBenchQShareCmd() *cobra.Command {
+	var o runner.QShareScaleOptions
+	cmd := &cobra.Command{
+		Use:   "qshare",
+		Short: "QShare Table 1 and Fig. 10 at 1024 servers",
+		Long: `Embeds tenants (exponential sizes, five per-VM guarantees) with QShare's
+placement into a k = 16 fat-tree (1024 servers, 10 Gbps links) and its
+oversubscribed variants until full, then runs QShare's tenant-queue binding
+on the result at tenant level (docs/qshare.md): Table 1's columns for every
+oversubscription ratio with the run time, and Fig. 10's throughput gain
+against the inactive ratio and link utilization against static reservation.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := cmd.OutOrStdout()
+			rows, err := runner.QShareScale(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			q := o.Queues
+			if q == 0 {
+				q = 8
+			}
+			fmt.Fprintf(w, "QShare Table 1 (%d queues per switch port, seed %d)\n\n", q, max(o.Seed, 1))
+			fmt.Fprintf(w, "| O.R. | servers | tenants (requests) | slots / links reserved | ports < %d / < %d / < %d tenants | most per port | ports > %d | local tenants | permanent dedicated | dedicated per interval (min–mean) | DSCP values | place | analysis |\n", q, 2*q, 4*q, q-1)
+			fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+			for _, r := range rows {
+				fmt.Fprintf(w, "| %d:1 | %d | %d (%d) | %.1f%% / %.1f%% | %.1f%% / %.1f%% / %.1f%% | %d | %d | %d | %.1f%% | %.1f%%–%.1f%% | %d | %.1f s | %.2f s |\n",
+					r.Ratio, r.Servers, r.Tenants, r.Requests, 100*r.SlotLoad, 100*r.LinkLoad,
+					100*r.Below[q], 100*r.Below[2*q], 100*r.Below[4*q], r.MaxPerPort, r.Overloaded, r.Local,
+					100*r.Permanent, 100*r.DedicatedMin, 100*r.DedicatedMean, r.CodePoints,
+					r.PlaceTime.Seconds(), r.AnalyzeTime.Seconds())
+			}
+			fmt.Fprintln(w, "\nFig. 10(a): mean throughput gain of the active tenants against the inactive ratio")
+			fmt.Fprintln(w)
+			head, sep := "| O.R. |", "| --- |"
+			for _, x := range rows[0].Inactive {
+				head += fmt.Sprintf(" %.0f%% |", 100*x)
+				sep += " ---: |"
+			}
+			fmt.Fprintln(w, head)
+			fmt.Fprintln(w, sep)
+			for _, r := range rows {
+				line := fmt.Sprintf("| %d:1 |", r.Ratio)
+				for _, g := range r.Gain {
+					line += fmt.Sprintf(" %.2f |", g)
+				}
+				fmt.Fprintln(w, line)
+			}
+			fmt.Fprintf(w, "\nFig. 10(b): link utilization at inactive ratio %.0f%% (links with a reservation)\n\n", 100*rows[0].UtilAt)
+			fmt.Fprintln(w, "| O.R. | median QShare | median static | links full, QShare | links full, static | one binding round |")
+			fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: |")
+			for _, r := range rows {
+				fmt.Fprintf(w, "| %d:1 | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.2f ms |\n", r.Ratio, 100*r.UtilMedianQ, 100*r.UtilMedianS,
+					100*r.UtilFullQ, 100*r.UtilFullS, ms(r.BindTime))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.K, "k", 16, "fat-tree arity (k³/4 servers)")
+	cmd.Flags().IntVar(&o.Slots, "slots", 100, "VM slots per server")
+	cmd.Flags().IntSliceVar(&o.Ratios, "ratios", []int{1, 2, 4}, "oversubscription ratios (each divides k/2)")
+	cmd.Flags().IntVar(&o.Queues, "queues", 8, "WFQ queues per switch port")
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 20, "binding rounds with random scores")
+	cmd.Flags().Float64Var(&o.MeanVMs, "mean-vms", 49, "mean of the exponential tenant size (VMs)")
+	cmd.Flags().Float64Var(&o.Link, "link", 10e9, "capacity of every link, bits/s")
+	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "seed of the tenant stream")
 	return cmd
 }
 

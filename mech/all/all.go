@@ -13,6 +13,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech/gatekeeper"
 	"github.com/bulkhead-dc/bulkhead/mech/none"
 	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
+	"github.com/bulkhead-dc/bulkhead/mech/qshare"
 	"github.com/bulkhead-dc/bulkhead/mech/seawall"
 	"github.com/bulkhead-dc/bulkhead/mech/static"
 )
@@ -31,6 +32,7 @@ func registry() map[string]constructor {
 		pulsar.NameAppliances: wrap(pulsar.NewAppliances),
 		pulsar.NameNetwork:    wrap(pulsar.NewNetwork),
 		drx.Name:              wrap(drx.New),
+		qshare.Name:           wrap(qshare.New),
 	}
 	for _, p := range []string{drx.PolicyEB, drx.PolicyHB, drx.PolicyCC, drx.PolicyPC} {
 		for _, s := range []string{drx.ScopeLocal, drx.ScopeDist} {
