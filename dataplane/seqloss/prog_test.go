@@ -26,17 +26,17 @@ func needRoot(tb testing.TB) {
 // BPF_PROG_TEST_RUN takes (fields it does not accept stay zero).
 type skbCtx struct {
 	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto uint32
-	Priority, IngressIfindex, Ifindex, TCIndex                                 uint32
-	CB                                                                         [5]uint32
-	Hash, TCClassid, Data, DataEnd, NapiID                                     uint32
-	Family, RemoteIP4, LocalIP4                                                uint32
-	RemoteIP6, LocalIP6                                                        [4]uint32
-	RemotePort, LocalPort, DataMeta                                            uint32
-	FlowKeys, Tstamp                                                           uint64
-	WireLen, GSOSegs                                                           uint32
-	Sk                                                                         uint64
-	GSOSize                                                                    uint32
-	_                                                                          uint32
+	Priority, IngressIfindex, Ifindex, TCIndex                                  uint32
+	CB                                                                          [5]uint32
+	Hash, TCClassid, Data, DataEnd, NapiID                                      uint32
+	Family, RemoteIP4, LocalIP4                                                 uint32
+	RemoteIP6, LocalIP6                                                         [4]uint32
+	RemotePort, LocalPort, DataMeta                                             uint32
+	FlowKeys, Tstamp                                                            uint64
+	WireLen, GSOSegs                                                            uint32
+	Sk                                                                          uint64
+	GSOSize                                                                     uint32
+	_                                                                           uint32
 }
 
 const (
