@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 
@@ -25,7 +26,7 @@ const Mark = 0x8000
 
 // DefaultMaxPairs is the size of each per-pair map when Config.MaxPairs
 // is 0 (as compiled into the object).
-const DefaultMaxPairs = 16384
+const DefaultMaxPairs = 4096
 
 // DefaultPrio is the tc filter priority of the programs when Config.Prio
 // is 0. Filters of a hook run in priority order (lowest first); the
@@ -338,39 +339,40 @@ func receivedOf(v seqlossRxVal) Received {
 // batchSize is the number of entries read per batch syscall.
 const batchSize = 256
 
-// dump reads every entry of m (flags: BPF_F_LOCK for spin-locked values).
-func dump[K comparable, V any](m *ebpf.Map, flags uint64) (map[K]V, error) {
-	out := map[K]V{}
-	keys := make([]K, batchSize)
-	vals := make([]V, batchSize)
+// dump reads every entry of m (flags: BPF_F_LOCK for spin-locked values)
+// in batches.
+func dump[K comparable, V any](m *ebpf.Map, flags uint64) ([]K, []V, error) {
+	chunk := int(min(m.MaxEntries(), batchSize))
+	var keys []K
+	var vals []V
 	var cursor ebpf.MapBatchCursor
 	for {
-		n, err := m.BatchLookup(&cursor, keys, vals, &ebpf.BatchOptions{ElemFlags: flags})
-		for i := range n {
-			out[keys[i]] = vals[i]
-		}
+		keys, vals = slices.Grow(keys, chunk), slices.Grow(vals, chunk)
+		k, v := keys[len(keys):len(keys)+chunk], vals[len(vals):len(vals)+chunk]
+		n, err := m.BatchLookup(&cursor, k, v, &ebpf.BatchOptions{ElemFlags: flags})
+		keys, vals = keys[:len(keys)+n], vals[:len(vals)+n]
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return out, nil
+			return keys, vals, nil
 		}
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	// No batch operations: iterate (values may then be read unlocked).
-	out = map[K]V{}
+	// No batch operations: iterate (values are then read unlocked).
+	keys, vals = keys[:0], vals[:0]
 	var k K
 	var v V
 	it := m.Iterate()
 	for it.Next(&k, &v) {
-		out[k] = v
+		keys, vals = append(keys, k), append(vals, v)
 	}
 	if err := it.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return keys, vals, nil
 }
 
 func (p *Probe) maps() (*seqlossMaps, error) {
@@ -389,13 +391,13 @@ func (p *Probe) Sent() (map[dataplane.Pair]Sent, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := dump[seqlossPair, seqlossTxVal](m.SeqlossTx, 0)
+	keys, vals, err := dump[seqlossPair, seqlossTxVal](m.SeqlossTx, 0)
 	if err != nil {
 		return nil, fmt.Errorf("seqloss: read sender counters: %w", err)
 	}
-	out := make(map[dataplane.Pair]Sent, len(raw))
-	for k, v := range raw {
-		out[pairOf(k)] = sentOf(v)
+	out := make(map[dataplane.Pair]Sent, len(keys))
+	for i, k := range keys {
+		out[pairOf(k)] = sentOf(vals[i])
 	}
 	return out, nil
 }
@@ -408,13 +410,13 @@ func (p *Probe) Received() (map[dataplane.Pair]Received, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := dump[seqlossPair, seqlossRxVal](m.SeqlossRx, uint64(ebpf.LookupLock))
+	keys, vals, err := dump[seqlossPair, seqlossRxVal](m.SeqlossRx, uint64(ebpf.LookupLock))
 	if err != nil {
 		return nil, fmt.Errorf("seqloss: read receiver counters: %w", err)
 	}
-	out := make(map[dataplane.Pair]Received, len(raw))
-	for k, v := range raw {
-		out[pairOf(k)] = receivedOf(v)
+	out := make(map[dataplane.Pair]Received, len(keys))
+	for i, k := range keys {
+		out[pairOf(k)] = receivedOf(vals[i])
 	}
 	return out, nil
 }

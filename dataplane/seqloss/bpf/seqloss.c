@@ -178,14 +178,14 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct pair);
 	__type(value, struct tx_val);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 4096);
 } seqloss_tx SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct pair);
 	__type(value, struct rx_val);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 4096);
 } seqloss_rx SEC(".maps");
 
 struct {
