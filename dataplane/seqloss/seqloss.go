@@ -139,6 +139,12 @@ func parent(d dataplane.Direction) uint32 {
 // one program of a Probe.
 func (p *Probe) Attach(dev string, dir dataplane.Direction, role Role) error {
 	h := Hook{Dev: dev, Dir: dir, Role: role}
+	if role != Stamp && role != Count {
+		return fmt.Errorf("seqloss: attach to %s %s: unknown role %d", dev, dir, int(role))
+	}
+	if dir != dataplane.Ingress && dir != dataplane.Egress {
+		return fmt.Errorf("seqloss: attach to %s: unknown direction %d", dev, int(dir))
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -167,7 +173,14 @@ func (p *Probe) Attach(dev string, dir dataplane.Direction, role Role) error {
 		DirectAction: true,
 	}
 	if err := p.ns.Netlink().FilterAdd(f); err != nil {
-		return fmt.Errorf("seqloss: netns %s: attach %s (tc prio %d): %w", p.ns.Name, h, p.prio, err)
+		hint := ""
+		switch {
+		case errors.Is(err, unix.EINVAL):
+			hint = " (another kind of filter at that priority? choose another Config.Prio)"
+		case errors.Is(err, unix.EEXIST):
+			hint = " (another seqloss probe at that priority)"
+		}
+		return fmt.Errorf("seqloss: netns %s: attach %s (tc prio %d): %w%s", p.ns.Name, h, p.prio, err, hint)
 	}
 	p.hooks = append(p.hooks, h)
 	return nil

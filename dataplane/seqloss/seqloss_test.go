@@ -58,6 +58,7 @@ type path struct {
 	up1, toB     string // devices: s1's uplink, s2's veth to b
 	pair         dataplane.Pair
 	tx, rx       *Probe
+	lim          *dataplane.Limiter // nil unless newPathLimited
 }
 
 const (
@@ -68,6 +69,13 @@ const (
 )
 
 func newPath(t *testing.T, rate float64, queueBytes uint32) *path {
+	return newPathLimited(t, rate, queueBytes, 0)
+}
+
+// newPathLimited is newPath with, when limit > 0, a pair limiter at limit
+// bits/s on s1 as the testbed has it: an IFB receiving by redirection what
+// a sends (a dataplane.Limiter), before the uplink.
+func newPathLimited(t *testing.T, rate float64, queueBytes uint32, limit float64) *path {
 	t.Helper()
 	prefix := newPrefix(t)
 	mk := func(name string, fwd bool) *dataplane.NS {
@@ -104,6 +112,14 @@ func newPath(t *testing.T, rate float64, queueBytes uint32) *path {
 	must(p.s1.ReplaceHTBClass(p.up1, dataplane.HTBClass{Parent: shapeQdisc, Handle: shapeClass, Rate: rate}))
 	must(p.s1.ReplaceFIFO(p.up1, shapeClass, shapeQueue, queueBytes))
 	p.pair = dataplane.Pair{Src: ip("10.200.0.1"), Dst: ip("10.200.0.3")}
+	if limit > 0 {
+		must(p.s1.AddIFB(prefix + "tx"))
+		must(p.s1.RedirectIngress(prefix+"v0h", prefix+"tx", 1))
+		lim, err := dataplane.NewLimiter(p.s1, dataplane.LimiterConfig{Dev: prefix + "tx", QueueBytes: 30000})
+		must(err)
+		must(lim.SetPairRate(p.pair, limit))
+		p.lim = lim
+	}
 
 	var err error
 	p.tx, err = New(p.s1, Config{})
@@ -272,6 +288,53 @@ func TestUDPNoOverloadNoLoss(t *testing.T) {
 	}
 }
 
+// TestLimiterDropsAreNotLoss: with the testbed's pair limiter (IFB) before
+// the uplink, the limiter's drops are not reported as loss: the stamp
+// program numbers packets after the limiter. Then the uplink becomes the
+// bottleneck and its drops are.
+func TestLimiterDropsAreNotLoss(t *testing.T) {
+	needRoot(t)
+	p := newPathLimited(t, 20e6, 30000, 10e6)
+	p.udp(t, 3000, 1000, 30e6)
+	cs, err := p.lim.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.rx.ReceivedPair(p.pair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limDrops, upDrops := uint64(cs[p.pair].Drops), p.drops(t)
+	t.Logf("limiter at 10 Mbit/s: limiter drops %d, uplink drops %d; counted %+v", limDrops, upDrops, r)
+	if limDrops < 1000 || upDrops != 0 {
+		t.Fatalf("limiter drops %d, uplink drops %d: want the limiter (only) to drop", limDrops, upDrops)
+	}
+	if r.Gaps != 0 || r.Packets == 0 {
+		t.Errorf("the limiter's drops were counted as loss: %+v", r)
+	}
+	// Raise the limit above the uplink: the uplink's queue drops now.
+	if err := p.lim.SetPairRate(p.pair, 100e6); err != nil {
+		t.Fatal(err)
+	}
+	p.udp(t, 3000, 1000, 40e6)
+	r2, err := p.rx.ReceivedPair(p.pair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs2, err := p.lim.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := p.drops(t)
+	t.Logf("limiter at 100 Mbit/s: limiter drops %d more, uplink drops %d; counted %+v", uint64(cs2[p.pair].Drops)-limDrops, d, r2)
+	if d < 500 {
+		t.Fatalf("uplink dropped %d packets at 2× its rate", d)
+	}
+	if lost := r2.Lost(r); absDiff(lost, d) > tolerance(d) {
+		t.Errorf("lost %d, uplink drops %d", lost, d)
+	}
+}
+
 // TestTCPSegments: TCP through the overloaded uplink in segmentation-
 // offload packets. Every segment stamped is either counted or in a gap,
 // each packet the shaper drops (one or more segments) is at least one gap,
@@ -419,6 +482,23 @@ func TestAttachDetachClose(t *testing.T) {
 	}
 	if err := pr.AttachStamp("nosuchdev", dataplane.Egress); err == nil {
 		t.Error("attaching to a missing device succeeded")
+	}
+	if err := pr.Attach(y, dataplane.Ingress, Role(7)); err == nil {
+		t.Error("unknown role accepted")
+	}
+	// A probe whose priority is taken by the redirect (u32) is refused
+	// with the priority named.
+	clash, err := New(ns, Config{Prio: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = clash.AttachStamp(x, dataplane.Ingress)
+	t.Logf("priority clash: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "prio 2") {
+		t.Errorf("attaching at the redirect's priority: %v", err)
+	}
+	if err := clash.Close(); err != nil {
+		t.Fatal(err)
 	}
 	if got := fmt.Sprint(filters(t, ns, x, dataplane.Ingress)); got != "[bulkhead_seqloss_stamp]" {
 		t.Errorf("ingress BPF filters of %s: %s", x, got)
