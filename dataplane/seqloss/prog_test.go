@@ -285,3 +285,59 @@ func TestStampThenCount(t *testing.T) {
 		t.Errorf("after %d of 1000 packets dropped: %+v", dropped, receivedOf(v))
 	}
 }
+
+// TestMapsFull: with room for two pairs, a third pair's packets are left
+// alone and counted in Stats; known pairs carry on.
+func TestMapsFull(t *testing.T) {
+	needRoot(t)
+	objs, err := load(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	pr := &Probe{objs: objs}
+	dsts := []string{"10.204.0.1", "10.204.0.2", "10.204.0.3"}
+	for round := range 2 {
+		for i, d := range dsts {
+			f := run(t, objs.SeqlossStamp, frame("10.204.1.1", d, 0x7777, 0x4000, 64), 0)
+			id, frag := binary.BigEndian.Uint16(f[offID:]), binary.BigEndian.Uint16(f[offFrag:])
+			if i < 2 && (id != uint16(round) || frag&Mark == 0) {
+				t.Errorf("pair %d round %d: id %d flags %#04x, want stamped %d", i, round, id, frag, round)
+			}
+			if i == 2 && (id != 0x7777 || frag&Mark != 0) {
+				t.Errorf("third pair stamped (id %d flags %#04x) in a full map", id, frag)
+			}
+			run(t, objs.SeqlossCount, frame("10.204.2.1", d, uint16(round), 0x4000|Mark, 64), 0)
+		}
+	}
+	st, err := pr.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TxFull != 2 || st.RxFull != 2 || st.RxUnmarked != 0 {
+		t.Errorf("stats %+v, want 2 packets refused by each full map", st)
+	}
+	sent, err := pr.Sent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := pr.Received()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 2 || len(rcv) != 2 {
+		t.Errorf("%d pairs stamped, %d counted; want 2 and 2", len(sent), len(rcv))
+	}
+	// Forget frees a slot for the third pair.
+	gone := dataplane.Pair{Src: netip.MustParseAddr("10.204.2.1"), Dst: netip.MustParseAddr(dsts[0])}
+	if err := pr.Forget(gone); err != nil {
+		t.Fatal(err)
+	}
+	run(t, objs.SeqlossCount, frame("10.204.2.1", dsts[2], 5, 0x4000|Mark, 64), 0)
+	if r, err := pr.ReceivedPair(dataplane.Pair{Src: netip.MustParseAddr("10.204.2.1"), Dst: netip.MustParseAddr(dsts[2])}); err != nil || r.Packets != 1 {
+		t.Errorf("after Forget, the third pair: %+v, %v", r, err)
+	}
+	if r, err := pr.ReceivedPair(gone); err != nil || r != (Received{}) {
+		t.Errorf("forgotten pair: %+v, %v", r, err)
+	}
+}
