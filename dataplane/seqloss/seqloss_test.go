@@ -144,9 +144,9 @@ func (p *path) drops(t *testing.T) uint64 {
 }
 
 // udp sends n datagrams of size bytes from a to b paced at rate bits/s
-// (IP packets), then 3 trailing packets slowly, and returns how many b's
+// (IP packets; at most maxBurst at once), then 3 trailing packets slowly, and returns how many b's
 // socket received.
-func (p *path) udp(t *testing.T, n, size int, rate float64) int {
+func (p *path) udp(t *testing.T, n, size int, rate float64, maxBurst int) int {
 	t.Helper()
 	var rc *net.UDPConn
 	if err := p.b.Do(func() error {
@@ -183,9 +183,9 @@ func (p *path) udp(t *testing.T, n, size int, rate float64) int {
 	pps := rate / 8 / float64(size)
 	start := time.Now()
 	for sent := 0; sent < n; {
-		// At most a few packets at once: a sender that was descheduled
-		// sends late rather than in a burst.
-		due := min(n, int(time.Since(start).Seconds()*pps)+1, sent+8)
+		// At most maxBurst packets at once: a sender that was descheduled
+		// sends late rather than in a burst that alone overflows a queue.
+		due := min(n, int(time.Since(start).Seconds()*pps)+1, sent+maxBurst)
 		for ; sent < due; sent++ {
 			if _, err := sc.Write(payload); err != nil {
 				t.Fatalf("send: %v", err)
@@ -224,7 +224,7 @@ func absDiff(a, b uint64) uint64 {
 func TestUDPLossMatchesShaperDrops(t *testing.T) {
 	needRoot(t)
 	p := newPath(t, 20e6, 30000)
-	got := p.udp(t, 6000, 1000, 60e6)
+	got := p.udp(t, 6000, 1000, 60e6, 64)
 	sent, err := p.tx.Sent()
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +261,7 @@ func TestUDPLossMatchesShaperDrops(t *testing.T) {
 func TestUDPNoOverloadNoLoss(t *testing.T) {
 	needRoot(t)
 	p := newPath(t, 20e6, 30000)
-	got := p.udp(t, 1500, 1000, 10e6)
+	got := p.udp(t, 1500, 1000, 10e6, 8)
 	const trailing = 3
 	sent, err := p.tx.Sent()
 	if err != nil {
@@ -295,7 +295,7 @@ func TestUDPNoOverloadNoLoss(t *testing.T) {
 func TestLimiterDropsAreNotLoss(t *testing.T) {
 	needRoot(t)
 	p := newPathLimited(t, 20e6, 30000, 10e6)
-	p.udp(t, 3000, 1000, 30e6)
+	p.udp(t, 3000, 1000, 30e6, 32)
 	cs, err := p.lim.Counters()
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +316,7 @@ func TestLimiterDropsAreNotLoss(t *testing.T) {
 	if err := p.lim.SetPairRate(p.pair, 100e6); err != nil {
 		t.Fatal(err)
 	}
-	p.udp(t, 3000, 1000, 40e6)
+	p.udp(t, 3000, 1000, 40e6, 32)
 	r2, err := p.rx.ReceivedPair(p.pair)
 	if err != nil {
 		t.Fatal(err)
