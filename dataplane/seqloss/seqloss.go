@@ -81,7 +81,7 @@ type Probe struct {
 	ns   *dataplane.NS
 	prio uint16
 
-	mu     sync.Mutex
+	mu     sync.RWMutex // readers of the maps hold it shared, so Close waits for them
 	objs   *seqlossObjects
 	hooks  []Hook
 	closed bool
@@ -388,22 +388,24 @@ func dump[K comparable, V any](m *ebpf.Map, flags uint64) ([]K, []V, error) {
 	return keys, vals, nil
 }
 
-func (p *Probe) maps() (*seqlossMaps, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// maps returns the maps and a function to call when done with them.
+func (p *Probe) maps() (*seqlossMaps, func(), error) {
+	p.mu.RLock()
 	if p.closed {
-		return nil, errors.New("seqloss: probe closed")
+		p.mu.RUnlock()
+		return nil, nil, errors.New("seqloss: probe closed")
 	}
-	return &p.objs.seqlossMaps, nil
+	return &p.objs.seqlossMaps, p.mu.RUnlock, nil
 }
 
 // Sent returns the sender-side counters of every pair the stamp program
 // has seen.
 func (p *Probe) Sent() (map[dataplane.Pair]Sent, error) {
-	m, err := p.maps()
+	m, done, err := p.maps()
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	keys, vals, err := dump[seqlossPair, seqlossTxVal](m.SeqlossTx, 0)
 	if err != nil {
 		return nil, fmt.Errorf("seqloss: read sender counters: %w", err)
@@ -419,10 +421,11 @@ func (p *Probe) Sent() (map[dataplane.Pair]Sent, error) {
 // program has seen. Each pair's counters are read under its lock, so they
 // are consistent with each other.
 func (p *Probe) Received() (map[dataplane.Pair]Received, error) {
-	m, err := p.maps()
+	m, done, err := p.maps()
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	keys, vals, err := dump[seqlossPair, seqlossRxVal](m.SeqlossRx, uint64(ebpf.LookupLock))
 	if err != nil {
 		return nil, fmt.Errorf("seqloss: read receiver counters: %w", err)
@@ -437,10 +440,11 @@ func (p *Probe) Received() (map[dataplane.Pair]Received, error) {
 // ReceivedPair returns one pair's receiver-side counters (zero if the
 // pair has not been seen).
 func (p *Probe) ReceivedPair(pair dataplane.Pair) (Received, error) {
-	m, err := p.maps()
+	m, done, err := p.maps()
 	if err != nil {
 		return Received{}, err
 	}
+	defer done()
 	k, err := keyOf(pair)
 	if err != nil {
 		return Received{}, err
@@ -458,10 +462,11 @@ func (p *Probe) ReceivedPair(pair dataplane.Pair) (Received, error) {
 // Forget removes pairs from both maps (e.g. when a VM pair goes away); a
 // pair's next packets start it afresh.
 func (p *Probe) Forget(pairs ...dataplane.Pair) error {
-	m, err := p.maps()
+	m, done, err := p.maps()
 	if err != nil {
 		return err
 	}
+	defer done()
 	for _, pair := range pairs {
 		k, err := keyOf(pair)
 		if err != nil {
@@ -478,10 +483,11 @@ func (p *Probe) Forget(pairs ...dataplane.Pair) error {
 
 // Stats returns the programs' skip counters summed over CPUs.
 func (p *Probe) Stats() (Stats, error) {
-	m, err := p.maps()
+	m, done, err := p.maps()
 	if err != nil {
 		return Stats{}, err
 	}
+	defer done()
 	var per []seqlossStats
 	if err := m.SeqlossStats.Lookup(uint32(0), &per); err != nil {
 		return Stats{}, fmt.Errorf("seqloss: read stats: %w", err)
