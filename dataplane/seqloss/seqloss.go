@@ -249,7 +249,9 @@ func (p *Probe) detach(h Hook) error {
 
 // Close detaches every filter the probe attached (where the device still
 // exists) and releases the programs and maps; the kernel frees them once
-// no filter refers to them. Calling Close again does nothing.
+// no filter refers to them. Close the Probe before the NS it was made
+// with: without the namespace's handle it cannot reach the filters (they
+// then go with their devices). Calling Close again does nothing.
 func (p *Probe) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
