@@ -98,7 +98,9 @@
 //
 //	go generate ./dataplane/seqloss
 //
-// The C source includes no header (the few kernel UAPI definitions it
+// go generate also records the source's SHA-256 (bpf/seqloss.c.sha256);
+// a test fails when the source changed but the objects were not
+// regenerated. The C source includes no header (the few kernel UAPI definitions it
 // needs are in it), so only the compiler matters: Debian's clang 14.0.6
 // reproduces the committed objects byte for byte; other versions produce
 // equivalent but not identical code.
