@@ -18,7 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/agent"
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/mech/static"
 	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -29,7 +31,7 @@ import (
 // 10 ms windows is too bursty for per-sample compliance.
 const DefaultSample = 100 * time.Millisecond
 
-// Mechanisms the testbed runs without a host agent.
+// Mechanism names the testbed knows without the registry.
 const (
 	MechNone   = "none"
 	MechStatic = "static"
@@ -38,8 +40,22 @@ const (
 // RunOptions configure Run.
 type RunOptions struct {
 	Options
-	// Mechanism: "none" or "static" (default: the scenario's).
+	// Mechanism is run by host agents, one per server with VMs, as
+	// goroutines of this process (default: the scenario's). Central
+	// controllers (Pulsar) are not supported.
 	Mechanism string
+	// Params are the mechanism's parameters (default: the scenario's
+	// mechanism.params when Mechanism is the scenario's mechanism).
+	Params map[string]any
+	// AgentHTTP, if set (IP:PORT), makes agent i serve /metrics, /state
+	// and /healthz on PORT + i.
+	AgentHTTP string
+	// AfterRun, if set, is called with the agents after the workloads,
+	// before the testbed is torn down.
+	AfterRun func([]*agent.Agent)
+	// AgentTrace, if set, receives every agent's per-step trace
+	// (agent.Config.Trace); writes are serialized.
+	AgentTrace io.Writer
 	// Sample is the measurement interval (default: the scenario's
 	// outputs.sample, at least DefaultSample).
 	Sample time.Duration
@@ -109,13 +125,17 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if o.Mechanism == "" {
 		o.Mechanism = sc.Mechanism.Name
 	}
-	switch o.Mechanism {
-	case MechNone:
-	case MechStatic:
-		o.Limiters = true
-	default:
-		return nil, fmt.Errorf("testbed: mechanism %q is not supported yet (%s, %s); adaptive mechanisms need the host agent", o.Mechanism, MechNone, MechStatic)
+	if o.Params == nil && o.Mechanism == sc.Mechanism.Name {
+		o.Params = sc.Mechanism.Params
 	}
+	m, err := all.New(o.Mechanism, o.Params)
+	if err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	if _, central := m.(mech.Central); central {
+		return nil, fmt.Errorf("testbed: mechanism %s has a central controller; the testbed runs host agents only", o.Mechanism)
+	}
+	o.Limiters, o.Schedulers = needs(o.Mechanism)
 	if o.Sample == 0 {
 		o.Sample = max(time.Duration(sc.Outputs.Sample), DefaultSample)
 	}
@@ -134,7 +154,7 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		o.Prefix = NewPrefix()
 	}
 	// a plan without side effects first, to reject what cannot run
-	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: o.Prefix, Scale: o.Scale, QueueBytes: o.QueueBytes, Limiters: o.Limiters})
+	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: o.Prefix, Scale: o.Scale, QueueBytes: o.QueueBytes, Limiters: o.Limiters, Schedulers: o.Schedulers})
 	if err != nil {
 		return nil, err
 	}
@@ -163,16 +183,21 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		}
 	}()
 
-	if o.Mechanism == MechStatic {
-		if err := tb.ApplyStatic(); err != nil {
-			return nil, err
-		}
-	}
 	w := &workers{tb: tb, iperf: iperf}
 	defer w.stop()
 	if err := w.startServers(ctx, fl); err != nil {
 		return nil, err
 	}
+	as, err := tb.startAgents(ctx, m, o.AgentHTTP, o.AgentTrace)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if aerr := as.stop(); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+	}()
+	tb.log.Info("host agents started", "mechanism", m.Name(), "agents", len(as.list))
 	in, err := tb.measure(ctx, sc, fl, o, w)
 	if err != nil {
 		return nil, err
@@ -181,6 +206,18 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if err := w.err(); err != nil {
 		return nil, err
 	}
+	if o.AfterRun != nil {
+		o.AfterRun(as.list)
+	}
+	var steps int64
+	dropped := 0.0
+	for _, a := range as.list {
+		steps += a.Steps()
+		for _, n := range a.Dropped() {
+			dropped += n
+		}
+	}
+	tb.log.Info("host agents done", "steps", steps, "messages_dropped", dropped)
 	in.Mechanism = o.Mechanism
 	return in, nil
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
@@ -157,6 +159,8 @@ func newTestbedRunCmd() *cobra.Command {
 		out     string
 		sample  time.Duration
 		noPlots bool
+		trace   string
+		http    string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml -o DIR",
@@ -186,7 +190,19 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 			if err != nil {
 				return err
 			}
-			in, err := testbed.Run(ctx, s.Spec, s.Topo, testbed.RunOptions{Options: f.options(), Mechanism: f.mechanism, Sample: sample})
+			ro := testbed.RunOptions{Options: f.options(), Mechanism: f.mechanism, Sample: sample, AgentHTTP: http}
+			if trace != "" {
+				tf, err := os.Create(trace)
+				if err != nil {
+					return err
+				}
+				defer tf.Close()
+				bw := bufio.NewWriter(tf)
+				defer bw.Flush()
+				fmt.Fprintln(bw, "time_s,host,src,dst,rate_mbps,limit_mbps,limiter_bound,losses")
+				ro.AgentTrace = bw
+			}
+			in, err := testbed.Run(ctx, s.Spec, s.Topo, ro)
 			if err != nil {
 				return err
 			}
@@ -214,6 +230,8 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (created)")
 	cmd.Flags().DurationVar(&sample, "sample", 0, "measurement interval (default: the scenario's outputs.sample, at least 100ms)")
 	cmd.Flags().BoolVar(&noPlots, "no-plots", false, "skip the PNG/SVG plots")
+	cmd.Flags().StringVar(&trace, "agent-trace", "", "write every host agent's per-step pair observations and limits to this CSV file")
+	cmd.Flags().StringVar(&http, "agent-http", "", "IP:PORT: host agent i serves /metrics, /state and /healthz on PORT+i")
 	return cmd
 }
 

@@ -1,0 +1,107 @@
+package testbed
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/agent"
+	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/spec"
+)
+
+// ESQueue and ESGSO are the switch queue and the VMs' largest offload
+// packet in the ElasticSwitch runs: 128 KB per port, the order of a
+// commodity 1 GbE switch of the paper's time (the paper does not give its
+// switches' buffers), and 16 KB offload packets, so that a queue drops
+// about ten segments at a time rather than a whole 64 KB super-packet (a
+// third of the queue). With the testbed's defaults (1 MB, 64 KB), drops
+// at the congested core come in rare bursts, about one loss event per
+// second per pair, and the probing of 16 pairs outruns them
+// (docs/results.md).
+const (
+	ESQueue = 128 << 10
+	ESGSO   = 16 << 10
+)
+
+// tenantRates returns each tenant's mean received rate over samples with
+// from <= T, and the mean of their sum (report units).
+func tenantRates(in *metrics.Input, from time.Duration) (map[string]float64, float64) {
+	sum := map[string]float64{}
+	n := 0
+	for _, s := range in.Samples {
+		if s.T <= from {
+			continue
+		}
+		n++
+		for i, p := range s.Pairs {
+			sum[in.Pairs[i].Tenant] += p.Rate / in.UnitScale
+		}
+	}
+	total := 0.0
+	for k := range sum {
+		sum[k] /= float64(n)
+		total += sum[k]
+	}
+	return sum, total
+}
+
+// TestElasticSwitchCoreCongestion is issue 5's first Done-when test: two
+// tenants with 450 Mbps guarantees on a 1 Gbps emulated core, X with one
+// TCP sender and Y with 16 (scenarios/elasticswitch-real-fig5.yaml). Under
+// none X is measured below its guarantee; under ElasticSwitch, run by the
+// host agents on real traffic, X averages at least 90% of 450 Mbps over
+// 10 s (after 2 s of start-up) and the core stays at least 85% utilized.
+// The switch queues and offload packets are ESQueue and ESGSO.
+func TestElasticSwitchCoreCongestion(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		mech string
+		dur  time.Duration
+	}{{MechNone, 6 * time.Second}, {"elasticswitch", 12 * time.Second}} {
+		t.Run(tc.mech, func(t *testing.T) {
+			sc, tp := loadScenario(t, "../scenarios/elasticswitch-real-fig5.yaml")
+			sc.Duration = spec.Duration(tc.dur)
+			prefix := testPrefix(t)
+			var dropped float64
+			var steps int64
+			in, err := Run(context.Background(), sc, tp, RunOptions{
+				Options: Options{Prefix: prefix, QueueBytes: ESQueue, GSOMaxSize: ESGSO}, Mechanism: tc.mech,
+				AfterRun: func(as []*agent.Agent) {
+					for _, a := range as {
+						steps += a.Steps()
+						for _, n := range a.Dropped() {
+							dropped += n
+						}
+					}
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireGone(t, prefix)
+			m, total := tenantRates(in, 2*time.Second)
+			t.Logf("%s: X %.0f Mbps, Y %.0f Mbps, core %.0f Mbps (t > 2 s); agents: %d steps, %.0f messages dropped",
+				tc.mech, m["X"], m["Y"], total, steps, dropped)
+			if dropped > 0 {
+				t.Errorf("agents dropped %.0f control messages between themselves", dropped)
+			}
+			switch tc.mech {
+			case MechNone:
+				if m["X"] >= 450 {
+					t.Errorf("none: X got %.0f Mbps, want below its 450 Mbps guarantee", m["X"])
+				}
+			default:
+				if steps == 0 {
+					t.Fatal("the agents never stepped")
+				}
+				if m["X"] < 0.9*450 {
+					t.Errorf("elasticswitch: X averaged %.0f Mbps, want ≥ 90%% of 450 (405)", m["X"])
+				}
+				if total < 0.85*1000 {
+					t.Errorf("elasticswitch: the core carried %.0f Mbps, want ≥ 85%% of 1000", total)
+				}
+			}
+		})
+	}
+}
