@@ -53,6 +53,10 @@ type Config struct {
 	// TXIFB and RXIFB are the devices for per-VM schedulers (egress,
 	// ingress), "" if none.
 	TXIFB, RXIFB string
+	// Links are the server's devices toward the network: with an ingress
+	// scheduler, their per-VM redirection filters to RXIFB
+	// (dataplane.RedirectIngressMatch) count each VM's arrivals.
+	Links []string
 	// Scale multiplies rates on the wire (default 1).
 	Scale float64
 	// Loss counts lost packets per pair (nil: none; the agent reports no
@@ -66,8 +70,9 @@ type Config struct {
 	Restore bool
 	Logger  *slog.Logger
 	// Trace, if set, receives one CSV line per egress pair per step:
-	// time_s,host,src,dst,rate,limit,limiter_bound,losses (scenario
-	// units). Writes are serialized by the agent; share a Trace between
+	// time_s,host,src,dst,rate,limit,limiter_bound,losses (rates in Mbps
+	// of the scenario's units), and one per VM with an egress limit or
+	// ingress drops: time_s,host,vm,*,out_rate,egress_limit,false,in_drops. Writes are serialized by the agent; share a Trace between
 	// agents only through a writer safe for concurrent use.
 	Trace io.Writer
 }
@@ -96,15 +101,17 @@ type Agent struct {
 	inbox []mech.Message
 
 	// measurement state
-	start    time.Time
-	last     time.Time
-	prevTX   map[dataplane.Pair]dataplane.Counters
-	prevRX   map[dataplane.Pair]uint64
-	prevLoss map[dataplane.Pair]uint64
-	prevDev  map[string][2]uint64 // host dev → (rx, tx) bytes
-	prevSch  [2]map[string]dataplane.Counters
-	limits   map[mech.PairID]float64 // pair limits in force (scenario units)
-	vmLimits [2]map[string]float64
+	start     time.Time
+	last      time.Time
+	prevTX    map[dataplane.Pair]dataplane.Counters
+	prevRX    map[dataplane.Pair]uint64
+	prevLoss  map[dataplane.Pair]uint64
+	prevDev   map[string][2]uint64 // host dev → (rx, tx) bytes
+	prevSch   [2]map[string]dataplane.Counters
+	prevArr   map[string]uint64       // VM → bytes arrived for it on the links
+	dropCarry map[string]float64      // VM → negative residue of the drop estimate (bytes)
+	limits    map[mech.PairID]float64 // pair limits in force (scenario units)
+	vmLimits  [2]map[string]float64
 
 	stMu  sync.Mutex
 	state State
@@ -140,7 +147,7 @@ func New(cfg Config) (*Agent, error) {
 		epoch: time.Now().UnixNano(), met: newMetrics(cfg.Host),
 		vms: map[string]*VM{}, byAddr: map[netip.Addr]string{}, addrOf: cfg.Addrs, peerSeq: map[string]*sequence{},
 		prevTX: map[dataplane.Pair]dataplane.Counters{}, prevRX: map[dataplane.Pair]uint64{}, prevLoss: map[dataplane.Pair]uint64{},
-		prevDev: map[string][2]uint64{}, limits: map[mech.PairID]float64{},
+		prevDev: map[string][2]uint64{}, prevArr: map[string]uint64{}, dropCarry: map[string]float64{}, limits: map[mech.PairID]float64{},
 		vmLimits: [2]map[string]float64{{}, {}},
 	}
 	for i := range cfg.VMs {
@@ -538,6 +545,16 @@ func (a *Agent) trace(obs *mech.HostObs) {
 		}
 		b = fmt.Appendf(b, "%.3f,%s,%s,%s,%.1f,%.1f,%t,%g\n", obs.Now.Seconds(), a.cfg.Host, o.Pair.Src, o.Pair.Dst,
 			o.Rate/1e6, lim/1e6, o.LimiterBound, o.Losses)
+	}
+	for _, v := range obs.VMs {
+		lim, ok := a.vmLimits[mech.Egress][v.VM]
+		if !ok && v.InDrops == 0 {
+			continue
+		}
+		if !ok {
+			lim = mech.Unlimited
+		}
+		b = fmt.Appendf(b, "%.3f,%s,%s,*,%.1f,%.1f,false,%.1f\n", obs.Now.Seconds(), a.cfg.Host, v.VM, v.OutRate/1e6, lim/1e6, v.InDrops/1e6)
 	}
 	if len(b) > 0 {
 		_, _ = a.cfg.Trace.Write(b)

@@ -118,9 +118,14 @@ type PairState struct {
 	Losses       float64  `json:"losses,omitempty"`
 }
 
-// VMState is one VM in State.
+// VMState is one VM in State (mech.VMObs, rates in the scenario's units).
 type VMState struct {
-	mech.VMObs
+	VM           string   `json:"vm"`
+	InArrival    float64  `json:"in_arrival"`
+	InRate       float64  `json:"in_rate"`
+	InDrops      float64  `json:"in_drops"`
+	OutRate      float64  `json:"out_rate"`
+	DropSrc      string   `json:"drop_src,omitempty"`
 	EgressLimit  *float64 `json:"egress_limit,omitempty"`
 	IngressLimit *float64 `json:"ingress_limit,omitempty"`
 }
@@ -148,7 +153,7 @@ func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
 	eg, in := ps(obs.Egress, "egress"), ps(obs.Ingress, "ingress")
 	vms := make([]VMState, 0, len(obs.VMs))
 	for _, v := range obs.VMs {
-		s := VMState{VMObs: v}
+		s := VMState{VM: v.VM, InArrival: v.InArrival, InRate: v.InRate, InDrops: v.InDrops, OutRate: v.OutRate, DropSrc: v.DropSrc}
 		if l, ok := a.vmLimits[mech.Egress][v.VM]; ok {
 			s.EgressLimit = finite(l)
 		}

@@ -24,8 +24,9 @@ import (
 //   - VMs: OutRate what the VM's veth received from it (or, with an
 //     egress scheduler, what the VM's class sent), InRate what the veth
 //     delivered to it; with an ingress scheduler, InDrops the drops of the
-//     VM's class (packets × the class's mean packet size in the period),
-//     InArrival = InRate + InDrops, and DropSrc the source of the VM's
+//     VM's class: the bytes that arrived for the VM on the server's links
+//     (its redirection filter's counters) minus what its class sent and
+//     queued; InArrival = InRate + InDrops, and DropSrc the source of the VM's
 //     ingress pair with the highest rate in the period (a drop-tail
 //     queue drops in proportion to arrivals, so the largest sender loses
 //     most).
@@ -186,6 +187,23 @@ func (a *Agent) observe(now time.Time) (*mech.HostObs, error) {
 		}
 		sch[d] = cs
 	}
+	arr := map[string]uint64{}
+	if a.rxSched != nil && a.rxSched.Installed() {
+		for _, l := range a.cfg.Links {
+			rs, err := a.cfg.NS.IngressRedirected(l)
+			if err != nil {
+				return nil, fmt.Errorf("agent %s: %w", a.cfg.Host, err)
+			}
+			for _, r := range rs {
+				if !r.Dst.IsValid() || r.Dst.Bits() != 32 {
+					continue
+				}
+				if vm, ok := a.byAddr[r.Dst.Addr()]; ok {
+					arr[vm] += r.Bytes
+				}
+			}
+		}
+	}
 	for _, v := range vms {
 		o := mech.VMObs{VM: v.Name}
 		cur, ok := dev[v.HostDev]
@@ -203,8 +221,32 @@ func (a *Agent) observe(now time.Time) (*mech.HostObs, error) {
 		}
 		if c, ok := sch[mech.Ingress][v.Name]; ok {
 			p := a.prevSch[mech.Ingress][v.Name]
-			drops := delta32(c.Drops, p.Drops)
-			if drops > 0 {
+			if cur, ok := arr[v.Name]; ok {
+				// dropped = arrived − sent − what was added to the queue
+				prev, seen := a.prevArr[v.Name]
+				a.prevArr[v.Name] = cur
+				if seen && p != (dataplane.Counters{}) {
+					// The two counters are read by separate dumps, so a
+					// period's difference is noisy; the noise cancels over
+					// periods if negative residues carry over. Drops are
+					// only reported when the class did drop.
+					in := float64(delta(cur, prev))
+					out := float64(delta(c.Bytes, p.Bytes)) + float64(c.Backlog) - float64(p.Backlog)
+					d := in - out + a.dropCarry[v.Name]
+					a.dropCarry[v.Name] = 0
+					switch {
+					case d < 0:
+						a.dropCarry[v.Name] = math.Max(d, -float64(SchedQueue))
+					case delta32(c.Drops, p.Drops) > 0:
+						o.InDrops = rate(uint64(d))
+					default:
+						// no drop: the difference was timing, keep none
+					}
+				}
+			} else if drops := delta32(c.Drops, p.Drops); drops > 0 {
+				// Without arrival counters: drops (whole offload
+				// packets) × the class's mean segment size, which
+				// underestimates when offload packets are dropped.
 				size := 1514.0
 				if pk := delta(c.Packets, p.Packets); pk > 0 {
 					size = float64(delta(c.Bytes, p.Bytes)) / float64(pk)

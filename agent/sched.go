@@ -88,7 +88,7 @@ func (s *Scheduler) Set(rate float64, weights map[string]float64) error {
 	defer s.mu.Unlock()
 	if math.IsInf(rate, 1) && len(weights) == 0 {
 		s.rate = 0
-		return s.ns.ReplaceHTB(s.dev, dataplane.HTB{Handle: dataplane.TCHandle(schedMajor, 0), Parent: 0xFFFFFFFF, DirectQlen: dataplane.DefaultTxQLen})
+		return s.passthrough()
 	}
 	if !(rate > 0) || math.IsNaN(rate) {
 		return fmt.Errorf("scheduler on %s: rate %v", s.dev, rate)
@@ -106,8 +106,8 @@ func (s *Scheduler) Set(rate float64, weights map[string]float64) error {
 	for _, v := range s.vms {
 		v.weight = weights[v.name]
 	}
-	if err := s.ns.ReplaceHTB(s.dev, dataplane.HTB{Handle: dataplane.TCHandle(schedMajor, 0), Parent: 0xFFFFFFFF, DirectQlen: dataplane.DefaultTxQLen}); err != nil {
-		return fmt.Errorf("scheduler on %s: %w", s.dev, err)
+	if err := s.passthrough(); err != nil {
+		return err
 	}
 	s.rate = rate
 	host := dataplane.HTBClass{Parent: dataplane.TCHandle(schedMajor, 0), Handle: dataplane.TCHandle(schedMajor, hostMinor), Rate: rate, Ceil: rate}
@@ -134,6 +134,19 @@ func (s *Scheduler) Set(rate float64, weights map[string]float64) error {
 			s.rate = 0
 			return fmt.Errorf("scheduler on %s: VM %s: %w", s.dev, v.name, err)
 		}
+	}
+	return nil
+}
+
+// passthrough puts an empty HTB on the device: everything passes
+// through its direct queue. (HTB cannot be changed in place, so the old
+// tree is deleted first.)
+func (s *Scheduler) passthrough() error {
+	if err := s.ns.DeleteRootQdisc(s.dev); err != nil {
+		return fmt.Errorf("scheduler on %s: %w", s.dev, err)
+	}
+	if err := s.ns.ReplaceHTB(s.dev, dataplane.HTB{Handle: dataplane.TCHandle(schedMajor, 0), Parent: 0xFFFFFFFF, DirectQlen: dataplane.DefaultTxQLen}); err != nil {
+		return fmt.Errorf("scheduler on %s: %w", s.dev, err)
 	}
 	return nil
 }

@@ -57,6 +57,9 @@ func (p *Plan) agentBase(server string, m mech.Mechanism) (agent.Config, *NodePl
 		Peers:  map[string]netip.AddrPort{},
 		TXIFB:  n.TXIFB, RXIFB: n.RXIFB,
 	}
+	for _, sh := range n.Shapes {
+		cfg.Links = append(cfg.Links, sh.Dev)
+	}
 	for _, v := range p.VMs {
 		cfg.Addrs[v.Name] = v.Addr
 	}
@@ -101,20 +104,20 @@ func (tb *Testbed) AgentConfig(server string, m mech.Mechanism, log *slog.Logger
 // it replaces the root qdiscs of its VMs' interfaces (pair limiters) and
 // of their veths in the server (receive counters) with new ones, so it
 // owns them. close releases the namespaces.
-func AttachAgent(p *Plan, server string, m mech.Mechanism, log *slog.Logger) (_ agent.Config, close func(), err error) {
+func AttachAgent(p *Plan, server string, m mech.Mechanism, log *slog.Logger) (_ agent.Config, _ func(), err error) {
 	cfg, n, err := p.agentBase(server, m)
 	if err != nil {
 		return cfg, nil, err
 	}
 	var opened []*dataplane.NS
-	close = func() {
+	release := func() {
 		for _, ns := range opened {
 			ns.Close()
 		}
 	}
 	defer func() {
 		if err != nil {
-			close()
+			release()
 		}
 	}()
 	open := func(name string) (*dataplane.NS, error) {
@@ -144,6 +147,10 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, log *slog.Logger) (_ 
 		v := p.VMs[vi]
 		av := agent.VM{Name: v.Name, Addr: v.Addr, HostDev: v.HostDev}
 		if len(recvs[v.Name]) > 0 {
+			// HTB cannot be changed in place: remove what is there first
+			if err := srv.DeleteRootQdisc(v.HostDev); err != nil {
+				return cfg, nil, err
+			}
 			if av.RX, err = dataplane.NewLimiter(srv, dataplane.LimiterConfig{Dev: v.HostDev}); err != nil {
 				return cfg, nil, err
 			}
@@ -160,6 +167,9 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, log *slog.Logger) (_ 
 			}
 			if err := vns.Do(limitTSQ); err != nil {
 				return cfg, nil, fmt.Errorf("netns %s: %w", v.NS, err)
+			}
+			if err := vns.DeleteRootQdisc(v.Dev); err != nil {
+				return cfg, nil, err
 			}
 			if av.TX, err = dataplane.NewLimiter(vns, dataplane.LimiterConfig{Dev: v.Dev, QueueBytes: VMLimiterQueue}); err != nil {
 				return cfg, nil, err
@@ -178,14 +188,14 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, log *slog.Logger) (_ 
 			return cfg, nil, err
 		}
 	}
-	return cfg, close, nil
+	return cfg, release, nil
 }
 
-// needs returns what the data plane must have for a mechanism's agents:
+// Needs returns what the data plane must have for a mechanism's agents:
 // pair limiters (every mechanism but none and Gatekeeper) and per-VM
 // schedulers (Gatekeeper: its egress and ingress schedulers and VM
 // limits).
-func needs(name string) (limiters, schedulers bool) {
+func Needs(name string) (limiters, schedulers bool) {
 	switch name {
 	case none.Name:
 		return false, false

@@ -371,8 +371,16 @@ func (tb *Testbed) createSchedulerIFBs() error {
 				return err
 			}
 		}
+		// one redirection per local VM (its counters are the VM's
+		// arrivals, before the ingress scheduler), then the rest
 		for _, s := range n.Shapes {
-			if err := ns.RedirectIngress(s.Dev, n.RXIFB, 1); err != nil {
+			for i, vi := range n.VMs {
+				m := dataplane.Match{Dst: netip.PrefixFrom(tb.plan.VMs[vi].Addr, 32)}
+				if err := ns.RedirectIngressMatch(s.Dev, n.RXIFB, 1, uint16(i+1), m); err != nil {
+					return err
+				}
+			}
+			if err := ns.RedirectIngressMatch(s.Dev, n.RXIFB, 1, dataplane.MaxU32Node, dataplane.Match{}); err != nil {
 				return err
 			}
 		}

@@ -53,6 +53,9 @@ type RunOptions struct {
 	// AfterRun, if set, is called with the agents after the workloads,
 	// before the testbed is torn down.
 	AfterRun func([]*agent.Agent)
+	// Workload is what runs the flows: WorkloadIperf3 (default) or
+	// WorkloadBuiltin (the generator in this process; see gen.go).
+	Workload string
 	// AgentTrace, if set, receives every agent's per-step trace
 	// (agent.Config.Trace); writes are serialized.
 	AgentTrace io.Writer
@@ -61,6 +64,26 @@ type RunOptions struct {
 	Sample time.Duration
 	// Iperf3 is the iperf3 binary (default "iperf3" on PATH).
 	Iperf3 string
+}
+
+// Workload engines.
+const (
+	WorkloadIperf3  = "iperf3"
+	WorkloadBuiltin = "builtin"
+)
+
+// load runs the flows of a run.
+type load interface {
+	begin(ctx context.Context, fl []flow, t0 time.Time, scale float64)
+	err() error
+	stop()
+}
+
+// begin starts every flow's iperf3 client at its time.
+func (w *workers) begin(ctx context.Context, fl []flow, t0 time.Time, scale float64) {
+	for _, f := range fl {
+		w.startClient(ctx, f, t0, scale)
+	}
 }
 
 // flow is one iperf3 test: a pair of a workload during one phase.
@@ -135,7 +158,7 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if _, central := m.(mech.Central); central {
 		return nil, fmt.Errorf("testbed: mechanism %s has a central controller; the testbed runs host agents only", o.Mechanism)
 	}
-	o.Limiters, o.Schedulers = needs(o.Mechanism)
+	o.Limiters, o.Schedulers = Needs(o.Mechanism)
 	if o.Sample == 0 {
 		o.Sample = max(time.Duration(sc.Outputs.Sample), DefaultSample)
 	}
@@ -145,9 +168,15 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if o.Iperf3 == "" {
 		o.Iperf3 = "iperf3"
 	}
-	iperf, err := exec.LookPath(o.Iperf3)
-	if err != nil {
-		return nil, fmt.Errorf("testbed: iperf3 is needed for workloads (apt-get install -y iperf3): %w", err)
+	var iperf string
+	switch o.Workload {
+	case "", WorkloadIperf3:
+		if iperf, err = exec.LookPath(o.Iperf3); err != nil {
+			return nil, fmt.Errorf("testbed: iperf3 is needed for workloads (apt-get install -y iperf3, or the builtin generator): %w", err)
+		}
+	case WorkloadBuiltin:
+	default:
+		return nil, fmt.Errorf("testbed: workload engine %q: want %s or %s", o.Workload, WorkloadIperf3, WorkloadBuiltin)
 	}
 	o.Ephemeral = true
 	if o.Prefix == "" {
@@ -183,10 +212,21 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		}
 	}()
 
-	w := &workers{tb: tb, iperf: iperf}
-	defer w.stop()
-	if err := w.startServers(ctx, fl); err != nil {
-		return nil, err
+	var w load
+	if o.Workload == WorkloadBuiltin {
+		g := &generator{tb: tb}
+		defer g.stop()
+		if err := g.listen(fl); err != nil {
+			return nil, err
+		}
+		w = g
+	} else {
+		iw := &workers{tb: tb, iperf: iperf}
+		defer iw.stop()
+		if err := iw.startServers(ctx, fl); err != nil {
+			return nil, err
+		}
+		w = iw
 	}
 	as, err := tb.startAgents(ctx, m, o.AgentHTTP, o.AgentTrace)
 	if err != nil {
@@ -412,7 +452,7 @@ func (w *workers) startClient(ctx context.Context, f flow, t0 time.Time, scale f
 
 // measure starts the clients and samples the pairs' received bytes every
 // sample interval for the scenario's duration.
-func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w *workers) (*metrics.Input, error) {
+func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w load) (*metrics.Input, error) {
 	dur := time.Duration(sc.Duration)
 	n := int(dur / o.Sample)
 	in := tb.input(sc, o.Sample)
@@ -423,9 +463,7 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 	t0 := time.Now()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, f := range fl {
-		w.startClient(wctx, f, t0, tb.plan.Scale)
-	}
+	w.begin(wctx, fl, t0, tb.plan.Scale)
 	tb.log.Info("workloads started", "flows", len(fl), "duration", dur, "sample", o.Sample)
 	prevT := t0
 	timer := time.NewTimer(0)

@@ -1,0 +1,290 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The built-in workload generator runs every flow of a run inside this
+// process (goroutines whose sockets were opened inside the VMs'
+// namespaces), as an alternative to one iperf3 client and server per
+// flow: tens of sender VMs cost goroutines, not processes.
+//
+//   - TCP: each connection of a flow writes 128 KB buffers as fast as the
+//     socket takes them (or paced to the flow's rate); the receiver VM
+//     has a listener per flow whose connections are drained.
+//   - UDP: an unconnected socket in the sender VM sends at the flow's
+//     rate with UDP segmentation offload (UDP_SEGMENT): one send of 16
+//     datagrams of 1472 bytes (full 1514-byte frames), segmented by the
+//     kernel where needed. A socket bound in the receiver VM takes the
+//     datagrams and is never read (the VM's veth counters measure them
+//     before they reach it; its buffer overflows into the UDP drop
+//     counters), so no ICMP port-unreachable answers go back.
+//
+// The generator needs far less CPU per bit than iperf3's UDP (one system
+// call per 16 datagrams), which is what lets two cores offer 2 Gbit/s of
+// UDP at all.
+
+// genUDPSegment is the payload of one datagram: a 1514-byte frame.
+const genUDPSegment = 1472
+
+// genUDPBurst is the number of datagrams per send.
+const genUDPBurst = 16
+
+// generator runs the flows of a run.
+type generator struct {
+	tb *Testbed
+
+	mu      sync.Mutex
+	closers []func()
+	errs    []error
+	wg      sync.WaitGroup
+}
+
+func (g *generator) fail(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.errs = append(g.errs, err)
+}
+
+func (g *generator) err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return errors.Join(g.errs...)
+}
+
+func (g *generator) onStop(f func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closers = append(g.closers, f)
+}
+
+// stop closes every socket and waits for the goroutines.
+func (g *generator) stop() {
+	g.mu.Lock()
+	cs := g.closers
+	g.closers = nil
+	g.mu.Unlock()
+	for _, c := range cs {
+		c()
+	}
+	g.wg.Wait()
+}
+
+// listen opens the receivers of every flow.
+func (g *generator) listen(fl []flow) error {
+	for _, f := range fl {
+		d, _ := g.tb.plan.VM(f.dst)
+		ns := g.tb.ns[d.NS]
+		addr := netip.AddrPortFrom(d.Addr, uint16(f.port))
+		if f.udp {
+			var c *net.UDPConn
+			err := ns.Do(func() error {
+				var err error
+				c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("testbed: udp receiver %s in %s: %w", addr, f.dst, err)
+			}
+			_ = c.SetReadBuffer(64 << 10)
+			g.onStop(func() { c.Close() })
+			continue
+		}
+		var ln *net.TCPListener
+		err := ns.Do(func() error {
+			var err error
+			ln, err = net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(addr))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("testbed: tcp receiver %s in %s: %w", addr, f.dst, err)
+		}
+		var conns sync.Map
+		g.onStop(func() {
+			ln.Close()
+			conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+		})
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				conns.Store(c, true)
+				g.wg.Add(1)
+				go func() {
+					defer g.wg.Done()
+					buf := make([]byte, 256<<10)
+					for {
+						if _, err := c.Read(buf); err != nil {
+							return
+						}
+					}
+				}()
+			}
+		}()
+	}
+	return nil
+}
+
+// begin runs each flow's senders from t0+start to t0+stop.
+func (g *generator) begin(ctx context.Context, fl []flow, t0 time.Time, scale float64) {
+	for _, f := range fl {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(t0.Add(time.Duration(f.phase.Start)))):
+			}
+			end := t0.Add(time.Duration(f.phase.Stop))
+			fctx, cancel := context.WithDeadline(ctx, end)
+			defer cancel()
+			name := fmt.Sprintf("generator %s->%s (%s)", f.src, f.dst, f.workload)
+			var err error
+			if f.udp {
+				err = g.udp(fctx, f, f.rate*scale)
+			} else {
+				err = g.tcp(fctx, f, f.rate*scale)
+			}
+			if err != nil && ctx.Err() == nil {
+				g.fail(fmt.Errorf("testbed: %s: %w", name, err))
+			}
+		}()
+	}
+}
+
+// pacerSlack is how far behind its schedule a pacer may fall before it
+// gives the lost time up.
+const pacerSlack = 5 * time.Millisecond
+
+// pacer releases bytes at a rate (bits/s; 0: no pacing).
+type pacer struct {
+	rate  float64
+	start time.Time
+	sent  float64
+}
+
+// wait blocks until n more bytes may go, or ctx ends.
+func (p *pacer) wait(ctx context.Context, n int) error {
+	if p.rate <= 0 {
+		return ctx.Err()
+	}
+	p.sent += float64(n)
+	due := p.start.Add(time.Duration(p.sent * 8 / p.rate * float64(time.Second)))
+	d := time.Until(due)
+	if d < -pacerSlack {
+		// fell behind (a busy machine): do not burst to catch up
+		p.start = p.start.Add(-d - pacerSlack)
+	}
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return ctx.Err()
+}
+
+func (g *generator) tcp(ctx context.Context, f flow, rate float64) error {
+	s, _ := g.tb.plan.VM(f.src)
+	d, _ := g.tb.plan.VM(f.dst)
+	ns := g.tb.ns[s.NS]
+	var wg sync.WaitGroup
+	errc := make(chan error, f.conns)
+	for i := 0; i < f.conns; i++ {
+		var c net.Conn
+		err := ns.Do(func() error {
+			dl := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(s.Addr, 0)), Timeout: 3 * time.Second}
+			var err error
+			c, err = dl.DialContext(ctx, "tcp4", netip.AddrPortFrom(d.Addr, uint16(f.port)).String())
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			stop := context.AfterFunc(ctx, func() { c.Close() })
+			defer stop()
+			buf := make([]byte, 128<<10)
+			p := pacer{rate: rate / float64(f.conns), start: time.Now()}
+			for {
+				if err := p.wait(ctx, len(buf)); err != nil {
+					return
+				}
+				if _, err := c.Write(buf); err != nil {
+					if ctx.Err() == nil {
+						errc <- err
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+func (g *generator) udp(ctx context.Context, f flow, rate float64) error {
+	s, _ := g.tb.plan.VM(f.src)
+	d, _ := g.tb.plan.VM(f.dst)
+	ns := g.tb.ns[s.NS]
+	var c *net.UDPConn
+	err := ns.Do(func() error {
+		var err error
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(s.Addr, 0)))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_SEGMENT, genUDPSegment)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("UDP_SEGMENT: %w", serr)
+	}
+	_ = c.SetWriteBuffer(4 << 20)
+	to := netip.AddrPortFrom(d.Addr, uint16(f.port))
+	buf := make([]byte, genUDPSegment*genUDPBurst)
+	p := pacer{rate: rate, start: time.Now()}
+	for {
+		// on the wire each datagram is a 1514-byte frame
+		if err := p.wait(ctx, genUDPBurst*(genUDPSegment+42)); err != nil {
+			return nil
+		}
+		if _, err := c.WriteToUDPAddrPort(buf, to); err != nil {
+			if errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ECONNREFUSED) {
+				continue // a full queue drops, as a NIC would
+			}
+			return err
+		}
+	}
+}
