@@ -309,7 +309,9 @@ func (a *Agent) step(now time.Time) error {
 	aerr := a.apply(&act)
 	a.send(act.Messages)
 	a.met.step()
-	a.met.stepSeconds.Observe(time.Since(t0).Seconds())
+	took := time.Since(t0)
+	a.met.stepNanos.Add(int64(took))
+	a.met.stepSeconds.Observe(took.Seconds())
 	a.record(obs, len(inbox), len(act.Messages))
 	if a.cfg.Trace != nil {
 		a.trace(obs)
@@ -409,8 +411,11 @@ func (a *Agent) applyLimit(l mech.Limit) error {
 	default:
 		return fmt.Errorf("agent %s: limit of unknown kind %d", a.cfg.Host, l.Kind)
 	}
+	took := time.Since(t0)
 	a.met.limitUpdates.Inc()
-	a.met.limitSeconds.Observe(time.Since(t0).Seconds())
+	a.met.nUpdates.Add(1)
+	a.met.updateNano.Add(int64(took))
+	a.met.limitSeconds.Observe(took.Seconds())
 	return nil
 }
 

@@ -31,8 +31,11 @@ type agentMetrics struct {
 	pairRate     *prometheus.GaugeVec
 	pairLimit    *prometheus.GaugeVec
 
-	nSteps atomic.Int64
-	nDrops map[string]*atomic.Int64 // by reason; the map is fixed at creation
+	nSteps     atomic.Int64
+	stepNanos  atomic.Int64 // total time in steps
+	nUpdates   atomic.Int64
+	updateNano atomic.Int64             // total time of limiter updates
+	nDrops     map[string]*atomic.Int64 // by reason; the map is fixed at creation
 }
 
 // drop counts a dropped datagram.
@@ -190,6 +193,16 @@ func (a *Agent) Dropped() map[string]float64 {
 
 // Steps returns the steps run so far.
 func (a *Agent) Steps() int64 { return a.met.nSteps.Load() }
+
+// StepTime returns the total time spent in steps so far (reading
+// counters, the mechanism, applying limits, sending).
+func (a *Agent) StepTime() time.Duration { return time.Duration(a.met.stepNanos.Load()) }
+
+// LimitUpdates returns the limiter settings applied so far and their
+// total time.
+func (a *Agent) LimitUpdates() (int64, time.Duration) {
+	return a.met.nUpdates.Load(), time.Duration(a.met.updateNano.Load())
+}
 
 // httpServer listens on cfg.HTTP and serves /metrics, /state, /healthz.
 func (a *Agent) httpServer() (*http.Server, net.Listener, error) {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,6 +48,8 @@ type generator struct {
 	closers []func()
 	errs    []error
 	wg      sync.WaitGroup
+
+	received atomic.Int64 // bytes read by the TCP receivers
 }
 
 func (g *generator) fail(err error) {
@@ -127,7 +130,9 @@ func (g *generator) listen(fl []flow) error {
 					defer g.wg.Done()
 					buf := make([]byte, 256<<10)
 					for {
-						if _, err := c.Read(buf); err != nil {
+						n, err := c.Read(buf)
+						g.received.Add(int64(n))
+						if err != nil {
 							return
 						}
 					}

@@ -23,7 +23,7 @@ func loadScenario(t *testing.T, path string) (*spec.Scenario, *topo.Topology) {
 	return sc, tp
 }
 
-func parseScenario(t *testing.T, y string) (*spec.Scenario, *topo.Topology) {
+func parseScenario(t testing.TB, y string) (*spec.Scenario, *topo.Topology) {
 	t.Helper()
 	sc, err := spec.Parse([]byte(y), "test.yaml")
 	if err != nil {
