@@ -2,12 +2,17 @@ package testbed
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/agent"
+	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
 	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/spec"
+	"github.com/vishvananda/netlink"
 )
 
 // ESQueue and ESGSO are the switch queue and the VMs' largest offload
@@ -158,5 +163,139 @@ func TestGatekeeperRXBlast(t *testing.T) {
 	}
 	if !(without < 0.8*with) {
 		t.Errorf("without feedback A got %.0f Mbps, not measurably less than the %.0f it got with feedback", without, with)
+	}
+}
+
+// TestAttachAgent: the `bulkhead agent` path. A testbed is up for
+// ElasticSwitch (pair limiters, no agents); an agent attached to the
+// sender's server (AttachAgent: its own limiters) and one to the
+// receiver's run as they would in their own processes; one TCP flow runs.
+// The sender's agent limits the pair, the receiver's sends it remote
+// guarantees, nobody drops a message, and with Restore the pair's limit
+// is gone after the agents stop.
+func TestAttachAgent(t *testing.T) {
+	needRoot(t)
+	sc, tp, err := loadFig3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := testPrefix(t)
+	ctx := context.Background()
+	tb, err := Up(ctx, sc, tp, Options{Prefix: prefix, Limiters: true, Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	m, err := elasticswitch.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a new plan, as the agent process computes it from the scenario
+	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: prefix, Limiters: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	var agents []*agent.Agent
+	var wg sync.WaitGroup
+	src, _ := plan.VM("a-tx")
+	dst, _ := plan.VM("a-rx")
+	for _, server := range []string{src.Server, dst.Server} {
+		cfg, release, err := AttachAgent(plan, server, m, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		cfg.Restore = true
+		a, err := agent.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents = append(agents, a)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.Run(actx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	w := &workers{tb: tb, iperf: "iperf3"}
+	defer w.stop()
+	fl := []flow{{pair: 0, src: "a-tx", dst: "a-rx", workload: "w", conns: 1, phase: phase(0, 2*time.Second), port: 5201}}
+	if err := w.startServers(ctx, fl); err != nil {
+		t.Fatal(err)
+	}
+	w.startClient(ctx, fl[0], time.Now(), 1)
+	time.Sleep(1500 * time.Millisecond)
+	st := agents[0].Snapshot()
+	var limited bool
+	for _, p := range st.Egress {
+		if p.Src == "a-tx" && p.Dst == "a-rx" && p.Limit != nil && p.Rate > 0 {
+			limited = true
+		}
+	}
+	if !limited {
+		t.Errorf("the sender's agent did not limit a-tx->a-rx: %+v", st.Egress)
+	}
+	if got := agents[0].Snapshot(); got.Steps == 0 || agents[1].Steps() == 0 {
+		t.Errorf("agents stepped %d and %d times", got.Steps, agents[1].Steps())
+	}
+	cancel()
+	wg.Wait()
+	for _, a := range agents {
+		for r, n := range a.Dropped() {
+			if n > 0 {
+				t.Errorf("%s dropped %.0f messages (%s)", a.Snapshot().Host, n, r)
+			}
+		}
+	}
+	if n, _ := agents[0].LimitUpdates(); n == 0 {
+		t.Error("no limiter update")
+	}
+	// Restore: the pair's class is unlimited again (dataplane.MaxRate)
+	vns, err := dataplane.OpenNS(src.NS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vns.Close()
+	idx, err := vns.LinkIndex(src.Dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := vns.Netlink().ClassList(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: idx}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) == 0 {
+		t.Error("no class on the sender's interface")
+	} else {
+		for _, c := range cs {
+			if h, ok := c.(*netlink.HtbClass); ok && h.Rate*8 < dataplane.MaxRate/2 {
+				t.Errorf("class %x still limited at %d bit/s after the agent stopped", h.Handle, h.Rate*8)
+			}
+		}
+	}
+}
+
+// TestRunRejects: mechanisms the agents cannot run and unknown workload
+// engines are refused before anything is built.
+func TestRunRejects(t *testing.T) {
+	sc, tp, err := loadFig3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		o    RunOptions
+		want string
+	}{
+		{RunOptions{Mechanism: "pulsar"}, "central controller"},
+		{RunOptions{Mechanism: "nope"}, "unknown mechanism"},
+		{RunOptions{Mechanism: "none", Workload: "ns3"}, "workload engine"},
+	} {
+		_, err := Run(context.Background(), sc, tp, tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one mentioning %q", tc.o, err, tc.want)
+		}
 	}
 }

@@ -242,6 +242,7 @@ func (tb *Testbed) startAgents(ctx context.Context, m mech.Mechanism, httpBase s
 			cfg.HTTP = host + ":" + strconv.Itoa(port+i)
 		}
 		cfg.Trace = trace
+		cfg.Restore = true
 		a, err := agent.New(cfg)
 		if err != nil {
 			if cfg.Loss != nil {

@@ -214,12 +214,18 @@ func (g *generator) tcp(ctx context.Context, f flow, rate float64) error {
 	errc := make(chan error, f.conns)
 	for i := 0; i < f.conns; i++ {
 		var c net.Conn
-		err := ns.Do(func() error {
-			dl := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(s.Addr, 0)), Timeout: 3 * time.Second}
-			var err error
-			c, err = dl.DialContext(ctx, "tcp4", netip.AddrPortFrom(d.Addr, uint16(f.port)).String())
-			return err
-		})
+		var err error
+		for try := 0; try < 3 && c == nil; try++ {
+			err = ns.Do(func() error {
+				dl := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(s.Addr, 0)), Timeout: 3 * time.Second}
+				var err error
+				c, err = dl.DialContext(ctx, "tcp4", netip.AddrPortFrom(d.Addr, uint16(f.port)).String())
+				return err
+			})
+			if err != nil && ctx.Err() == nil {
+				g.tb.log.Warn("generator: connect failed, retrying", "flow", f.src+"->"+f.dst, "err", err)
+			}
+		}
 		if err != nil {
 			return err
 		}
