@@ -299,3 +299,56 @@ func TestRunRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestShortFlows: the built-in generator's short flows (kind flows) run
+// as a Poisson stream of sized TCP connections and report their
+// completion times; iperf3 cannot run them.
+func TestShortFlows(t *testing.T) {
+	needRoot(t)
+	sc, tp := parseScenario(t, `
+name: short
+duration: 3s
+seed: 7
+topology:
+  kind: explicit
+  explicit:
+    nodes: [{name: h1, kind: server}, {name: h2, kind: server}, {name: sw, kind: switch}]
+    links: [{a: h1, b: sw, capacity: 1Gbps}, {a: sw, b: h2, capacity: 1Gbps}]
+tenants:
+  - name: T
+    guarantee: 500Mbps
+    vms: [{name: x, server: h1}, {name: y, server: h2}]
+workloads:
+  - {tenant: T, kind: flows, src: x, dst: y, arrival_rate: 20, sizes: {dist: fixed, mean: 100KB}}
+mechanism:
+  name: none
+`)
+	if _, err := Run(context.Background(), sc, tp, RunOptions{Options: Options{Prefix: "tb" + NewPrefix()[2:]}}); err == nil ||
+		!strings.Contains(err.Error(), "builtin") {
+		t.Errorf("iperf3 engine with short flows: %v", err)
+	}
+	prefix := testPrefix(t)
+	in, err := Run(context.Background(), sc, tp, RunOptions{Options: Options{Prefix: prefix}, Workload: WorkloadBuiltin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, prefix)
+	// 20 flows/s for 3 s: 60 expected; Poisson, and the last may not finish
+	if n := len(in.FCTs); n < 30 || n > 100 {
+		t.Fatalf("%d completed flows, want about 60", n)
+	}
+	var sum time.Duration
+	for _, f := range in.FCTs {
+		if f.Bytes != 100e3 || f.Src != "x" || f.Dst != "y" || f.Tenant != "T" || f.Duration <= 0 || f.Start < 0 || f.Start > 3*time.Second {
+			t.Fatalf("flow %+v", f)
+		}
+		sum += f.Duration
+	}
+	// 100 KB at 1 Gbit/s is 0.8 ms of transmission; with connection setup
+	// on an idle link a flow takes a few ms, not a second
+	mean := sum / time.Duration(len(in.FCTs))
+	t.Logf("%d flows, mean FCT %v", len(in.FCTs), mean)
+	if mean > 200*time.Millisecond {
+		t.Errorf("mean FCT %v on an idle 1 Gbit/s path", mean)
+	}
+}

@@ -55,7 +55,8 @@
 // each) or, with RunOptions.Workload "builtin", in the built-in generator
 // (gen.go): goroutines with sockets opened in the VMs' namespaces, TCP
 // senders writing as fast as they can, UDP at the flow's rate with
-// segmentation offload (one send per 16 datagrams).
+// segmentation offload (one send per 16 datagrams), and short flows
+// (kind flows) whose completion times go to the report.
 //
 // # Measurements
 //

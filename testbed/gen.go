@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/spec"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,6 +28,12 @@ import (
 //   - TCP: each connection of a flow writes 128 KB buffers as fast as the
 //     socket takes them (or paced to the flow's rate); the receiver VM
 //     has a listener per flow whose connections are drained.
+//   - flows (short flows): a Poisson stream of TCP connections per pair at
+//     the workload's arrival rate, each sending a size drawn from its
+//     distribution (as the simulator draws them), then closing; the
+//     completion time (arrival to the receiver's close) goes to the
+//     report's FCTs. Flows that have not completed when the run ends are
+//     not reported.
 //   - UDP: an unconnected socket in the sender VM sends at the flow's
 //     rate with UDP segmentation offload (UDP_SEGMENT): one send of 16
 //     datagrams of 1472 bytes (full 1514-byte frames), segmented by the
@@ -50,6 +62,18 @@ type generator struct {
 	wg      sync.WaitGroup
 
 	received atomic.Int64 // bytes read by the TCP receivers
+
+	seed uint64        // the scenario's: short flows' random streams
+	fcts []metrics.FCT // completed short flows (under mu)
+}
+
+// completed returns the completed short flows, by start time.
+func (g *generator) completed() []metrics.FCT {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := append([]metrics.FCT(nil), g.fcts...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
 }
 
 func (g *generator) fail(err error) {
@@ -128,6 +152,7 @@ func (g *generator) listen(fl []flow) error {
 				g.wg.Add(1)
 				go func() {
 					defer g.wg.Done()
+					defer c.Close() // after EOF: a short flow's sender waits for it
 					buf := make([]byte, 256<<10)
 					for {
 						n, err := c.Read(buf)
@@ -159,9 +184,12 @@ func (g *generator) begin(ctx context.Context, fl []flow, t0 time.Time, scale fl
 			defer cancel()
 			name := fmt.Sprintf("generator %s->%s (%s)", f.src, f.dst, f.workload)
 			var err error
-			if f.udp {
+			switch {
+			case f.short:
+				err = g.short(ctx, fctx, f, t0)
+			case f.udp:
 				err = g.udp(fctx, f, f.rate*scale)
-			} else {
+			default:
 				err = g.tcp(fctx, f, f.rate*scale)
 			}
 			if err != nil && ctx.Err() == nil {
@@ -169,6 +197,142 @@ func (g *generator) begin(ctx context.Context, fl []flow, t0 time.Time, scale fl
 			}
 		}()
 	}
+}
+
+// short runs a flow's Poisson stream of sized TCP flows until fctx
+// ends (the phase); flows still running then finish under ctx (the run)
+// and are recorded when they complete. A flow's completion time runs from
+// its arrival (before the connection is opened) to the receiver's close
+// after the last byte.
+func (g *generator) short(ctx, fctx context.Context, f flow, t0 time.Time) error {
+	if !(f.arrival > 0) {
+		return fmt.Errorf("arrival rate %v", f.arrival)
+	}
+	size, err := sizeSampler(f.sizes)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(g.seed, uint64(f.port)<<20|uint64(f.pair)))
+	s, _ := g.tb.plan.VM(f.src)
+	d, _ := g.tb.plan.VM(f.dst)
+	ns := g.tb.ns[s.NS]
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	next := time.Now()
+	for {
+		next = next.Add(time.Duration(rng.ExpFloat64() / f.arrival * float64(time.Second)))
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-fctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		bytes := int64(math.Max(1, math.Round(size(rng))))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			var c net.Conn
+			err := ns.Do(func() error {
+				dl := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(s.Addr, 0)), Timeout: 3 * time.Second}
+				var err error
+				c, err = dl.DialContext(ctx, "tcp4", netip.AddrPortFrom(d.Addr, uint16(f.port)).String())
+				return err
+			})
+			if err != nil {
+				if ctx.Err() == nil {
+					g.fail(fmt.Errorf("testbed: short flow %s->%s: %w", f.src, f.dst, err))
+				}
+				return
+			}
+			defer c.Close()
+			stop := context.AfterFunc(ctx, func() { c.Close() })
+			defer stop()
+			buf := make([]byte, 64<<10)
+			for left := bytes; left > 0; {
+				n, err := c.Write(buf[:min(left, int64(len(buf)))])
+				if err != nil {
+					return // the run ended
+				}
+				left -= int64(n)
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			if _, err := c.Read(buf[:1]); err != io.EOF {
+				return
+			}
+			g.mu.Lock()
+			g.fcts = append(g.fcts, metrics.FCT{Tenant: f.tenant, Src: f.src, Dst: f.dst, Bytes: float64(bytes),
+				Start: start.Sub(t0), Duration: time.Since(start)})
+			g.mu.Unlock()
+		}()
+	}
+}
+
+// meanSize is a size distribution's mean in bytes.
+func meanSize(d *spec.SizeDist) float64 {
+	if d == nil {
+		return 0
+	}
+	if d.Dist != "cdf" {
+		return float64(d.Mean)
+	}
+	// piecewise linear between the points, the first point's mass at its size
+	m, prev := 0.0, spec.CDFPoint{}
+	for i, p := range d.CDF {
+		if i == 0 {
+			m += p.P * float64(p.Size)
+		} else {
+			m += (p.P - prev.P) * (float64(p.Size) + float64(prev.Size)) / 2
+		}
+		prev = p
+	}
+	return m
+}
+
+// sizeSampler returns a sampler of flow sizes in bytes, as the
+// simulator's (sim/workload.go) draws them.
+func sizeSampler(d *spec.SizeDist) (func(*rand.Rand) float64, error) {
+	if d == nil {
+		return nil, errors.New("no size distribution")
+	}
+	mean := float64(d.Mean)
+	switch d.Dist {
+	case "fixed":
+		return func(*rand.Rand) float64 { return mean }, nil
+	case "exponential":
+		return func(r *rand.Rand) float64 { return math.Max(1, r.ExpFloat64()*mean) }, nil
+	case "pareto":
+		a := d.Shape
+		if a <= 1 {
+			return nil, fmt.Errorf("pareto shape %g must exceed 1 for a finite mean", a)
+		}
+		xm := mean * (a - 1) / a
+		return func(r *rand.Rand) float64 { return xm / math.Pow(1-r.Float64(), 1/a) }, nil
+	case "lognormal":
+		sigma := d.Shape
+		mu := math.Log(mean) - sigma*sigma/2
+		return func(r *rand.Rand) float64 { return math.Exp(mu + sigma*r.NormFloat64()) }, nil
+	case "cdf":
+		pts := append([]spec.CDFPoint(nil), d.CDF...)
+		if len(pts) == 0 {
+			return nil, errors.New("empty cdf")
+		}
+		return func(r *rand.Rand) float64 {
+			u := r.Float64()
+			i := sort.Search(len(pts), func(i int) bool { return pts[i].P >= u })
+			if i == 0 {
+				return float64(pts[0].Size)
+			}
+			if i >= len(pts) {
+				return float64(pts[len(pts)-1].Size)
+			}
+			a, b := pts[i-1], pts[i]
+			f := (u - a.P) / (b.P - a.P)
+			return float64(a.Size) + f*float64(b.Size-a.Size)
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown distribution %q", d.Dist)
 }
 
 // pacerSlack is how far behind its schedule a pacer may fall before it

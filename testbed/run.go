@@ -91,11 +91,18 @@ type flow struct {
 	pair     int
 	src, dst string
 	workload string
+	tenant   string
 	udp      bool
-	conns    int
-	rate     float64 // per pair, bits/s, unscaled; 0: no cap (tcp)
-	phase    spec.Phase
-	port     int
+	// short: a Poisson stream of sized TCP flows (kind flows, built-in
+	// generator only), arrival flows/s with sizes from sizes; rate is
+	// then the offered load.
+	short   bool
+	arrival float64
+	sizes   *spec.SizeDist
+	conns   int
+	rate    float64 // per pair, bits/s, unscaled; 0: no cap (tcp)
+	phase   spec.Phase
+	port    int
 }
 
 // flows lists the iperf3 tests of the scenario's workloads.
@@ -108,9 +115,9 @@ func flows(sc *spec.Scenario, p *Plan) ([]flow, error) {
 	var out []flow
 	for _, w := range sc.Workloads {
 		switch w.Kind {
-		case spec.KindTCP, spec.KindUDP:
+		case spec.KindTCP, spec.KindUDP, spec.KindFlows:
 		default:
-			return nil, fmt.Errorf("testbed: workload %q: kind %s is not supported on the testbed yet (tcp and udp are)", w.Name, w.Kind)
+			return nil, fmt.Errorf("testbed: workload %q: kind %s is not supported on the testbed yet (tcp, udp and flows are)", w.Name, w.Kind)
 		}
 		for _, pr := range w.Pairs() {
 			for _, ph := range w.Intervals(time.Duration(sc.Duration)) {
@@ -122,8 +129,12 @@ func flows(sc *spec.Scenario, p *Plan) ([]flow, error) {
 				if port > 65535 {
 					return nil, fmt.Errorf("testbed: too many flows into VM %s", pr[1])
 				}
-				f := flow{pair: pidx[pr], src: pr[0], dst: pr[1], workload: w.Name, udp: w.Kind == spec.KindUDP,
+				f := flow{pair: pidx[pr], src: pr[0], dst: pr[1], workload: w.Name, tenant: w.Tenant, udp: w.Kind == spec.KindUDP,
 					conns: max(w.Connections, 1), rate: float64(w.Rate), phase: ph, port: port}
+				if w.Kind == spec.KindFlows {
+					f.short, f.conns, f.arrival, f.sizes = true, 1, w.ArrivalRate, w.Sizes
+					f.rate = w.ArrivalRate * meanSize(w.Sizes) * 8 // offered load, the demand
+				}
 				if f.udp {
 					f.conns = 1
 				}
@@ -191,6 +202,13 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if err != nil {
 		return nil, err
 	}
+	if o.Workload != WorkloadBuiltin {
+		for _, f := range fl {
+			if f.short {
+				return nil, fmt.Errorf("testbed: workload %q: short flows need the builtin workload engine", f.workload)
+			}
+		}
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -213,8 +231,10 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	}()
 
 	var w load
+	var gen *generator
 	if o.Workload == WorkloadBuiltin {
-		g := &generator{tb: tb}
+		g := &generator{tb: tb, seed: uint64(sc.Seed)}
+		gen = g
 		defer g.stop()
 		if err := g.listen(fl); err != nil {
 			return nil, err
@@ -245,6 +265,9 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	w.stop()
 	if err := w.err(); err != nil {
 		return nil, err
+	}
+	if gen != nil {
+		in.FCTs = gen.completed()
 	}
 	if o.AfterRun != nil {
 		o.AfterRun(as.list)

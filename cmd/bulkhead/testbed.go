@@ -235,7 +235,7 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (created)")
 	cmd.Flags().DurationVar(&sample, "sample", 0, "measurement interval (default: the scenario's outputs.sample, at least 100ms)")
 	cmd.Flags().BoolVar(&noPlots, "no-plots", false, "skip the PNG/SVG plots")
-	cmd.Flags().StringVar(&engine, "workload", testbed.WorkloadIperf3, "what runs the flows: iperf3 (one client and server process per flow) or builtin (all flows in this process; UDP with segmentation offload)")
+	cmd.Flags().StringVar(&engine, "workload", testbed.WorkloadIperf3, "what runs the flows: iperf3 (one client and server process per flow; tcp and udp) or builtin (all flows in this process: tcp, udp with segmentation offload, and short flows with their completion times)")
 	cmd.Flags().StringVar(&trace, "agent-trace", "", "write every host agent's per-step pair observations and limits to this CSV file")
 	cmd.Flags().StringVar(&http, "agent-http", "", "IP:PORT: host agent i serves /metrics, /state and /healthz on PORT+i")
 	return cmd
