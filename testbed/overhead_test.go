@@ -205,10 +205,9 @@ func BenchmarkAgentCPU(b *testing.B) {
 	var updates int64
 	var updTime time.Duration
 	for i := 0; i < b.N; i++ {
-		// A fresh testbed every iteration: pair limits that ElasticSwitch
-		// lowered toward RA's minimum when the flows ended leave HTB
-		// classes in token debt (a queued 64 KB offload packet charged at
-		// 100 kbit/s costs 5 s), which outlives the agents.
+		// A fresh testbed every iteration, so that iterations are
+		// independent of what the previous agents left (limits lowered as
+		// the flows ended, queues, HTB token balances).
 		b.StopTimer()
 		sc, tb := benchUp(b, agentCPUYAML(), Options{Limiters: true})
 		fl, err := flows(sc, tb.plan)
