@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Pair is a VM pair by IPv4 address: source and destination.
@@ -49,10 +50,11 @@ type Limiter struct {
 	major uint16
 	queue uint32
 
-	mu    sync.Mutex
-	pairs map[Pair]*pairClass
-	free  []uint16 // minors (= u32 nodes) released by RemovePair
-	next  uint16
+	mu        sync.Mutex
+	pairs     map[Pair]*pairClass
+	free      []uint16 // minors (= u32 nodes) released by RemovePair
+	next      uint16
+	recreated int
 }
 
 type pairClass struct {
@@ -113,7 +115,9 @@ func (l *Limiter) class(minor uint16, bps float64) HTBClass {
 // SetPairRate limits the pair to bps bits/s (+Inf: no limit, the class
 // stays for its counters; below MinRate: MinRate). The first call for a
 // pair creates its class, queue and classifier; later calls are one
-// netlink class change.
+// netlink class change, except when raising a rate slow enough to leave
+// the class in a long token debt (see DebtLimit): the class is then
+// recreated, which drops what it had queued and restarts its counters.
 func (l *Limiter) SetPairRate(p Pair, bps float64) error {
 	if math.IsNaN(bps) || bps < 0 {
 		return fmt.Errorf("limiter %s: pair %s: rate %v bits/s", l.dev, p, bps)
@@ -124,11 +128,21 @@ func (l *Limiter) SetPairRate(p Pair, bps float64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if pc, ok := l.pairs[p]; ok {
-		if err := l.ns.changeHTBClass(l.idx, l.dev, l.class(pc.minor, bps)); err != nil {
-			return fmt.Errorf("limiter: pair %s: %w", p, err)
+		if !indebted(pc.rate, bps) {
+			if err := l.ns.changeHTBClass(l.idx, l.dev, l.class(pc.minor, bps)); err != nil {
+				return fmt.Errorf("limiter: pair %s: %w", p, err)
+			}
+			pc.rate = bps
+			return nil
 		}
-		pc.rate = bps
-		return nil
+		// Raised from a rate at which one offload packet costs a long
+		// token debt: a class change keeps the debt (HTB does not rescale
+		// tokens), and the pair would stay stalled at the new rate until
+		// it is repaid. A new class starts with full tokens.
+		if err := l.removePair(p, pc); err != nil {
+			return err
+		}
+		l.recreated++
 	}
 	var minor uint16
 	if n := len(l.free); n > 0 {
@@ -168,6 +182,30 @@ func (l *Limiter) PairRate(p Pair) float64 {
 	return math.Inf(1)
 }
 
+// DebtLimit is how long one offload packet (64 KB) may take at a pair's
+// rate before raising that rate recreates the class (SetPairRate): at
+// rates below 64 KB / DebtLimit (about 26 Mbit/s) a dequeued packet can
+// leave the class that much in token debt.
+const DebtLimit = 20 * time.Millisecond
+
+// maxOffload is the largest packet a class may be charged for at once.
+const maxOffload = 64 << 10
+
+// indebted reports whether raising a class from rate old to rate new
+// should recreate it (see DebtLimit): old is slow enough for a packet to
+// cost more than DebtLimit, and new at least twice as fast.
+func indebted(old, new float64) bool {
+	return old*DebtLimit.Seconds() < maxOffload*8 && new > 2*old
+}
+
+// Recreated returns how many times SetPairRate recreated a class to clear
+// a token debt.
+func (l *Limiter) Recreated() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.recreated
+}
+
 // RemovePair removes the pair's classifier and class: its traffic goes
 // unshaped and uncounted. Removing a pair without a class is a no-op.
 func (l *Limiter) RemovePair(p Pair) error {
@@ -177,6 +215,10 @@ func (l *Limiter) RemovePair(p Pair) error {
 	if !ok {
 		return nil
 	}
+	return l.removePair(p, pc)
+}
+
+func (l *Limiter) removePair(p Pair, pc *pairClass) error {
 	if err := l.ns.DeleteU32(l.dev, TCHandle(l.major, 0), pc.minor); err != nil {
 		return fmt.Errorf("limiter: pair %s: %w", p, err)
 	}

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
+	"os"
 	"os/exec"
+	"strconv"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
@@ -26,8 +28,19 @@ type Options struct {
 	// QueueBytes is each link direction's drop-tail queue (default
 	// DefaultQueue).
 	QueueBytes int
-	// Limiters adds per-pair limiters at every server (see Plan.Limiters).
+	// Limiters adds a pair limiter on the interface of every VM that sends
+	// a declared pair: an HTB class per pair on the VM's veth egress (the
+	// emulated vNIC's transmit queue, which the hypervisor controls). TCP
+	// in the VM sees it as a real vNIC's backpressure (TCP small queues
+	// hold a socket's packets back instead of a queue dropping them), so
+	// the losses a connection sees are the network's, not the limiter's.
 	Limiters bool
+	// Schedulers adds two IFBs to every server with VMs for per-VM
+	// schedulers (Gatekeeper's): PREFIXtx receives by mirred redirection
+	// everything the server's VMs send, PREFIXrx everything arriving on
+	// the server's links. They pass traffic unshaped until an agent
+	// installs a scheduler.
+	Schedulers bool
 	// GSOMaxSize bounds the offload packets of the VMs' interfaces (0: the
 	// kernel's 64 KB).
 	GSOMaxSize int
@@ -46,7 +59,7 @@ type Testbed struct {
 	plan *Plan
 	log  *slog.Logger
 	ns   map[string]*dataplane.NS      // by namespace name
-	tx   map[string]*dataplane.Limiter // server → limiter of its VMs' pairs
+	tx   map[string]*dataplane.Limiter // VM → limiter of its pairs (on its veth)
 	rx   map[string]*dataplane.Limiter // VM → counting classes of the pairs into it
 	pidx map[[2]string]int             // declared pair → index in plan.Pairs
 	padr map[dataplane.Pair]int        // the same by addresses
@@ -70,7 +83,8 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: opts.Prefix, Scale: opts.Scale, QueueBytes: opts.QueueBytes, Limiters: opts.Limiters})
+	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: opts.Prefix, Scale: opts.Scale, QueueBytes: opts.QueueBytes,
+		Limiters: opts.Limiters, Schedulers: opts.Schedulers})
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +228,11 @@ func (tb *Testbed) createVMs() error {
 func (tb *Testbed) createRoutes() error {
 	for _, n := range tb.plan.Nodes {
 		ns := tb.ns[n.NS]
+		if n.Ctl.IsValid() {
+			if err := ns.AddAddr("lo", netip.PrefixFrom(n.Ctl, 32)); err != nil {
+				return err
+			}
+		}
 		for _, r := range n.Routes {
 			if err := ns.AddRoute(r); err != nil {
 				return err
@@ -277,36 +296,93 @@ func (tb *Testbed) createCounters() error {
 			return err
 		}
 	}
+	if tb.plan.Schedulers {
+		if err := tb.createSchedulerIFBs(); err != nil {
+			return err
+		}
+	}
 	if !tb.plan.Limiters {
 		return nil
 	}
-	for _, n := range tb.plan.Nodes {
-		if !n.Server || len(n.VMs) == 0 {
-			continue
-		}
-		ns := tb.ns[n.NS]
-		if err := ns.AddIFB(n.IFB); err != nil {
-			return err
-		}
-		for _, vi := range n.VMs {
-			if err := ns.RedirectIngress(tb.plan.VMs[vi].HostDev, n.IFB, 1); err != nil {
-				return err
-			}
-		}
-		lim, err := dataplane.NewLimiter(ns, dataplane.LimiterConfig{Dev: n.IFB})
-		if err != nil {
-			return err
-		}
-		tb.tx[n.Name] = lim
-	}
 	for _, pr := range tb.plan.Pairs {
 		src, _ := tb.plan.VM(pr.Src)
+		lim := tb.tx[src.Name]
+		if lim == nil {
+			vm := tb.ns[src.NS]
+			if err := vm.Do(limitTSQ); err != nil {
+				return fmt.Errorf("netns %s: %w", vm.Name, err)
+			}
+			var err error
+			if lim, err = dataplane.NewLimiter(vm, dataplane.LimiterConfig{Dev: src.Dev, QueueBytes: VMLimiterQueue}); err != nil {
+				return err
+			}
+			tb.tx[src.Name] = lim
+		}
 		p, err := tb.plan.dpPair(pr.Src, pr.Dst)
 		if err != nil {
 			return err
 		}
-		if err := tb.tx[src.Server].SetPairRate(p, math.Inf(1)); err != nil {
+		if err := lim.SetPairRate(p, math.Inf(1)); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// VMLimiterQueue is the queue of a pair class on a VM's interface: room
+// for the TCP small-queue budget (VMTSQBytes) of 16 connections, so that a
+// limiter holds TCP back without dropping.
+const VMLimiterQueue = 16 * VMTSQBytes
+
+// VMTSQBytes is the TCP small-queue budget (net.ipv4.tcp_limit_output_bytes)
+// in VMs with pair limiters: the most a TCP socket keeps queued below it.
+// The kernel's default (4 MB) would let a few connections overflow any
+// reasonable limiter queue.
+const VMTSQBytes = 256 << 10
+
+// limitTSQ sets VMTSQBytes in the calling thread's namespace.
+func limitTSQ() error {
+	if err := os.WriteFile("/proc/sys/net/ipv4/tcp_limit_output_bytes", []byte(strconv.Itoa(VMTSQBytes)), 0o644); err != nil {
+		return fmt.Errorf("sysctl net.ipv4.tcp_limit_output_bytes: %w", err)
+	}
+	return nil
+}
+
+// createSchedulerIFBs adds every server's scheduler IFBs: TX fed by its
+// VMs' veths' ingress, RX by its links' ingress, each with an HTB root
+// that passes everything through its direct queue until an agent
+// installs a scheduler.
+func (tb *Testbed) createSchedulerIFBs() error {
+	for _, n := range tb.plan.Nodes {
+		if n.TXIFB == "" {
+			continue
+		}
+		ns := tb.ns[n.NS]
+		for _, ifb := range []string{n.TXIFB, n.RXIFB} {
+			if err := ns.AddIFB(ifb); err != nil {
+				return err
+			}
+			if err := ns.ReplaceHTB(ifb, dataplane.HTB{Handle: shapeQdisc, Parent: 0xFFFFFFFF, DirectQlen: dataplane.DefaultTxQLen}); err != nil {
+				return err
+			}
+		}
+		for _, vi := range n.VMs {
+			if err := ns.RedirectIngress(tb.plan.VMs[vi].HostDev, n.TXIFB, 1); err != nil {
+				return err
+			}
+		}
+		// one redirection per local VM (its counters are the VM's
+		// arrivals, before the ingress scheduler), then the rest
+		for _, s := range n.Shapes {
+			for i, vi := range n.VMs {
+				m := dataplane.Match{Dst: netip.PrefixFrom(tb.plan.VMs[vi].Addr, 32)}
+				if err := ns.RedirectIngressMatch(s.Dev, n.RXIFB, 1, uint16(i+1), m); err != nil {
+					return err
+				}
+			}
+			if err := ns.RedirectIngressMatch(s.Dev, n.RXIFB, 1, dataplane.MaxU32Node, dataplane.Match{}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -319,8 +395,7 @@ func (tb *Testbed) SetPairRate(src, dst string, bps float64) error {
 	if !tb.plan.Limiters {
 		return errors.New("testbed: pair limiters not built (Options.Limiters)")
 	}
-	s, ok := tb.plan.VM(src)
-	if !ok {
+	if _, ok := tb.plan.VM(src); !ok {
 		return fmt.Errorf("testbed: unknown VM %q", src)
 	}
 	if _, ok := tb.pidx[[2]string{src, dst}]; !ok {
@@ -330,7 +405,7 @@ func (tb *Testbed) SetPairRate(src, dst string, bps float64) error {
 	if err != nil {
 		return err
 	}
-	return tb.tx[s.Server].SetPairRate(p, bps*tb.plan.Scale)
+	return tb.tx[src].SetPairRate(p, bps*tb.plan.Scale)
 }
 
 // ReceivedBytes returns the bytes every declared pair delivered to its
@@ -353,13 +428,13 @@ func (tb *Testbed) ReceivedBytes() ([]uint64, error) {
 }
 
 // SentCounters returns every declared pair's limiter counters at its
-// source server (Limiters only), indexed like Plan().Pairs.
+// source VM (Limiters only), indexed like Plan().Pairs.
 func (tb *Testbed) SentCounters() ([]dataplane.Counters, error) {
 	out := make([]dataplane.Counters, len(tb.plan.Pairs))
-	for srv, lim := range tb.tx {
+	for vm, lim := range tb.tx {
 		cs, err := lim.Counters()
 		if err != nil {
-			return nil, fmt.Errorf("testbed: limiter of %s: %w", srv, err)
+			return nil, fmt.Errorf("testbed: limiter of %s: %w", vm, err)
 		}
 		for p, c := range cs {
 			if i, ok := tb.pairByAddr(p); ok {

@@ -21,15 +21,42 @@
 //   - on the server side of every VM that receives a declared pair, an
 //     HTB with an unlimited class per pair: the receive counters the
 //     measurements come from;
-//   - with Limiters, an IFB per server (PREFIX tx) that receives, by
-//     mirred redirection from the VMs' veths, everything the server's VMs
-//     send, with a dataplane.Limiter class per declared pair: the pair
-//     limiters a host agent sets (static sets them at the reservations).
+//   - with Limiters (every mechanism but none and gatekeeper), on the
+//     interface of every VM that sends a declared pair, a
+//     dataplane.Limiter with a class per pair: the pair limiters a host
+//     agent sets. They sit on the emulated vNIC's transmit queue, so TCP
+//     in the VM is held back by its small-queue budget (set to
+//     VMTSQBytes in the VMs) instead of losing packets to the limiter —
+//     the backpressure a real vNIC gives — and the losses its
+//     connections see are the network's;
+//   - with Schedulers (gatekeeper), two IFBs per server with VMs:
+//     PREFIXtx receives by mirred redirection everything the server's VMs
+//     send, PREFIXrx everything arriving on its links (one redirection
+//     filter per local VM, whose counters are the VM's arrivals, and one
+//     for the rest). The agents install per-VM HTB schedulers on them;
+//   - a control address per server with VMs (CtlNet, on its loopback),
+//     routed along the topology: the host agents' UDP messages travel in
+//     band, through the emulated links and queues.
 //
 // Addresses are in Network (10.200.0.0/16): VM i is 10.200.0.0+2i+1/31
-// (its server's side +2i), physical link j 10.200.128.0+2j/31. They exist
-// only inside the run's namespaces; nothing is created in the caller's
-// namespace, and no route of the host is touched.
+// (its server's side +2i), physical link j 10.200.128.0+2j/31; server
+// control addresses are in CtlNet (10.201.0.0/16). They exist only inside
+// the run's namespaces; nothing is created in the caller's namespace, and
+// no route of the host is touched.
+//
+// # Mechanisms and workloads
+//
+// Run starts one host agent (package agent) per server with VMs, as
+// goroutines of its process, each bound to its server's namespace, running
+// the mechanism through mech/all — none, static, elasticswitch, seawall,
+// gatekeeper (central controllers are not supported). `bulkhead agent`
+// runs the same agent as a process against a testbed that is up
+// (AttachAgent). Flows run as iperf3 clients and servers (one process
+// each) or, with RunOptions.Workload "builtin", in the built-in generator
+// (gen.go): goroutines with sockets opened in the VMs' namespaces, TCP
+// senders writing as fast as they can, UDP at the flow's rate with
+// segmentation offload (one send per 16 datagrams), and short flows
+// (kind flows) whose completion times go to the report.
 //
 // # Measurements
 //

@@ -21,7 +21,15 @@ var (
 	Network = netip.MustParsePrefix("10.200.0.0/16")
 	VMNet   = netip.MustParsePrefix("10.200.0.0/17")
 	LinkNet = netip.MustParsePrefix("10.200.128.0/17")
+	// CtlNet holds the servers' control addresses (Ctl), on their
+	// loopback and routed along the topology like VM addresses: host
+	// agents exchange their messages in band, through the emulated links.
+	CtlNet = netip.MustParsePrefix("10.201.0.0/16")
 )
+
+// AgentPort is the UDP port host agents listen on at their server's
+// control address.
+const AgentPort = 7471
 
 // MaxVMs and MaxLinks are what the address plan holds (and interface
 // names, with up to five digits).
@@ -47,13 +55,17 @@ type Plan struct {
 	// are in the scenario's units.
 	Scale      float64
 	QueueBytes uint32
-	// Limiters: every server has an IFB that receives what its VMs send,
-	// with an HTB class per declared pair whose source is on it.
+	// Limiters: every VM that sends a declared pair has a pair limiter
+	// (an HTB class per pair) on its interface's egress (see Options).
 	Limiters bool
-	Nodes    []*NodePlan // servers and switches, in topology order
-	VMs      []*VMPlan   // in scenario order
-	Links    []*LinkPlan // physical links
-	Pairs    []PairPlan  // declared VM pairs (the scenario's workloads)
+	// Schedulers: every server with VMs has two IFBs for per-VM
+	// schedulers: TX receives what its VMs send, RX what arrives on its
+	// links (see Options).
+	Schedulers bool
+	Nodes      []*NodePlan // servers and switches, in topology order
+	VMs        []*VMPlan   // in scenario order
+	Links      []*LinkPlan // physical links
+	Pairs      []PairPlan  // declared VM pairs (the scenario's workloads)
 
 	nodeIdx map[string]int
 	vmIdx   map[string]int
@@ -70,8 +82,13 @@ type NodePlan struct {
 	Routes []dataplane.Route
 	Rules  []dataplane.Rule
 	Shapes []Shape
-	VMs    []int  // servers: indices into Plan.VMs
-	IFB    string // servers with limiters
+	VMs    []int // servers: indices into Plan.VMs
+	// Ctl is the control address of a server with VMs (in CtlNet, on its
+	// loopback): where its host agent listens.
+	Ctl netip.Addr
+	// TXIFB and RXIFB are the scheduler IFBs of a server with VMs (with
+	// Schedulers).
+	TXIFB, RXIFB string
 }
 
 // Shape is one emulated link direction: the HTB shaper on the device that
@@ -162,6 +179,7 @@ type PlanOptions struct {
 	Scale      float64 // default 1
 	QueueBytes int     // default DefaultQueue
 	Limiters   bool
+	Schedulers bool
 }
 
 // NewPlan computes the emulated datacenter of a validated scenario on its
@@ -184,14 +202,11 @@ func NewPlan(sc *spec.Scenario, tp *topo.Topology, o PlanOptions) (*Plan, error)
 	}
 	p := &Plan{
 		Prefix: o.Prefix, Scenario: sc.Name, Scale: o.Scale, QueueBytes: uint32(o.QueueBytes), Limiters: o.Limiters,
-		nodeIdx: map[string]int{}, vmIdx: map[string]int{},
+		Schedulers: o.Schedulers, nodeIdx: map[string]int{}, vmIdx: map[string]int{},
 	}
 	for _, n := range tp.Nodes {
 		kind := "n"
 		np := &NodePlan{Name: n.Name, Server: n.Kind == topo.Server, NS: nsName(o.Prefix, kind, n.Name, n.ID)}
-		if np.Server && o.Limiters {
-			np.IFB = o.Prefix + "tx"
-		}
 		p.nodeIdx[n.Name] = len(p.Nodes)
 		p.Nodes = append(p.Nodes, np)
 	}
@@ -243,6 +258,20 @@ func NewPlan(sc *spec.Scenario, tp *topo.Topology, o PlanOptions) (*Plan, error)
 				Dev: o.Prefix + "v" + is, HostDev: o.Prefix + "v" + is + "h",
 				In: in, Out: out,
 			})
+		}
+	}
+	ctl := 0
+	for _, np := range p.Nodes {
+		if !np.Server || len(np.VMs) == 0 {
+			continue
+		}
+		if ctl >= 1<<16-2 {
+			return nil, fmt.Errorf("testbed: more than %d servers with VMs", 1<<16-2)
+		}
+		ctl++
+		np.Ctl = addrAt(CtlNet, ctl)
+		if o.Schedulers {
+			np.TXIFB, np.RXIFB = o.Prefix+"tx", o.Prefix+"rx"
 		}
 	}
 	seen := map[[2]string]bool{}
@@ -356,6 +385,22 @@ func (p *Plan) route(tp *topo.Topology, seed int64) error {
 					Table: t, Priority: 1000 + len(np.Rules),
 				})
 			}
+		}
+		// control addresses of the other servers with VMs
+		for _, sp := range p.Nodes {
+			if !sp.Ctl.IsValid() || sp == np {
+				continue
+			}
+			sn, _ := tp.Node(sp.Name)
+			r := tp.Route(ni, sn.ID, topo.PairHash(seed, np.Name, sp.Name))
+			if len(r) == 0 {
+				return fmt.Errorf("testbed: no route from %s to server %s", np.Name, sp.Name)
+			}
+			dev, via, err := p.devOn(tp, r[0])
+			if err != nil {
+				return err
+			}
+			np.Routes = append(np.Routes, dataplane.Route{Dst: netip.PrefixFrom(sp.Ctl, 32), Via: via, Dev: dev})
 		}
 		for _, l := range tableOrder {
 			dev, via, err := p.devOn(tp, l)

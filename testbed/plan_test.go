@@ -23,7 +23,7 @@ func loadScenario(t *testing.T, path string) (*spec.Scenario, *topo.Topology) {
 	return sc, tp
 }
 
-func parseScenario(t *testing.T, y string) (*spec.Scenario, *topo.Topology) {
+func parseScenario(t testing.TB, y string) (*spec.Scenario, *topo.Topology) {
 	t.Helper()
 	sc, err := spec.Parse([]byte(y), "test.yaml")
 	if err != nil {
@@ -110,8 +110,21 @@ func TestPlanFig3(t *testing.T) {
 				t.Errorf("%s: shaper %+v, want 500 Mbit/s (1 Gbps scaled by 0.5)", n.Name, s)
 			}
 		}
-		if n.Server && n.IFB != "bhtest1tx" {
-			t.Errorf("%s: IFB %q", n.Name, n.IFB)
+		if n.Server && len(n.VMs) > 0 && (!CtlNet.Contains(n.Ctl) || n.TXIFB != "") {
+			t.Errorf("%s: control address %v, scheduler IFB %q (none without Schedulers)", n.Name, n.Ctl, n.TXIFB)
+		}
+		// every node routes every other server's control address
+		for _, o := range p.Nodes {
+			if !o.Ctl.IsValid() || o == n {
+				continue
+			}
+			found := false
+			for _, r := range n.Routes {
+				found = found || r.Table == 0 && r.Dst == netip.PrefixFrom(o.Ctl, 32)
+			}
+			if !found {
+				t.Errorf("%s: no route to %s's control address %v", n.Name, o.Name, o.Ctl)
+			}
 		}
 		if len(n.Rules) != 0 {
 			t.Errorf("%s: rules on a tree: %v", n.Name, n.Rules)

@@ -18,7 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/agent"
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/mech/static"
 	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -29,7 +31,7 @@ import (
 // 10 ms windows is too bursty for per-sample compliance.
 const DefaultSample = 100 * time.Millisecond
 
-// Mechanisms the testbed runs without a host agent.
+// Mechanism names the testbed knows without the registry.
 const (
 	MechNone   = "none"
 	MechStatic = "static"
@@ -38,8 +40,25 @@ const (
 // RunOptions configure Run.
 type RunOptions struct {
 	Options
-	// Mechanism: "none" or "static" (default: the scenario's).
+	// Mechanism is run by host agents, one per server with VMs, as
+	// goroutines of this process (default: the scenario's). Central
+	// controllers (Pulsar) are not supported.
 	Mechanism string
+	// Params are the mechanism's parameters (default: the scenario's
+	// mechanism.params when Mechanism is the scenario's mechanism).
+	Params map[string]any
+	// AgentHTTP, if set (IP:PORT), makes agent i serve /metrics, /state
+	// and /healthz on PORT + i.
+	AgentHTTP string
+	// AfterRun, if set, is called with the agents after the workloads,
+	// before the testbed is torn down.
+	AfterRun func([]*agent.Agent)
+	// Workload is what runs the flows: WorkloadIperf3 (default) or
+	// WorkloadBuiltin (the generator in this process; see gen.go).
+	Workload string
+	// AgentTrace, if set, receives every agent's per-step trace
+	// (agent.Config.Trace); writes are serialized.
+	AgentTrace io.Writer
 	// Sample is the measurement interval (default: the scenario's
 	// outputs.sample, at least DefaultSample).
 	Sample time.Duration
@@ -47,16 +66,43 @@ type RunOptions struct {
 	Iperf3 string
 }
 
+// Workload engines.
+const (
+	WorkloadIperf3  = "iperf3"
+	WorkloadBuiltin = "builtin"
+)
+
+// load runs the flows of a run.
+type load interface {
+	begin(ctx context.Context, fl []flow, t0 time.Time, scale float64)
+	err() error
+	stop()
+}
+
+// begin starts every flow's iperf3 client at its time.
+func (w *workers) begin(ctx context.Context, fl []flow, t0 time.Time, scale float64) {
+	for _, f := range fl {
+		w.startClient(ctx, f, t0, scale)
+	}
+}
+
 // flow is one iperf3 test: a pair of a workload during one phase.
 type flow struct {
 	pair     int
 	src, dst string
 	workload string
+	tenant   string
 	udp      bool
-	conns    int
-	rate     float64 // per pair, bits/s, unscaled; 0: no cap (tcp)
-	phase    spec.Phase
-	port     int
+	// short: a Poisson stream of sized TCP flows (kind flows, built-in
+	// generator only), arrival flows/s with sizes from sizes; rate is
+	// then the offered load.
+	short   bool
+	arrival float64
+	sizes   *spec.SizeDist
+	conns   int
+	rate    float64 // per pair, bits/s, unscaled; 0: no cap (tcp)
+	phase   spec.Phase
+	port    int
 }
 
 // flows lists the iperf3 tests of the scenario's workloads.
@@ -69,9 +115,9 @@ func flows(sc *spec.Scenario, p *Plan) ([]flow, error) {
 	var out []flow
 	for _, w := range sc.Workloads {
 		switch w.Kind {
-		case spec.KindTCP, spec.KindUDP:
+		case spec.KindTCP, spec.KindUDP, spec.KindFlows:
 		default:
-			return nil, fmt.Errorf("testbed: workload %q: kind %s is not supported on the testbed yet (tcp and udp are)", w.Name, w.Kind)
+			return nil, fmt.Errorf("testbed: workload %q: kind %s is not supported on the testbed yet (tcp, udp and flows are)", w.Name, w.Kind)
 		}
 		for _, pr := range w.Pairs() {
 			for _, ph := range w.Intervals(time.Duration(sc.Duration)) {
@@ -83,8 +129,12 @@ func flows(sc *spec.Scenario, p *Plan) ([]flow, error) {
 				if port > 65535 {
 					return nil, fmt.Errorf("testbed: too many flows into VM %s", pr[1])
 				}
-				f := flow{pair: pidx[pr], src: pr[0], dst: pr[1], workload: w.Name, udp: w.Kind == spec.KindUDP,
+				f := flow{pair: pidx[pr], src: pr[0], dst: pr[1], workload: w.Name, tenant: w.Tenant, udp: w.Kind == spec.KindUDP,
 					conns: max(w.Connections, 1), rate: float64(w.Rate), phase: ph, port: port}
+				if w.Kind == spec.KindFlows {
+					f.short, f.conns, f.arrival, f.sizes = true, 1, w.ArrivalRate, w.Sizes
+					f.rate = w.ArrivalRate * meanSize(w.Sizes) * 8 // offered load, the demand
+				}
 				if f.udp {
 					f.conns = 1
 				}
@@ -109,13 +159,17 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if o.Mechanism == "" {
 		o.Mechanism = sc.Mechanism.Name
 	}
-	switch o.Mechanism {
-	case MechNone:
-	case MechStatic:
-		o.Limiters = true
-	default:
-		return nil, fmt.Errorf("testbed: mechanism %q is not supported yet (%s, %s); adaptive mechanisms need the host agent", o.Mechanism, MechNone, MechStatic)
+	if o.Params == nil && o.Mechanism == sc.Mechanism.Name {
+		o.Params = sc.Mechanism.Params
 	}
+	m, err := all.New(o.Mechanism, o.Params)
+	if err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	if _, central := m.(mech.Central); central {
+		return nil, fmt.Errorf("testbed: mechanism %s has a central controller; the testbed runs host agents only", o.Mechanism)
+	}
+	o.Limiters, o.Schedulers = Needs(o.Mechanism)
 	if o.Sample == 0 {
 		o.Sample = max(time.Duration(sc.Outputs.Sample), DefaultSample)
 	}
@@ -125,22 +179,35 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if o.Iperf3 == "" {
 		o.Iperf3 = "iperf3"
 	}
-	iperf, err := exec.LookPath(o.Iperf3)
-	if err != nil {
-		return nil, fmt.Errorf("testbed: iperf3 is needed for workloads (apt-get install -y iperf3): %w", err)
+	var iperf string
+	switch o.Workload {
+	case "", WorkloadIperf3:
+		if iperf, err = exec.LookPath(o.Iperf3); err != nil {
+			return nil, fmt.Errorf("testbed: iperf3 is needed for workloads (apt-get install -y iperf3, or the builtin generator): %w", err)
+		}
+	case WorkloadBuiltin:
+	default:
+		return nil, fmt.Errorf("testbed: workload engine %q: want %s or %s", o.Workload, WorkloadIperf3, WorkloadBuiltin)
 	}
 	o.Ephemeral = true
 	if o.Prefix == "" {
 		o.Prefix = NewPrefix()
 	}
 	// a plan without side effects first, to reject what cannot run
-	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: o.Prefix, Scale: o.Scale, QueueBytes: o.QueueBytes, Limiters: o.Limiters})
+	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: o.Prefix, Scale: o.Scale, QueueBytes: o.QueueBytes, Limiters: o.Limiters, Schedulers: o.Schedulers})
 	if err != nil {
 		return nil, err
 	}
 	fl, err := flows(sc, plan)
 	if err != nil {
 		return nil, err
+	}
+	if o.Workload != WorkloadBuiltin {
+		for _, f := range fl {
+			if f.short {
+				return nil, fmt.Errorf("testbed: workload %q: short flows need the builtin workload engine", f.workload)
+			}
+		}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -163,16 +230,34 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		}
 	}()
 
-	if o.Mechanism == MechStatic {
-		if err := tb.ApplyStatic(); err != nil {
+	var w load
+	var gen *generator
+	if o.Workload == WorkloadBuiltin {
+		g := &generator{tb: tb, seed: uint64(sc.Seed)}
+		gen = g
+		defer g.stop()
+		if err := g.listen(fl); err != nil {
 			return nil, err
 		}
+		w = g
+	} else {
+		iw := &workers{tb: tb, iperf: iperf}
+		defer iw.stop()
+		if err := iw.startServers(ctx, fl); err != nil {
+			return nil, err
+		}
+		w = iw
 	}
-	w := &workers{tb: tb, iperf: iperf}
-	defer w.stop()
-	if err := w.startServers(ctx, fl); err != nil {
+	as, err := tb.startAgents(ctx, m, o.AgentHTTP, o.AgentTrace)
+	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if aerr := as.stop(); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+	}()
+	tb.log.Info("host agents started", "mechanism", m.Name(), "agents", len(as.list))
 	in, err := tb.measure(ctx, sc, fl, o, w)
 	if err != nil {
 		return nil, err
@@ -181,6 +266,21 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if err := w.err(); err != nil {
 		return nil, err
 	}
+	if gen != nil {
+		in.FCTs = gen.completed()
+	}
+	if o.AfterRun != nil {
+		o.AfterRun(as.list)
+	}
+	var steps int64
+	dropped := 0.0
+	for _, a := range as.list {
+		steps += a.Steps()
+		for _, n := range a.Dropped() {
+			dropped += n
+		}
+	}
+	tb.log.Info("host agents done", "steps", steps, "messages_dropped", dropped)
 	in.Mechanism = o.Mechanism
 	return in, nil
 }
@@ -375,7 +475,7 @@ func (w *workers) startClient(ctx context.Context, f flow, t0 time.Time, scale f
 
 // measure starts the clients and samples the pairs' received bytes every
 // sample interval for the scenario's duration.
-func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w *workers) (*metrics.Input, error) {
+func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w load) (*metrics.Input, error) {
 	dur := time.Duration(sc.Duration)
 	n := int(dur / o.Sample)
 	in := tb.input(sc, o.Sample)
@@ -386,9 +486,7 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 	t0 := time.Now()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, f := range fl {
-		w.startClient(wctx, f, t0, tb.plan.Scale)
-	}
+	w.begin(wctx, fl, t0, tb.plan.Scale)
 	tb.log.Info("workloads started", "flows", len(fl), "duration", dur, "sample", o.Sample)
 	prevT := t0
 	timer := time.NewTimer(0)

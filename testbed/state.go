@@ -36,6 +36,7 @@ type State struct {
 	Ready      bool        `json:"ready"`       // fully built
 	Scale      float64     `json:"scale"`
 	Limiters   bool        `json:"limiters"`
+	Schedulers bool        `json:"schedulers,omitempty"`
 	Nodes      []StateNode `json:"nodes,omitempty"`
 	VMs        []StateVM   `json:"vms,omitempty"`
 }
@@ -60,7 +61,7 @@ func statePath(prefix string) string { return filepath.Join(StateDir, prefix+".j
 
 func newState(p *Plan, ephemeral bool) *State {
 	s := &State{Prefix: p.Prefix, Scenario: p.Scenario, Created: time.Now().UTC(), Ephemeral: ephemeral,
-		OwnerPID: os.Getpid(), OwnerStart: startTime(os.Getpid()), Scale: p.Scale, Limiters: p.Limiters}
+		OwnerPID: os.Getpid(), OwnerStart: startTime(os.Getpid()), Scale: p.Scale, Limiters: p.Limiters, Schedulers: p.Schedulers}
 	for _, n := range p.Nodes {
 		s.Nodes = append(s.Nodes, StateNode{Name: n.Name, Server: n.Server, NS: n.NS})
 	}

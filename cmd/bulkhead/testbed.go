@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
@@ -54,7 +56,7 @@ func (f *testbedFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&f.scale, "scale", 1, "multiply every capacity and rate on the wire (measurements are divided by it)")
 	cmd.Flags().IntVar(&f.queue, "queue", testbed.DefaultQueue, "drop-tail queue of each link direction, bytes")
 	cmd.Flags().IntVar(&f.gso, "gso", 0, "bound the VMs' offload packet size, bytes (0: kernel default)")
-	cmd.Flags().StringVar(&f.mechanism, "mechanism", "", "none or static (default: the scenario's)")
+	cmd.Flags().StringVar(&f.mechanism, "mechanism", "", "none, static, elasticswitch, gatekeeper, seawall (default: the scenario's); run by host agents")
 }
 
 func (f *testbedFlags) options() testbed.Options {
@@ -75,7 +77,10 @@ func newTestbedUpCmd() *cobra.Command {
 		Long: `Build the scenario's emulated datacenter and leave it running (no
 traffic): use 'ip netns exec NAMESPACE ...' to run programs in a VM, and
 'bulkhead testbed down --prefix PREFIX' to remove it. With --mechanism
-static the declared VM pairs are limited at their static reservations.`,
+static the declared VM pairs are limited at their static reservations;
+with another mechanism the data plane it needs is built (pair limiters,
+or per-VM scheduler devices for gatekeeper) and 'bulkhead agent' runs
+its host agents.`,
 		Example: `  bulkhead testbed up scenarios/pulsar-fig3-network.yaml --prefix demo
   ip netns exec demo-v-a-rx iperf3 -s -B 10.200.0.3 &
   ip netns exec demo-v-a-tx iperf3 -c 10.200.0.3
@@ -96,13 +101,7 @@ static the declared VM pairs are limited at their static reservations.`,
 				mech = s.Spec.Mechanism.Name
 			}
 			o := f.options()
-			switch mech {
-			case testbed.MechNone:
-			case testbed.MechStatic:
-				o.Limiters = true
-			default:
-				return fmt.Errorf("testbed up: mechanism %q is not supported yet (none, static)", mech)
-			}
+			o.Limiters, o.Schedulers = testbed.Needs(mech)
 			tb, err := testbed.Up(ctx, s.Spec, s.Topo, o)
 			if err != nil {
 				return err
@@ -116,6 +115,12 @@ static the declared VM pairs are limited at their static reservations.`,
 				}
 			}
 			printPlan(cmd.OutOrStdout(), tb.Plan())
+			if mech != testbed.MechNone && mech != testbed.MechStatic {
+				fmt.Fprintf(cmd.OutOrStdout(), "\nstart the host agents (%s) with:\n", mech)
+				for _, n := range tb.Plan().Agents() {
+					fmt.Fprintf(cmd.OutOrStdout(), "  ip netns exec %s bulkhead agent %s --prefix %s --server %s --mechanism %s &\n", n.NS, args[0], tb.Prefix(), n.Name, mech)
+				}
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\nremove it with: bulkhead testbed down --prefix %s\n", tb.Prefix())
 			return nil
 		},
@@ -157,12 +162,16 @@ func newTestbedRunCmd() *cobra.Command {
 		out     string
 		sample  time.Duration
 		noPlots bool
+		trace   string
+		http    string
+		engine  string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml -o DIR",
 		Short: "Run a scenario on real traffic in an emulated datacenter and report",
-		Long: `Bring the scenario's datacenter up, apply the mechanism (none, or static:
-HTB limiters at the pairs' reservations), run its tcp and udp workloads
+		Long: `Bring the scenario's datacenter up, start one host agent per server
+(goroutines of this process, the same code as 'bulkhead agent') running
+the mechanism (none, static, elasticswitch, gatekeeper, seawall), run its tcp and udp workloads
 with iperf3 for the scenario's duration, sample every declared VM pair's
 received throughput from the counters every --sample, tear everything
 down, and write the same report as 'bulkhead sim' (report.json,
@@ -186,7 +195,19 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 			if err != nil {
 				return err
 			}
-			in, err := testbed.Run(ctx, s.Spec, s.Topo, testbed.RunOptions{Options: f.options(), Mechanism: f.mechanism, Sample: sample})
+			ro := testbed.RunOptions{Options: f.options(), Mechanism: f.mechanism, Sample: sample, AgentHTTP: http, Workload: engine}
+			if trace != "" {
+				tf, err := os.Create(trace)
+				if err != nil {
+					return err
+				}
+				defer tf.Close()
+				bw := bufio.NewWriter(tf)
+				defer bw.Flush()
+				fmt.Fprintln(bw, "time_s,host,src,dst,rate_mbps,limit_mbps,limiter_bound,losses")
+				ro.AgentTrace = bw
+			}
+			in, err := testbed.Run(ctx, s.Spec, s.Topo, ro)
 			if err != nil {
 				return err
 			}
@@ -214,6 +235,9 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (created)")
 	cmd.Flags().DurationVar(&sample, "sample", 0, "measurement interval (default: the scenario's outputs.sample, at least 100ms)")
 	cmd.Flags().BoolVar(&noPlots, "no-plots", false, "skip the PNG/SVG plots")
+	cmd.Flags().StringVar(&engine, "workload", testbed.WorkloadIperf3, "what runs the flows: iperf3 (one client and server process per flow; tcp and udp) or builtin (all flows in this process: tcp, udp with segmentation offload, and short flows with their completion times)")
+	cmd.Flags().StringVar(&trace, "agent-trace", "", "write every host agent's per-step pair observations and limits to this CSV file")
+	cmd.Flags().StringVar(&http, "agent-http", "", "IP:PORT: host agent i serves /metrics, /state and /healthz on PORT+i")
 	return cmd
 }
 

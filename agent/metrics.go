@@ -1,0 +1,226 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// agentMetrics are one agent's Prometheus metrics, in its own registry.
+type agentMetrics struct {
+	reg          *prometheus.Registry
+	steps        prometheus.Counter
+	late         prometheus.Counter
+	stepSeconds  prometheus.Histogram
+	limitUpdates prometheus.Counter
+	limitSeconds prometheus.Histogram
+	sent         prometheus.Counter
+	sentBytes    prometheus.Counter
+	received     prometheus.Counter
+	dropped      *prometheus.CounterVec
+	sendErrors   *prometheus.CounterVec
+	errors       *prometheus.CounterVec
+	pairRate     *prometheus.GaugeVec
+	pairLimit    *prometheus.GaugeVec
+
+	nSteps     atomic.Int64
+	stepNanos  atomic.Int64 // total time in steps
+	nUpdates   atomic.Int64
+	updateNano atomic.Int64             // total time of limiter updates
+	nDrops     map[string]*atomic.Int64 // by reason; the map is fixed at creation
+}
+
+// drop counts a dropped datagram.
+func (m *agentMetrics) drop(reason string) {
+	m.dropped.WithLabelValues(reason).Inc()
+	if n, ok := m.nDrops[reason]; ok {
+		n.Add(1)
+	}
+}
+
+// step counts a step.
+func (m *agentMetrics) step() {
+	m.steps.Inc()
+	m.nSteps.Add(1)
+}
+
+func newMetrics(host string) *agentMetrics {
+	reg := prometheus.NewRegistry()
+	c := prometheus.Labels{"host": host}
+	m := &agentMetrics{
+		reg: reg,
+		steps: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_steps_total",
+			Help: "Mechanism steps run.", ConstLabels: c}),
+		late: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_late_steps_total",
+			Help: "Steps that started more than a period late (periods were skipped).", ConstLabels: c}),
+		stepSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bulkhead_agent_step_seconds",
+			Help: "Time of one step: reading counters, the mechanism, applying limits, sending.", ConstLabels: c,
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 12)}),
+		limitUpdates: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_limit_updates_total",
+			Help: "Limiter settings applied.", ConstLabels: c}),
+		limitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bulkhead_agent_limit_update_seconds",
+			Help: "Time to apply one limiter setting through netlink.", ConstLabels: c,
+			Buckets: prometheus.ExponentialBuckets(2e-6, 2, 12)}),
+		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_messages_sent_total",
+			Help: "Control messages sent to other agents.", ConstLabels: c}),
+		sentBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_message_bytes_sent_total",
+			Help: "Bytes of control messages sent.", ConstLabels: c}),
+		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_messages_received_total",
+			Help: "Control messages accepted.", ConstLabels: c}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bulkhead_agent_messages_dropped_total",
+			Help: "Received datagrams dropped, by reason.", ConstLabels: c}, []string{"reason"}),
+		sendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bulkhead_agent_send_errors_total",
+			Help: "Messages not sent, by reason.", ConstLabels: c}, []string{"reason"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bulkhead_agent_errors_total",
+			Help: "Failed data-plane operations, by stage.", ConstLabels: c}, []string{"stage"}),
+		pairRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkhead_agent_pair_rate_bps",
+			Help: "Measured rate of a VM pair in the last period (scenario units), by side.", ConstLabels: c}, []string{"src", "dst", "side"}),
+		pairLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkhead_agent_pair_limit_bps",
+			Help: "Pair limiter in force (scenario units; +Inf: none).", ConstLabels: c}, []string{"src", "dst"}),
+	}
+	reg.MustRegister(m.steps, m.late, m.stepSeconds, m.limitUpdates, m.limitSeconds, m.sent, m.sentBytes, m.received,
+		m.dropped, m.sendErrors, m.errors, m.pairRate, m.pairLimit)
+	m.nDrops = map[string]*atomic.Int64{}
+	for _, r := range []string{DropMalformed, DropSize, DropVersion, DropSender, DropRecipient, DropBody, DropStale, DropOverflow} {
+		m.dropped.WithLabelValues(r)
+		m.nDrops[r] = &atomic.Int64{}
+	}
+	return m
+}
+
+// State is what an agent exposes at /state.
+type State struct {
+	Host      string             `json:"host"`
+	Mechanism string             `json:"mechanism"`
+	Period    string             `json:"period"`
+	Steps     int64              `json:"steps"`
+	Updated   time.Time          `json:"updated"`
+	Inbox     int                `json:"last_inbox"`
+	Outbox    int                `json:"last_outbox"`
+	Egress    []PairState        `json:"egress"`
+	Ingress   []PairState        `json:"ingress"`
+	VMs       []VMState          `json:"vms"`
+	Dropped   map[string]float64 `json:"messages_dropped"`
+}
+
+// PairState is one pair in State (rates in the scenario's units).
+type PairState struct {
+	Src          string   `json:"src"`
+	Dst          string   `json:"dst"`
+	Rate         float64  `json:"rate"`
+	Limit        *float64 `json:"limit,omitempty"` // absent: none
+	LimiterBound bool     `json:"limiter_bound,omitempty"`
+	Losses       float64  `json:"losses,omitempty"`
+}
+
+// VMState is one VM in State (mech.VMObs, rates in the scenario's units).
+type VMState struct {
+	VM           string   `json:"vm"`
+	InArrival    float64  `json:"in_arrival"`
+	InRate       float64  `json:"in_rate"`
+	InDrops      float64  `json:"in_drops"`
+	OutRate      float64  `json:"out_rate"`
+	DropSrc      string   `json:"drop_src,omitempty"`
+	EgressLimit  *float64 `json:"egress_limit,omitempty"`
+	IngressLimit *float64 `json:"ingress_limit,omitempty"`
+}
+
+func finite(r float64) *float64 {
+	if math.IsInf(r, 0) || math.IsNaN(r) {
+		return nil
+	}
+	return &r
+}
+
+// record updates the state and gauges after a step.
+func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
+	ps := func(os []mech.PairObs, side string) []PairState {
+		out := make([]PairState, 0, len(os))
+		for _, o := range os {
+			out = append(out, PairState{Src: o.Pair.Src, Dst: o.Pair.Dst, Rate: o.Rate, Limit: finite(o.Limit), LimiterBound: o.LimiterBound, Losses: o.Losses})
+			a.met.pairRate.WithLabelValues(o.Pair.Src, o.Pair.Dst, side).Set(o.Rate)
+			if side == "egress" {
+				a.met.pairLimit.WithLabelValues(o.Pair.Src, o.Pair.Dst).Set(o.Limit)
+			}
+		}
+		return out
+	}
+	eg, in := ps(obs.Egress, "egress"), ps(obs.Ingress, "ingress")
+	vms := make([]VMState, 0, len(obs.VMs))
+	for _, v := range obs.VMs {
+		s := VMState{VM: v.VM, InArrival: v.InArrival, InRate: v.InRate, InDrops: v.InDrops, OutRate: v.OutRate, DropSrc: v.DropSrc}
+		if l, ok := a.vmLimits[mech.Egress][v.VM]; ok {
+			s.EgressLimit = finite(l)
+		}
+		if l, ok := a.vmLimits[mech.Ingress][v.VM]; ok {
+			s.IngressLimit = finite(l)
+		}
+		vms = append(vms, s)
+	}
+	a.stMu.Lock()
+	defer a.stMu.Unlock()
+	a.state.Steps++
+	a.state.Updated = time.Now().UTC()
+	a.state.Inbox, a.state.Outbox = inbox, outbox
+	a.state.Egress, a.state.Ingress, a.state.VMs = eg, in, vms
+}
+
+// Snapshot returns the agent's state after its latest step.
+func (a *Agent) Snapshot() State {
+	a.stMu.Lock()
+	s := a.state
+	a.stMu.Unlock()
+	s.Dropped = a.Dropped()
+	return s
+}
+
+// Dropped returns the received datagrams dropped so far, by reason.
+func (a *Agent) Dropped() map[string]float64 {
+	out := map[string]float64{}
+	for r, n := range a.met.nDrops {
+		out[r] = float64(n.Load())
+	}
+	return out
+}
+
+// Steps returns the steps run so far.
+func (a *Agent) Steps() int64 { return a.met.nSteps.Load() }
+
+// StepTime returns the total time spent in steps so far (reading
+// counters, the mechanism, applying limits, sending).
+func (a *Agent) StepTime() time.Duration { return time.Duration(a.met.stepNanos.Load()) }
+
+// LimitUpdates returns the limiter settings applied so far and their
+// total time.
+func (a *Agent) LimitUpdates() (int64, time.Duration) {
+	return a.met.nUpdates.Load(), time.Duration(a.met.updateNano.Load())
+}
+
+// httpServer listens on cfg.HTTP and serves /metrics, /state, /healthz.
+func (a *Agent) httpServer() (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", a.cfg.HTTP)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent %s: http: %w", a.cfg.Host, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.met.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/state", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(a.Snapshot())
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	a.log.Info("agent http", "addr", ln.Addr().String())
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln, nil
+}

@@ -1,0 +1,178 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// WireVersion is the version of the agents' message format. A datagram
+// of another version is dropped (counted as "version").
+const WireVersion = 1
+
+// MaxDatagram is the largest message an agent sends or accepts, bytes
+// (below the 65,507 bytes of one IPv4 UDP datagram).
+const MaxDatagram = 60000
+
+// Envelope is one agent-to-agent message on the wire: a JSON object in a
+// UDP datagram. Body is a mechanism's message body (mech.Message.Body
+// encoded to JSON): an object with a "kind" naming its type, such as
+// "elasticswitch.guarantees" or "gatekeeper.congestion"; the agent hands
+// it to the mechanism as a json.RawMessage, which the mechanisms decode
+// and check themselves.
+//
+// Epoch is the sender's start time (Unix nanoseconds) and Seq its message
+// counter since then: a receiver drops a message that is not newer than the
+// last one it accepted from the same sender (a duplicate, or reordered
+// behind a newer one), and a larger epoch (the sender restarted) resets the
+// sequence.
+type Envelope struct {
+	V     int             `json:"v"`
+	From  string          `json:"from"`
+	To    string          `json:"to"`
+	Epoch int64           `json:"epoch"`
+	Seq   uint64          `json:"seq"`
+	Body  json.RawMessage `json:"body"`
+}
+
+// Reasons a received datagram is dropped (the "reason" label of the
+// agent's dropped-message counter).
+const (
+	DropMalformed = "malformed" // not a JSON envelope (or unknown fields, trailing data)
+	DropSize      = "size"      // larger than MaxDatagram
+	DropVersion   = "version"   // another format version
+	DropSender    = "sender"    // unknown sender, or not from that sender's address
+	DropRecipient = "recipient" // addressed to another host
+	DropBody      = "body"      // body not an object with a valid kind
+	DropStale     = "stale"     // not newer than the last accepted from its sender
+	DropOverflow  = "overflow"  // inbox full
+)
+
+// kindRE is what a body's kind may look like.
+var kindRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
+
+// WireError is why a datagram was rejected.
+type WireError struct {
+	Reason string
+	Err    error
+}
+
+func (e *WireError) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *WireError) Unwrap() error { return e.Err }
+
+func wireErr(reason, format string, args ...any) error {
+	return &WireError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// EncodeMessage builds the datagram of one message.
+func EncodeMessage(from, to string, epoch int64, seq uint64, body any) ([]byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("encode message body for %s: %w", to, err)
+	}
+	if err := checkBody(b); err != nil {
+		return nil, fmt.Errorf("encode message for %s: %w", to, err)
+	}
+	out, err := json.Marshal(Envelope{V: WireVersion, From: from, To: to, Epoch: epoch, Seq: seq, Body: b})
+	if err != nil {
+		return nil, fmt.Errorf("encode message for %s: %w", to, err)
+	}
+	if len(out) > MaxDatagram {
+		return nil, fmt.Errorf("encode message for %s: %d bytes, more than %d", to, len(out), MaxDatagram)
+	}
+	return out, nil
+}
+
+// DecodeMessage parses and checks a datagram addressed to self: the
+// format, version, recipient and body. The sender is checked by the
+// caller (it knows its peers and their addresses). Errors are
+// *WireError values.
+func DecodeMessage(b []byte, self string) (Envelope, error) {
+	var e Envelope
+	if len(b) > MaxDatagram {
+		return e, wireErr(DropSize, "%d bytes, more than %d", len(b), MaxDatagram)
+	}
+	// The version first, so that a newer format is reported as such.
+	var v struct {
+		V *int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return e, wireErr(DropMalformed, "%v", err)
+	}
+	if v.V == nil {
+		return e, wireErr(DropMalformed, "no version field")
+	}
+	if *v.V != WireVersion {
+		return e, wireErr(DropVersion, "version %d, want %d", *v.V, WireVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return e, wireErr(DropMalformed, "%v", err)
+	}
+	if dec.More() {
+		return e, wireErr(DropMalformed, "trailing data after the message")
+	}
+	if e.From == "" || len(e.From) > 200 {
+		return e, wireErr(DropSender, "sender %q", e.From)
+	}
+	if e.To != self {
+		return e, wireErr(DropRecipient, "addressed to %q, this is %q", e.To, self)
+	}
+	if err := checkBody(e.Body); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// checkBody checks that a body is a JSON object with a valid "kind".
+func checkBody(b json.RawMessage) error {
+	if len(b) == 0 {
+		return wireErr(DropBody, "no body")
+	}
+	var k struct {
+		Kind *string `json:"kind"`
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return wireErr(DropBody, "body is not a JSON object: %v", err)
+	}
+	if err := json.Unmarshal(b, &k); err != nil || k.Kind == nil {
+		return wireErr(DropBody, "body has no string kind")
+	}
+	if !kindRE.MatchString(*k.Kind) {
+		return wireErr(DropBody, "body kind %q", *k.Kind)
+	}
+	return nil
+}
+
+// sequence tracks the newest message accepted from one sender.
+type sequence struct {
+	epoch int64
+	seq   uint64
+	any   bool
+}
+
+// accept reports whether (epoch, seq) is newer than what was accepted,
+// and records it if so.
+func (s *sequence) accept(epoch int64, seq uint64) bool {
+	switch {
+	case !s.any || epoch > s.epoch:
+	case epoch == s.epoch && seq > s.seq:
+	default:
+		return false
+	}
+	s.epoch, s.seq, s.any = epoch, seq, true
+	return true
+}
+
+// reason returns the drop reason of an error from DecodeMessage.
+func reason(err error) string {
+	var we *WireError
+	if errors.As(err, &we) {
+		return we.Reason
+	}
+	return DropMalformed
+}

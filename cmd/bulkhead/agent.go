@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/bulkhead-dc/bulkhead/agent"
+	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/all"
+	"github.com/bulkhead-dc/bulkhead/runner"
+	"github.com/bulkhead-dc/bulkhead/testbed"
+	"github.com/spf13/cobra"
+)
+
+func newAgentCmd() *cobra.Command {
+	var (
+		prefix, server, mechanism, httpAddr string
+	)
+	cmd := &cobra.Command{
+		Use:   "agent SCENARIO.yaml --prefix PREFIX --server SERVER",
+		Short: "Run the host agent of one server of an emulated datacenter",
+		Long: `Run the host agent of one server of a testbed that is up ('bulkhead
+testbed up SCENARIO.yaml --mechanism M'): every mechanism period it reads
+the server's counters (pair limiters on its VMs' interfaces, receive
+counters on their veths, per-VM schedulers), steps the mechanism (the same
+code the simulator runs), applies the limits and schedulers it returns with
+netlink, and exchanges the mechanism's messages with the other servers'
+agents over UDP (port 7471 on each server's control address, in band).
+
+The agent takes over its server's limiters (it replaces their qdiscs) and
+puts them back to unlimited when it stops (SIGINT, SIGTERM, SIGHUP). It
+opens its sockets inside the server's namespace; it can run from any
+namespace, e.g. 'ip netns exec PREFIX-n-SERVER bulkhead agent ...', which
+also makes 'testbed down' stop it. With --http it serves /metrics
+(Prometheus), /state (JSON) and /healthz (in the namespace it runs in).
+
+Losses come from the senders' TCP retransmissions (sock_diag in the VMs'
+namespaces), attributed to VM pairs by address.`,
+		Example: `  bulkhead testbed up scenarios/elasticswitch-real-fig5.yaml --mechanism elasticswitch --prefix demo
+  for s in s1 s2 s6 s7 s8 s9 s10; do
+    ip netns exec demo-n-$s bulkhead agent scenarios/elasticswitch-real-fig5.yaml --prefix demo --server $s --http 127.0.0.1:9100 &
+  done`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if prefix == "" || server == "" {
+				return errors.New("agent: --prefix and --server are required")
+			}
+			if err := dataplane.RequireRoot(); err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
+			ctx, stop := testbedContext(cmd)
+			defer stop()
+			s, err := runner.Load(args[0])
+			if err != nil {
+				return err
+			}
+			st, err := testbed.ReadState(prefix)
+			if err != nil {
+				return fmt.Errorf("agent: is testbed %s up? %w", prefix, err)
+			}
+			if st.Scenario != s.Spec.Name {
+				return fmt.Errorf("agent: testbed %s runs scenario %q, not %q", prefix, st.Scenario, s.Spec.Name)
+			}
+			name := mechanism
+			if name == "" {
+				name = s.Spec.Mechanism.Name
+			}
+			var params map[string]any
+			if name == s.Spec.Mechanism.Name {
+				params = s.Spec.Mechanism.Params
+			}
+			m, err := all.New(name, params)
+			if err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
+			if _, central := m.(mech.Central); central {
+				return fmt.Errorf("agent: mechanism %s has a central controller; host agents alone cannot run it", name)
+			}
+			limiters, schedulers := testbed.Needs(name)
+			if schedulers && !st.Schedulers {
+				return fmt.Errorf("agent: mechanism %s needs the per-VM scheduler devices: bring the testbed up with --mechanism %s", name, name)
+			}
+			plan, err := testbed.NewPlan(s.Spec, s.Topo, testbed.PlanOptions{Prefix: prefix, Scale: st.Scale, Limiters: limiters, Schedulers: schedulers})
+			if err != nil {
+				return err
+			}
+			cfg, closeNS, err := testbed.AttachAgent(plan, server, m, slog.Default())
+			if err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
+			defer closeNS()
+			cfg.HTTP, cfg.Restore = httpAddr, true
+			a, err := agent.New(cfg)
+			if err != nil {
+				if cfg.Loss != nil {
+					_ = cfg.Loss.Close()
+				}
+				return err
+			}
+			return a.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "the testbed's run prefix")
+	cmd.Flags().StringVar(&server, "server", "", "the server whose agent this is")
+	cmd.Flags().StringVar(&mechanism, "mechanism", "", "mechanism (default: the scenario's; none, static, elasticswitch, gatekeeper, seawall)")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /metrics, /state and /healthz on this address")
+	return cmd
+}

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestAgentBadInvocations: the agent refuses, with a clear message and a
+// non-zero exit, what it cannot run.
+func TestAgentBadInvocations(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"agent", "../../scenarios/elasticswitch-real-fig5.yaml"}, "--prefix and --server are required"},
+		{[]string{"agent", "../../scenarios/elasticswitch-real-fig5.yaml", "--prefix", "bhnope1", "--server", "s1"}, ""},
+		{[]string{"agent"}, "accepts 1 arg"},
+	} {
+		out, errs, code := run(t, "", tc.args...)
+		if code == 0 {
+			t.Errorf("%v: exit 0: %s", tc.args, out)
+		}
+		if tc.want != "" && !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: stderr %q, want it to mention %q", tc.args, errs, tc.want)
+		}
+	}
+}

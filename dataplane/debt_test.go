@@ -1,0 +1,59 @@
+package dataplane
+
+import (
+	"math"
+	"net/netip"
+	"testing"
+)
+
+func TestIndebted(t *testing.T) {
+	for _, tc := range []struct {
+		old, new float64
+		want     bool
+	}{
+		{100e3, 200e6, true},       // 64 KB at 100 kbit/s: 5 s of debt
+		{20e6, 100e6, true},        // 26 ms
+		{20e6, 30e6, false},        // not raised enough to matter
+		{100e6, 1e9, false},        // 5 ms: a class change is fine
+		{100e3, math.Inf(1), true}, // back to unlimited
+		{200e6, 100e3, false},      // lowering never recreates
+	} {
+		if got := indebted(tc.old, tc.new); got != tc.want {
+			t.Errorf("indebted(%g, %g) = %v, want %v", tc.old, tc.new, got, tc.want)
+		}
+	}
+}
+
+// TestLimiterClearsDebt: raising a pair from a rate at which an offload
+// packet costs a long token debt recreates its class (same pair, a fresh
+// class with its classifier); other changes stay in place.
+func TestLimiterClearsDebt(t *testing.T) {
+	needRoot(t)
+	prefix := newPrefix(t)
+	c := newChain(t, prefix)
+	p := Pair{Src: netip.MustParseAddr("10.200.0.1"), Dst: netip.MustParseAddr("10.200.0.3")}
+	for _, r := range []float64{500e6, 100e3, 50e3} {
+		if err := c.lim.SetPairRate(p, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.lim.Recreated(); n != 0 {
+		t.Fatalf("recreated %d times while lowering", n)
+	}
+	if err := c.lim.SetPairRate(p, 400e6); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.lim.Recreated(); n != 1 {
+		t.Errorf("recreated %d times after raising 50 kbit/s to 400 Mbit/s, want 1", n)
+	}
+	if r := c.lim.PairRate(p); r != 400e6 {
+		t.Errorf("rate %v after the raise", r)
+	}
+	if _, ok := c.lim.ClassOf(p); !ok {
+		t.Error("the pair lost its class")
+	}
+	cs, err := c.h.ClassCounters(prefix + "hx")
+	if err != nil || len(cs) != 1 {
+		t.Errorf("classes after recreation: %v, %v", cs, err)
+	}
+}

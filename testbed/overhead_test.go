@@ -1,0 +1,259 @@
+package testbed
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
+	"github.com/bulkhead-dc/bulkhead/spec"
+	"golang.org/x/sys/unix"
+)
+
+// Issue 5 item 6, the enforcement overhead:
+//
+//	go test -run '^$' -bench 'Enforcement|AgentCPU' -benchtime 3x ./testbed
+
+// benchUp brings a scenario's testbed up for a benchmark and registers its
+// teardown.
+func benchUp(b *testing.B, y string, o Options) (*spec.Scenario, *Testbed) {
+	b.Helper()
+	if err := dataplane.RequireRoot(); err != nil {
+		b.Skip(err)
+	}
+	sc, tp := parseScenario(b, y)
+	o.Prefix = "tb" + NewPrefix()[2:]
+	o.Ephemeral = true
+	tb, err := Up(context.Background(), sc, tp, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := tb.Down(ctx); err != nil {
+			b.Error(err)
+		}
+	})
+	return sc, tb
+}
+
+// pollOnly is a mechanism whose agents step every 15 ms (ElasticSwitch's
+// RA period) and never set a limit: the agent's cost of reading counters
+// without the mechanism's.
+type pollOnly struct{}
+
+func (pollOnly) Name() string                                     { return "poll-only" }
+func (pollOnly) NewAgent(mech.Env) (mech.Agent, error)            { return pollAgent{}, nil }
+func (pollAgent) Period() time.Duration                           { return 15 * time.Millisecond }
+func (pollAgent) Step(*mech.HostObs, []mech.Message) mech.Actions { return mech.Actions{} }
+
+type pollAgent struct{}
+
+// overheadYAML has links of 40 Gbit/s; overheadYAML1G the same at 1 Gbit/s.
+var overheadYAML1G = strings.ReplaceAll(overheadYAML, "40Gbps", "1Gbps")
+
+const overheadYAML = `
+name: overhead
+duration: 4s
+topology:
+  kind: explicit
+  explicit:
+    nodes: [{name: h1, kind: server}, {name: h2, kind: server}, {name: sw, kind: switch}]
+    links: [{a: h1, b: sw, capacity: 40Gbps}, {a: sw, b: h2, capacity: 40Gbps}]
+tenants:
+  - {name: T, guarantee: 1Gbps, vms: [{name: x, server: h1}, {name: y, server: h2}]}
+workloads:
+  - {tenant: T, kind: tcp, src: x, dst: y}
+`
+
+// BenchmarkEnforcement is the goodput of one TCP flow between two VMs on
+// links shaped at 40 Gbit/s (far above what two cores forward: the flow
+// is CPU-bound, unshaped in effect), 3 s per iteration, counted by the
+// receiving generator: "plain" without any class of the agent (no pair
+// limiter, receive counters removed); "classes" with the pair limiter
+// (its class unlimited, i.e. at dataplane.MaxRate) on the sender's
+// interface and the receive counting class; "classes-default-tsq" the
+// same with the kernel's TCP small-queue budget instead of VMTSQBytes;
+// "agent" with the classes and both servers' agents reading every
+// counter every 15 ms. The 1G variants are on 1 Gbit/s links, the
+// experiments' scale.
+func BenchmarkEnforcement(b *testing.B) {
+	for _, tc := range []struct {
+		name           string
+		classes, agent bool
+		defaultTSQ     bool
+		yaml           string
+	}{
+		{"plain", false, false, false, overheadYAML},
+		{"classes", true, false, false, overheadYAML},
+		{"classes-default-tsq", true, false, true, overheadYAML},
+		{"agent", true, true, false, overheadYAML},
+		{"1G-plain", false, false, false, overheadYAML1G},
+		{"1G-agent", true, true, false, overheadYAML1G},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			_, tb := benchUp(b, tc.yaml, Options{Limiters: tc.classes})
+			ctx := context.Background()
+			if tc.defaultTSQ {
+				x, _ := tb.plan.VM("x")
+				if err := tb.ns[x.NS].Do(func() error {
+					return os.WriteFile("/proc/sys/net/ipv4/tcp_limit_output_bytes", []byte("4194304"), 0o644)
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if !tc.classes {
+				y, _ := tb.plan.VM("y")
+				srv, _ := tb.plan.Node(y.Server)
+				if err := tb.ns[srv.NS].DeleteRootQdisc(y.HostDev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if tc.agent {
+				as, err := tb.startAgents(ctx, pollOnly{}, "", nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = as.stop() })
+			}
+			fl := []flow{{pair: 0, src: "x", dst: "y", workload: "w", conns: 1, phase: phase(0, 3*time.Second), port: 5201}}
+			g := &generator{tb: tb}
+			defer g.stop()
+			if err := g.listen(fl); err != nil {
+				b.Fatal(err)
+			}
+			var bits, secs float64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				g.begin(ctx, fl, time.Now(), 1)
+				time.Sleep(500 * time.Millisecond) // slow start
+				b0, t0 := g.received.Load(), time.Now()
+				time.Sleep(2400 * time.Millisecond)
+				bits += float64(g.received.Load()-b0) * 8
+				secs += time.Since(t0).Seconds()
+				time.Sleep(200 * time.Millisecond)
+			}
+			if err := g.err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(bits/secs/1e9, "Gbit/s")
+		})
+	}
+}
+
+// agentCPUYAML: 8 VMs on h1 each send to 8 VMs on h2 (64 pairs), paced
+// at 4 Mbit/s per pair, under their ElasticSwitch guarantees (100 Mbps
+// hoses: 12.5 per pair) so that the limits never bind.
+func agentCPUYAML() string {
+	y := `
+name: agent-cpu
+duration: 10s
+topology:
+  kind: explicit
+  explicit:
+    nodes: [{name: h1, kind: server}, {name: h2, kind: server}, {name: sw, kind: switch}]
+    links: [{a: h1, b: sw, capacity: 1Gbps}, {a: sw, b: h2, capacity: 1Gbps}]
+tenants:
+  - name: T
+    guarantee: 100Mbps
+    vms: [`
+	for i := 1; i <= 8; i++ {
+		y += "{name: a" + string(rune('0'+i)) + ", server: h1}, {name: b" + string(rune('0'+i)) + ", server: h2}, "
+	}
+	y = y[:len(y)-2] + "]\nworkloads:\n"
+	for i := 1; i <= 8; i++ {
+		y += "  - {tenant: T, kind: tcp, rate: 4Mbps, src: a" + string(rune('0'+i)) + ", dst: [b1, b2, b3, b4, b5, b6, b7, b8]}\n"
+	}
+	return y
+}
+
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkAgentCPU is the CPU the ElasticSwitch agents use with 64 active
+// VM pairs at RA 15 ms (GP 60 ms): the agent of h1 (64 egress pairs,
+// their limiters) and of h2 (64 ingress pairs), 4 s per iteration. It
+// reports this process's CPU (user + system, in ms per second, i.e.
+// thousandths of a core) with the agents running minus without (the
+// generator alone), and the agents' own time in their steps.
+func BenchmarkAgentCPU(b *testing.B) {
+	m, err := elasticswitch.New(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	// measure runs the flows for 4.5 s and returns the process's CPU per
+	// second over the last 3 s.
+	measure := func(g *generator, fl []flow) float64 {
+		g.begin(ctx, fl, time.Now(), 1)
+		time.Sleep(time.Second)
+		c0, t0 := processCPU(), time.Now()
+		time.Sleep(3 * time.Second)
+		c := float64(processCPU()-c0) / float64(time.Since(t0))
+		time.Sleep(600 * time.Millisecond)
+		return c
+	}
+	var base, with, steps, stepTime, wall float64
+	var updates int64
+	var updTime time.Duration
+	for i := 0; i < b.N; i++ {
+		// A fresh testbed every iteration, so that iterations are
+		// independent of what the previous agents left (limits lowered as
+		// the flows ended, queues, HTB token balances).
+		b.StopTimer()
+		sc, tb := benchUp(b, agentCPUYAML(), Options{Limiters: true})
+		fl, err := flows(sc, tb.plan)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(fl) != 64 {
+			b.Fatalf("%d flows, want 64", len(fl))
+		}
+		for i := range fl {
+			fl[i].phase = phase(0, 4500*time.Millisecond)
+		}
+		g := &generator{tb: tb}
+		if err := g.listen(fl); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		base += measure(g, fl)
+		as, err := tb.startAgents(ctx, m, "", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		with += measure(g, fl)
+		wall += time.Since(t0).Seconds()
+		if err := as.stop(); err != nil {
+			b.Fatal(err)
+		}
+		for _, a := range as.list {
+			steps += float64(a.Steps())
+			stepTime += a.StepTime().Seconds()
+			n, d := a.LimitUpdates()
+			updates += n
+			updTime += d
+		}
+		g.stop()
+		if err := g.err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(1000*(with-base)/n, "agents-cpu-ms/s")
+	b.ReportMetric(1000*base/n, "generator-cpu-ms/s")
+	b.ReportMetric(1000*stepTime/wall, "agents-step-ms/s")
+	b.ReportMetric(1e6*stepTime/steps, "µs/step")
+	if updates > 0 {
+		b.ReportMetric(float64(updTime.Microseconds())/float64(updates), "µs/limit-update")
+	}
+}
