@@ -39,13 +39,16 @@
 //
 // # Losses
 //
-// LossCounter is the seam for per-pair loss detection. The first
-// implementation, TCPRetransmits, reads the sender VMs' TCP
-// retransmissions through sock_diag; it sees no UDP losses. ElasticSwitch
-// §6 counts gaps in per-destination sequence numbers stamped in the IP ID
-// at the receivers (eBPF); such a counter reports AtDestination, and
-// ElasticSwitch then needs the parameter congestion: receiver so that the
-// destination's agent feeds the losses back to the source.
+// LossCounter is the seam for per-pair loss detection. SeqGaps is
+// ElasticSwitch §6's: eBPF programs (dataplane/seqloss) stamp a per-pair
+// sequence number in the IP ID of every packet leaving the server on its
+// uplinks and count the gaps at the receivers' veths; it sees TCP and UDP
+// losses in the network (not the pair limiters' own), at the destination
+// (AtDestination), so ElasticSwitch runs with congestion: receiver and
+// the destination's agent feeds the losses back to the source's. The
+// testbed uses it by default for ElasticSwitch and Seawall (testbed.LossSeq).
+// TCPRetransmits reads the sender VMs' TCP retransmissions through
+// sock_diag instead (testbed.LossTCP); it sees no UDP losses.
 //
 // # Where agents run
 //

@@ -14,8 +14,10 @@ import (
 	"github.com/bulkhead-dc/bulkhead/agent"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
 	"github.com/bulkhead-dc/bulkhead/mech/gatekeeper"
 	"github.com/bulkhead-dc/bulkhead/mech/none"
+	"github.com/bulkhead-dc/bulkhead/mech/seawall"
 )
 
 // Env returns the mechanism environment of a server: every VM of the
@@ -88,14 +90,81 @@ func (tb *Testbed) AgentConfig(server string, m mech.Mechanism, log *slog.Logger
 		cfg.VMs = append(cfg.VMs, agent.VM{Name: v.Name, Addr: v.Addr, HostDev: v.HostDev, TX: tb.tx[v.Name], RX: tb.rx[v.Name]})
 		nsAddr[v.NS] = v.Addr
 	}
-	if m.Name() != none.Name {
-		lc, err := agent.NewTCPRetransmits(nsAddr)
-		if err != nil {
+	if readsLosses(m.Name()) {
+		var hostDevs []string
+		for _, vi := range n.VMs {
+			hostDevs = append(hostDevs, tb.plan.VMs[vi].HostDev)
+		}
+		if cfg.Loss, err = newLossCounter(tb.loss, cfg.NS, cfg.Links, hostDevs, nsAddr); err != nil {
 			return cfg, err
 		}
-		cfg.Loss = lc
 	}
 	return cfg, nil
+}
+
+// readsLosses says whether a mechanism's agents react to per-pair losses
+// (ElasticSwitch and Seawall); only theirs get a loss counter.
+func readsLosses(mechanism string) bool {
+	return mechanism == elasticswitch.Name || mechanism == seawall.Name
+}
+
+// Loss counters of the host agents (Options.Loss; "" is LossSeq).
+const (
+	// LossTCP counts the sender VMs' TCP retransmissions
+	// (agent.TCPRetransmits): at the source, TCP only.
+	LossTCP = "tcp"
+	// LossSeq counts gaps in per-pair sequence numbers stamped by eBPF
+	// (agent.SeqGaps, ElasticSwitch §6): at the destination, TCP and UDP.
+	// ElasticSwitch and Seawall then take their congestion from the
+	// receivers' feedback (parameter congestion: receiver, set by
+	// LossParams).
+	LossSeq = "seq"
+)
+
+// CheckLoss says whether name is a loss counter ("" is LossSeq).
+func CheckLoss(name string) error {
+	switch name {
+	case "", LossTCP, LossSeq:
+		return nil
+	}
+	return fmt.Errorf("testbed: loss counter %q: want %q (TCP retransmissions at the sender) or %q (eBPF sequence-number gaps at the receiver)", name, LossTCP, LossSeq)
+}
+
+// LossParams returns the mechanism parameters that go with a loss
+// counter: with LossSeq, losses are seen at the destination, so
+// ElasticSwitch and Seawall must read them from the receivers' feedback
+// (congestion: receiver, unless params already say receiver or both). A
+// params that asks for the source's own count is an error: it would see
+// no loss at all.
+func LossParams(loss, mechanism string, params map[string]any) (map[string]any, error) {
+	if (loss != "" && loss != LossSeq) || !readsLosses(mechanism) {
+		return params, nil
+	}
+	out := make(map[string]any, len(params)+1)
+	for k, v := range params {
+		out[k] = v
+	}
+	switch c, ok := params["congestion"]; {
+	case !ok:
+		out["congestion"] = "receiver"
+	case c == "receiver" || c == "both":
+	default:
+		return nil, fmt.Errorf("testbed: mechanism.params.congestion is %v, but the %s loss counter sees losses at the receivers: use receiver or both", c, LossSeq)
+	}
+	return out, nil
+}
+
+// newLossCounter makes a server agent's loss counter: nsAddr maps its VMs'
+// namespaces to their addresses (LossTCP); uplinks are the server's link
+// devices and hostDevs its VMs' veths in the server (LossSeq).
+func newLossCounter(loss string, ns *dataplane.NS, uplinks, hostDevs []string, nsAddr map[string]netip.Addr) (agent.LossCounter, error) {
+	switch loss {
+	case "", LossSeq:
+		return agent.NewSeqGaps(ns, uplinks, hostDevs)
+	case LossTCP:
+		return agent.NewTCPRetransmits(nsAddr)
+	}
+	return nil, CheckLoss(loss)
 }
 
 // AttachAgent opens what the host agent of one server of a testbed that
@@ -104,7 +173,10 @@ func (tb *Testbed) AgentConfig(server string, m mech.Mechanism, log *slog.Logger
 // it replaces the root qdiscs of its VMs' interfaces (pair limiters) and
 // of their veths in the server (receive counters) with new ones, so it
 // owns them. close releases the namespaces.
-func AttachAgent(p *Plan, server string, m mech.Mechanism, log *slog.Logger) (_ agent.Config, _ func(), err error) {
+func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slog.Logger) (_ agent.Config, _ func(), err error) {
+	if err := CheckLoss(loss); err != nil {
+		return agent.Config{}, nil, err
+	}
 	cfg, n, err := p.agentBase(server, m)
 	if err != nil {
 		return cfg, nil, err
@@ -183,8 +255,12 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, log *slog.Logger) (_ 
 		cfg.VMs = append(cfg.VMs, av)
 		nsAddr[v.NS] = v.Addr
 	}
-	if m.Name() != none.Name {
-		if cfg.Loss, err = agent.NewTCPRetransmits(nsAddr); err != nil {
+	if readsLosses(m.Name()) {
+		var hostDevs []string
+		for _, vi := range n.VMs {
+			hostDevs = append(hostDevs, p.VMs[vi].HostDev)
+		}
+		if cfg.Loss, err = newLossCounter(loss, srv, cfg.Links, hostDevs, nsAddr); err != nil {
 			return cfg, nil, err
 		}
 	}

@@ -41,6 +41,11 @@ type Options struct {
 	// the server's links. They pass traffic unshaped until an agent
 	// installs a scheduler.
 	Schedulers bool
+	// Loss is the loss counter of the agents of mechanisms that react to
+	// losses (ElasticSwitch, Seawall): LossSeq (default: eBPF
+	// sequence-number gaps at the receivers) or LossTCP (see the
+	// constants).
+	Loss string
 	// GSOMaxSize bounds the offload packets of the VMs' interfaces (0: the
 	// kernel's 64 KB).
 	GSOMaxSize int
@@ -64,6 +69,7 @@ type Testbed struct {
 	pidx map[[2]string]int             // declared pair → index in plan.Pairs
 	padr map[dataplane.Pair]int        // the same by addresses
 	gso  int
+	loss string
 }
 
 // cleanupTimeout bounds the teardown after a failure or at the end of a run.
@@ -83,6 +89,9 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if err := CheckLoss(opts.Loss); err != nil {
+		return nil, err
+	}
 	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: opts.Prefix, Scale: opts.Scale, QueueBytes: opts.QueueBytes,
 		Limiters: opts.Limiters, Schedulers: opts.Schedulers})
 	if err != nil {
@@ -96,7 +105,7 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 		return nil, fmt.Errorf("testbed: run prefix %s is in use (%s); choose another or run `bulkhead testbed down --prefix %s`", plan.Prefix, left, plan.Prefix)
 	}
 	tb := &Testbed{plan: plan, log: log.With("run", plan.Prefix), ns: map[string]*dataplane.NS{},
-		tx: map[string]*dataplane.Limiter{}, rx: map[string]*dataplane.Limiter{}, pidx: plan.pairIndex(), padr: map[dataplane.Pair]int{}, gso: opts.GSOMaxSize}
+		tx: map[string]*dataplane.Limiter{}, rx: map[string]*dataplane.Limiter{}, pidx: plan.pairIndex(), padr: map[dataplane.Pair]int{}, gso: opts.GSOMaxSize, loss: opts.Loss}
 	for i, pr := range plan.Pairs {
 		dp, err := plan.dpPair(pr.Src, pr.Dst)
 		if err != nil {

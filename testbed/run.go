@@ -162,6 +162,9 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if o.Params == nil && o.Mechanism == sc.Mechanism.Name {
 		o.Params = sc.Mechanism.Params
 	}
+	if o.Params, err = LossParams(o.Loss, o.Mechanism, o.Params); err != nil {
+		return nil, err
+	}
 	m, err := all.New(o.Mechanism, o.Params)
 	if err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)

@@ -16,7 +16,7 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var (
-		prefix, server, mechanism, httpAddr string
+		prefix, server, mechanism, httpAddr, loss string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent SCENARIO.yaml --prefix PREFIX --server SERVER",
@@ -71,6 +71,12 @@ namespaces), attributed to VM pairs by address.`,
 			if name == s.Spec.Mechanism.Name {
 				params = s.Spec.Mechanism.Params
 			}
+			if err := testbed.CheckLoss(loss); err != nil {
+				return fmt.Errorf("agent: --loss: %w", err)
+			}
+			if params, err = testbed.LossParams(loss, name, params); err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
 			m, err := all.New(name, params)
 			if err != nil {
 				return fmt.Errorf("agent: %w", err)
@@ -86,7 +92,7 @@ namespaces), attributed to VM pairs by address.`,
 			if err != nil {
 				return err
 			}
-			cfg, closeNS, err := testbed.AttachAgent(plan, server, m, slog.Default())
+			cfg, closeNS, err := testbed.AttachAgent(plan, server, m, loss, slog.Default())
 			if err != nil {
 				return fmt.Errorf("agent: %w", err)
 			}
@@ -106,5 +112,6 @@ namespaces), attributed to VM pairs by address.`,
 	cmd.Flags().StringVar(&server, "server", "", "the server whose agent this is")
 	cmd.Flags().StringVar(&mechanism, "mechanism", "", "mechanism (default: the scenario's; none, static, elasticswitch, gatekeeper, seawall)")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /metrics, /state and /healthz on this address")
+	cmd.Flags().StringVar(&loss, "loss", testbed.LossSeq, "loss counter: tcp (senders' TCP retransmissions) or seq (eBPF sequence-number gaps at the receivers; use the same on every agent)")
 	return cmd
 }

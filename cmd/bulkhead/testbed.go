@@ -49,6 +49,7 @@ type testbedFlags struct {
 	queue     int
 	gso       int
 	mechanism string
+	loss      string
 }
 
 func (f *testbedFlags) register(cmd *cobra.Command) {
@@ -57,10 +58,11 @@ func (f *testbedFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.queue, "queue", testbed.DefaultQueue, "drop-tail queue of each link direction, bytes")
 	cmd.Flags().IntVar(&f.gso, "gso", 0, "bound the VMs' offload packet size, bytes (0: kernel default)")
 	cmd.Flags().StringVar(&f.mechanism, "mechanism", "", "none, static, elasticswitch, gatekeeper, seawall (default: the scenario's); run by host agents")
+	cmd.Flags().StringVar(&f.loss, "loss", testbed.LossSeq, "agents' loss counter: tcp (senders' TCP retransmissions) or seq (eBPF sequence-number gaps at the receivers, ElasticSwitch §6; sees UDP too)")
 }
 
 func (f *testbedFlags) options() testbed.Options {
-	return testbed.Options{Prefix: f.prefix, Scale: f.scale, QueueBytes: f.queue, GSOMaxSize: f.gso, Logger: slog.Default()}
+	return testbed.Options{Prefix: f.prefix, Scale: f.scale, QueueBytes: f.queue, GSOMaxSize: f.gso, Loss: f.loss, Logger: slog.Default()}
 }
 
 // testbedContext adds SIGHUP to the signals that cancel (main handles
