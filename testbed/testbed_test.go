@@ -19,6 +19,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
+	"github.com/cilium/ebpf"
 )
 
 // The test binary doubles as a helper process for the tests of killed and
@@ -34,10 +35,15 @@ func TestMain(m *testing.M) {
 }
 
 // helper: "up PREFIX" brings the fig3 testbed up, starts an iperf3 server
-// in a VM, says READY and waits to be killed; "run PREFIX" runs the fig3
-// scenario until SIGINT/SIGTERM, which must tear it down.
+// in a VM, says READY and waits to be killed; "run PREFIX [MECHANISM]"
+// runs the fig3 scenario (under MECHANISM's host agents) until
+// SIGINT/SIGTERM, which must tear it down.
 func helper(mode string) int {
 	f := strings.Fields(mode)
+	mechanism := ""
+	if len(f) == 3 && f[0] == "run" {
+		mechanism, f = f[2], f[:2]
+	}
 	if len(f) != 2 {
 		fmt.Fprintln(os.Stderr, "helper: bad mode", mode)
 		return 2
@@ -76,7 +82,7 @@ func helper(mode string) int {
 				time.Sleep(20 * time.Millisecond)
 			}
 		}()
-		_, err := Run(ctx, sc, tp, RunOptions{Options: Options{Prefix: f[1]}})
+		_, err := Run(ctx, sc, tp, RunOptions{Options: Options{Prefix: f[1]}, Mechanism: mechanism})
 		if !errors.Is(err, context.Canceled) {
 			fmt.Fprintln(os.Stderr, "run ended with", err)
 			return 1
@@ -500,4 +506,69 @@ func TestInterruptedRunCleansUp(t *testing.T) {
 		t.Fatal("interrupted run did not exit within 30s")
 	}
 	requireGone(t, prefix)
+}
+
+// seqlossPrograms lists the loaded eBPF programs of dataplane/seqloss (the
+// host agents' loss counters) on this machine, by ID.
+func seqlossPrograms(t *testing.T) []ebpf.ProgramID {
+	t.Helper()
+	var ids []ebpf.ProgramID
+	id := ebpf.ProgramID(0)
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if err != nil {
+			break // ENOENT: no more programs
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // unloaded meanwhile
+		}
+		info, err := p.Info()
+		p.Close()
+		if err == nil && strings.HasPrefix(info.Name, "seqloss") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// TestKilledAgentRunLeavesNoBPF: a run whose host agents count losses with
+// eBPF, killed with SIGKILL mid-way, leaves namespaces behind but, once
+// they are reaped, no BPF program (the programs are held by filters on
+// devices inside the run's namespaces and by the agents' file
+// descriptors). The package's tests run one at a time, and the real-traffic
+// packages one after the other, so no other run's programs are loaded.
+func TestKilledAgentRunLeavesNoBPF(t *testing.T) {
+	needRoot(t)
+	if ids := seqlossPrograms(t); len(ids) > 0 {
+		t.Fatalf("seqloss programs %v loaded before the test: another run is active", ids)
+	}
+	prefix := testPrefix(t)
+	cmd := startHelper(t, "run "+prefix+" elasticswitch")
+	deadline := time.Now().Add(15 * time.Second)
+	for len(seqlossPrograms(t)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the agents loaded no seqloss program within 15 s: the test does not test the BPF path")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("before the kill: seqloss programs %v", seqlossPrograms(t))
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if _, err := ReapStale(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, prefix)
+	// Programs are freed once their last reference goes (RCU): allow a
+	// moment.
+	deadline = time.Now().Add(5 * time.Second)
+	for ids := seqlossPrograms(t); len(ids) > 0; ids = seqlossPrograms(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("seqloss programs %v still loaded after the killed run was removed", ids)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
