@@ -290,49 +290,12 @@ func meanSize(d *spec.SizeDist) float64 {
 	return m
 }
 
-// sizeSampler returns a sampler of flow sizes in bytes, as the
-// simulator's (sim/workload.go) draws them.
+// sizeSampler returns the flow-size sampler of a flows workload.
 func sizeSampler(d *spec.SizeDist) (func(*rand.Rand) float64, error) {
 	if d == nil {
 		return nil, errors.New("no size distribution")
 	}
-	mean := float64(d.Mean)
-	switch d.Dist {
-	case "fixed":
-		return func(*rand.Rand) float64 { return mean }, nil
-	case "exponential":
-		return func(r *rand.Rand) float64 { return math.Max(1, r.ExpFloat64()*mean) }, nil
-	case "pareto":
-		a := d.Shape
-		if a <= 1 {
-			return nil, fmt.Errorf("pareto shape %g must exceed 1 for a finite mean", a)
-		}
-		xm := mean * (a - 1) / a
-		return func(r *rand.Rand) float64 { return xm / math.Pow(1-r.Float64(), 1/a) }, nil
-	case "lognormal":
-		sigma := d.Shape
-		mu := math.Log(mean) - sigma*sigma/2
-		return func(r *rand.Rand) float64 { return math.Exp(mu + sigma*r.NormFloat64()) }, nil
-	case "cdf":
-		pts := append([]spec.CDFPoint(nil), d.CDF...)
-		if len(pts) == 0 {
-			return nil, errors.New("empty cdf")
-		}
-		return func(r *rand.Rand) float64 {
-			u := r.Float64()
-			i := sort.Search(len(pts), func(i int) bool { return pts[i].P >= u })
-			if i == 0 {
-				return float64(pts[0].Size)
-			}
-			if i >= len(pts) {
-				return float64(pts[len(pts)-1].Size)
-			}
-			a, b := pts[i-1], pts[i]
-			f := (u - a.P) / (b.P - a.P)
-			return float64(a.Size) + f*float64(b.Size-a.Size)
-		}, nil
-	}
-	return nil, fmt.Errorf("unknown distribution %q", d.Dist)
+	return d.Sampler()
 }
 
 // pacerSlack is how far behind its schedule a pacer may fall before it
