@@ -188,6 +188,16 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
+// Close releases what New opened (the UDP socket and the loss counter)
+// for an agent that will not Run; Run releases them itself.
+func (a *Agent) Close() error {
+	err := a.conn.Close()
+	if a.cfg.Loss != nil {
+		err = errors.Join(err, a.cfg.Loss.Close())
+	}
+	return err
+}
+
 // pairName names a pair by its VMs (false if an address is unknown).
 func (a *Agent) pairName(p dataplane.Pair) (mech.PairID, bool) {
 	s, ok1 := a.byAddr[p.Src]

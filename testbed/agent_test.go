@@ -321,6 +321,7 @@ func TestRunRejects(t *testing.T) {
 	}{
 		{RunOptions{Mechanism: "pulsar"}, "central controller"},
 		{RunOptions{Mechanism: "nope"}, "unknown mechanism"},
+		{RunOptions{Mechanism: "drx-eb-local"}, "simulator only"},
 		{RunOptions{Mechanism: "none", Workload: "ns3"}, "workload engine"},
 	} {
 		_, err := Run(context.Background(), sc, tp, tc.o)

@@ -18,6 +18,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech/gatekeeper"
 	"github.com/bulkhead-dc/bulkhead/mech/none"
 	"github.com/bulkhead-dc/bulkhead/mech/seawall"
+	"github.com/bulkhead-dc/bulkhead/mech/static"
 )
 
 // Env returns the mechanism environment of a server: every VM of the
@@ -177,6 +178,9 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slo
 	if err := CheckLoss(loss); err != nil {
 		return agent.Config{}, nil, err
 	}
+	if err := Supported(m.Name()); err != nil {
+		return agent.Config{}, nil, fmt.Errorf("testbed: %w", err)
+	}
 	cfg, n, err := p.agentBase(server, m)
 	if err != nil {
 		return cfg, nil, err
@@ -267,6 +271,21 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slo
 	return cfg, release, nil
 }
 
+// Supported says whether the testbed's host agents can run a mechanism:
+// the per-host mechanisms whose observations and actions the data plane
+// provides (none, static, seawall, elasticswitch, gatekeeper). Central
+// controllers (Pulsar, QShare, DRX's distributed variants) and DRX's
+// local variants (per-VM demands and SLAs the agents do not measure) run
+// in the simulator only.
+func Supported(name string) error {
+	switch name {
+	case none.Name, static.Name, seawall.Name, elasticswitch.Name, gatekeeper.Name:
+		return nil
+	}
+	return fmt.Errorf("mechanism %q runs in the simulator only; the testbed's host agents run %s, %s, %s, %s and %s",
+		name, none.Name, static.Name, seawall.Name, elasticswitch.Name, gatekeeper.Name)
+}
+
 // Needs returns what the data plane must have for a mechanism's agents:
 // pair limiters (every mechanism but none and Gatekeeper) and per-VM
 // schedulers (Gatekeeper: its egress and ingress schedulers and VM
@@ -308,11 +327,21 @@ func (tb *Testbed) startAgents(ctx context.Context, m mech.Mechanism, httpBase s
 		}
 		host, port = h, p
 	}
+	// On an error, the agents already built never run: close them.
+	fail := func(err error) (*agents, error) {
+		for _, a := range as.list {
+			if cerr := a.Close(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+		as.list = nil
+		as.stop()
+		return nil, err
+	}
 	for i, n := range tb.plan.Agents() {
 		cfg, err := tb.AgentConfig(n.Name, m, tb.log)
 		if err != nil {
-			as.stop()
-			return nil, err
+			return fail(err)
 		}
 		if httpBase != "" {
 			cfg.HTTP = host + ":" + strconv.Itoa(port+i)
@@ -322,10 +351,9 @@ func (tb *Testbed) startAgents(ctx context.Context, m mech.Mechanism, httpBase s
 		a, err := agent.New(cfg)
 		if err != nil {
 			if cfg.Loss != nil {
-				_ = cfg.Loss.Close()
+				err = errors.Join(err, cfg.Loss.Close())
 			}
-			as.stop()
-			return nil, err
+			return fail(err)
 		}
 		as.list = append(as.list, a)
 	}

@@ -172,6 +172,9 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if _, central := m.(mech.Central); central {
 		return nil, fmt.Errorf("testbed: mechanism %s has a central controller; the testbed runs host agents only", o.Mechanism)
 	}
+	if err := Supported(o.Mechanism); err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
 	o.Limiters, o.Schedulers = Needs(o.Mechanism)
 	if o.Sample == 0 {
 		o.Sample = max(time.Duration(sc.Outputs.Sample), DefaultSample)

@@ -73,6 +73,7 @@ func TestLost(t *testing.T) {
 		{Received{Gaps: 10}, Received{Gaps: 25, Late: 5}, 10},
 		{Received{Gaps: 10, Late: 2}, Received{Gaps: 10, Late: 3}, 0}, // a packet of an earlier gap arrived late
 		{Received{Gaps: 5}, Received{Gaps: 5}, 0},
+		{Received{Gaps: 50, Late: 4}, Received{Gaps: 3}, 3}, // counters restarted: not 2^64
 	}
 	for _, c := range cases {
 		if got := c.now.Lost(c.prev); got != c.want {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -172,6 +173,9 @@ func (p *Probe) Attach(dev string, dir dataplane.Direction, role Role) error {
 		Name:         "bulkhead_seqloss_" + role.String(),
 		DirectAction: true,
 	}
+	if err := p.removeStale(idx, dir); err != nil {
+		return fmt.Errorf("seqloss: attach %s: %w", h, err)
+	}
 	if err := p.ns.Netlink().FilterAdd(f); err != nil {
 		hint := ""
 		switch {
@@ -183,6 +187,31 @@ func (p *Probe) Attach(dev string, dir dataplane.Direction, role Role) error {
 		return fmt.Errorf("seqloss: netns %s: attach %s (tc prio %d): %w%s", p.ns.Name, h, p.prio, err, hint)
 	}
 	p.hooks = append(p.hooks, h)
+	return nil
+}
+
+// removeStale deletes a seqloss filter left at the probe's priority on a
+// hook by a probe whose process died without detaching (a killed agent):
+// its program would go on stamping or counting, and the new filter could
+// not be added. Filters of other kinds are left alone.
+func (p *Probe) removeStale(idx int, dir dataplane.Direction) error {
+	link, err := p.ns.Netlink().LinkByIndex(idx)
+	if err != nil {
+		return err
+	}
+	fs, err := p.ns.Netlink().FilterList(link, parent(dir))
+	if err != nil {
+		return fmt.Errorf("list filters: %w", err)
+	}
+	for _, f := range fs {
+		b, ok := f.(*netlink.BpfFilter)
+		if !ok || b.Priority != p.prio || !strings.HasPrefix(b.Name, "bulkhead_seqloss_") {
+			continue
+		}
+		if err := p.ns.Netlink().FilterDel(b); err != nil {
+			return fmt.Errorf("remove stale filter %s: %w", b.Name, err)
+		}
+	}
 	return nil
 }
 
@@ -317,6 +346,9 @@ type Received struct {
 // Lost is the pair's loss in segments since prev (an earlier reading of
 // the same pair): new gaps less new late arrivals, never negative.
 func (r Received) Lost(prev Received) uint64 {
+	if r.Gaps < prev.Gaps || r.Late < prev.Late {
+		prev = Received{} // the pair's counters restarted (Forget, a new map entry)
+	}
 	g, l := r.Gaps-prev.Gaps, r.Late-prev.Late
 	if l >= g {
 		return 0

@@ -547,6 +547,48 @@ func TestAttachDetachClose(t *testing.T) {
 	}
 }
 
+// TestStaleFilterReplaced: a probe whose process died without detaching
+// (a killed agent) leaves its filter; a new probe at the same priority
+// replaces it instead of failing with EEXIST, and only one seqloss filter
+// stays on the hook.
+func TestStaleFilterReplaced(t *testing.T) {
+	needRoot(t)
+	prefix := newPrefix(t)
+	ns, err := dataplane.CreateNS(dataplane.NSPrefix(prefix)+"s", dataplane.NSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	peer, err := dataplane.CreateNS(dataplane.NSPrefix(prefix)+"v", dataplane.NSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	x := prefix + "x"
+	if err := ns.AddVeth(x, peer, prefix+"p"); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := New(ns, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	if err := dead.AttachStamp(x, dataplane.Egress); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := New(ns, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if err := fresh.AttachStamp(x, dataplane.Egress); err != nil {
+		t.Fatalf("attach over a stale filter: %v", err)
+	}
+	if got := fmt.Sprint(filters(t, ns, x, dataplane.Egress)); got != "[bulkhead_seqloss_stamp]" {
+		t.Errorf("egress BPF filters of %s: %s, want the new probe's only", x, got)
+	}
+}
+
 // TestNamespaceGoneFreesPrograms: deleting the namespace removes the
 // filters; Close afterwards releases the programs without error.
 func TestNamespaceGoneFreesPrograms(t *testing.T) {
