@@ -55,7 +55,16 @@ func delta32(cur, prev uint32) uint64 {
 
 // observe reads the counters and returns the observation of the period
 // since the previous reading.
-func (a *Agent) observe(now time.Time) (*mech.HostObs, error) {
+//
+// When a read fails, some counters' previous readings have moved and others
+// have not: the next observation starts afresh (rates 0, like the first)
+// rather than divide two periods of bytes by one.
+func (a *Agent) observe(now time.Time) (_ *mech.HostObs, err error) {
+	defer func() {
+		if err != nil {
+			a.last = time.Time{}
+		}
+	}()
 	first := a.last.IsZero()
 	sec := now.Sub(a.last).Seconds()
 	if first {

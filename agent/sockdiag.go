@@ -48,6 +48,11 @@ func newDiagConn() (*diagConn, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("sock_diag bind: %w", err)
 	}
+	// A lost answer must not block the agent's step for ever.
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 1}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("sock_diag receive timeout: %w", err)
+	}
 	return &diagConn{fd: fd, buf: make([]byte, 0, 128), rbuf: make([]byte, 8192)}, nil
 }
 
@@ -127,7 +132,7 @@ func (d *diagConn) totalRetrans(id tcpID) (uint32, error) {
 				if t == inetDiagInfo && l >= 4+tcpInfoTotalRetrans+4 {
 					return ne.Uint32(attrs[4+tcpInfoTotalRetrans:]), nil
 				}
-				attrs = attrs[(l+3)&^3:]
+				attrs = attrs[min((l+3)&^3, len(attrs)):]
 			}
 			return 0, fmt.Errorf("sock_diag: answer without tcp_info")
 		}

@@ -85,6 +85,10 @@ func (o *QShareScaleOptions) defaults() error {
 		return fmt.Errorf("qshare scale: queues must be in [1, 64], got %d", o.Queues)
 	case o.Rounds < 1:
 		return fmt.Errorf("qshare scale: rounds must be ≥ 1, got %d", o.Rounds)
+	case !(o.MeanVMs > 0):
+		return fmt.Errorf("qshare scale: mean tenant size must be > 0 VMs, got %g", o.MeanVMs)
+	case !(o.Link > 0):
+		return fmt.Errorf("qshare scale: link capacity must be > 0 bits/s, got %g", o.Link)
 	}
 	for _, r := range o.Ratios {
 		if r < 1 || (o.K/2)%r != 0 {

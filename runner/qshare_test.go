@@ -36,6 +36,11 @@ func TestQShareScaleSmall(t *testing.T) {
 			t.Errorf("ratio %d: %d code points", r.Ratio, r.CodePoints)
 		}
 	}
+	for _, bad := range []runner.QShareScaleOptions{{K: 4, MeanVMs: -1}, {K: 4, Link: -1e9}} {
+		if _, err := runner.QShareScale(context.Background(), bad); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
 	if _, err := runner.QShareScale(context.Background(), runner.QShareScaleOptions{K: 4, Ratios: []int{3}}); err == nil {
 		t.Error("ratio 3 on k = 4: no error")
 	}

@@ -355,7 +355,7 @@ mechanism:
   name: none
 `)
 	if _, err := Run(context.Background(), sc, tp, RunOptions{Options: Options{Prefix: "tb" + NewPrefix()[2:]}}); err == nil ||
-		!strings.Contains(err.Error(), "builtin") {
+		!strings.Contains(err.Error(), "short flows need the builtin") {
 		t.Errorf("iperf3 engine with short flows: %v", err)
 	}
 	prefix := testPrefix(t)

@@ -136,9 +136,16 @@ func CheckLoss(name string) error {
 // ElasticSwitch and Seawall must read them from the receivers' feedback
 // (congestion: receiver, unless params already say receiver or both). A
 // params that asks for the source's own count is an error: it would see
-// no loss at all.
+// no loss at all; so is receiver feedback with LossTCP, which counts at the
+// senders.
 func LossParams(loss, mechanism string, params map[string]any) (map[string]any, error) {
-	if (loss != "" && loss != LossSeq) || !readsLosses(mechanism) {
+	if !readsLosses(mechanism) {
+		return params, nil
+	}
+	if loss == LossTCP {
+		if c := params["congestion"]; c == "receiver" {
+			return nil, fmt.Errorf("testbed: mechanism.params.congestion is receiver, but the %s loss counter sees losses at the senders only: use egress (default) or both, or --loss %s", LossTCP, LossSeq)
+		}
 		return params, nil
 	}
 	out := make(map[string]any, len(params)+1)

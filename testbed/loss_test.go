@@ -18,6 +18,7 @@ func TestLossParams(t *testing.T) {
 		{LossSeq, "elasticswitch", map[string]any{"congestion": "both"}, map[string]any{"congestion": "both"}, ""},
 		{LossSeq, "elasticswitch", map[string]any{"congestion": "egress"}, nil, "sees losses at the receivers"},
 		{LossTCP, "elasticswitch", nil, nil, ""},
+		{LossTCP, "elasticswitch", map[string]any{"congestion": "receiver"}, nil, "senders only"},
 		{LossSeq, "gatekeeper", nil, nil, ""},
 		{LossSeq, "static", map[string]any{}, map[string]any{}, ""},
 	}

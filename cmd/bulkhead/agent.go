@@ -36,8 +36,12 @@ namespace, e.g. 'ip netns exec PREFIX-n-SERVER bulkhead agent ...', which
 also makes 'testbed down' stop it. With --http it serves /metrics
 (Prometheus), /state (JSON) and /healthz (in the namespace it runs in).
 
-Losses come from the senders' TCP retransmissions (sock_diag in the VMs'
-namespaces), attributed to VM pairs by address.`,
+Losses (for ElasticSwitch and Seawall) come, with --loss seq (default),
+from gaps in per-pair sequence numbers that eBPF programs stamp in the IP
+ID on the server's uplinks and count at its VMs' veths (ElasticSwitch §6;
+the mechanism then reads them from the receivers' feedback, congestion:
+receiver), or, with --loss tcp, from the senders' TCP retransmissions
+(sock_diag in the VMs' namespaces). Every agent of a run must use the same.`,
 		Example: `  bulkhead testbed up scenarios/elasticswitch-real-fig5.yaml --mechanism elasticswitch --prefix demo
   for s in s1 s2 s6 s7 s8 s9 s10; do
     ip netns exec demo-n-$s bulkhead agent scenarios/elasticswitch-real-fig5.yaml --prefix demo --server $s --http 127.0.0.1:9100 &
@@ -75,11 +79,11 @@ namespaces), attributed to VM pairs by address.`,
 				return fmt.Errorf("agent: --loss: %w", err)
 			}
 			if params, err = testbed.LossParams(loss, name, params); err != nil {
-				return fmt.Errorf("agent: %w", err)
+				return fmt.Errorf("agent: %s: %w", args[0], err)
 			}
 			m, err := all.New(name, params)
 			if err != nil {
-				return fmt.Errorf("agent: %w", err)
+				return fmt.Errorf("agent: %s: %w", args[0], err)
 			}
 			if _, central := m.(mech.Central); central {
 				return fmt.Errorf("agent: mechanism %s has a central controller; host agents alone cannot run it", name)

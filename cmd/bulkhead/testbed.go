@@ -198,6 +198,7 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 				return err
 			}
 			ro := testbed.RunOptions{Options: f.options(), Mechanism: f.mechanism, Sample: sample, AgentHTTP: http, Workload: engine}
+			var finishTrace func() error
 			if trace != "" {
 				tf, err := os.Create(trace)
 				if err != nil {
@@ -205,13 +206,23 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 				}
 				defer tf.Close()
 				bw := bufio.NewWriter(tf)
-				defer bw.Flush()
 				fmt.Fprintln(bw, "time_s,host,src,dst,rate_mbps,limit_mbps,limiter_bound,losses")
 				ro.AgentTrace = bw
+				finishTrace = func() error {
+					if err := errors.Join(bw.Flush(), tf.Close()); err != nil {
+						return fmt.Errorf("agent trace %s: %w", trace, err)
+					}
+					return nil
+				}
 			}
 			in, err := testbed.Run(ctx, s.Spec, s.Topo, ro)
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			if finishTrace != nil {
+				if err := finishTrace(); err != nil {
+					return err
+				}
 			}
 			rep, err := metrics.Evaluate(*in)
 			if err != nil {
