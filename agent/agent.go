@@ -82,13 +82,15 @@ type Config struct {
 // the limits and schedulers it returns and sends its messages to the
 // other agents over UDP.
 type Agent struct {
-	cfg   Config
-	mech  mech.Agent
-	log   *slog.Logger
-	conn  *net.UDPConn
-	epoch int64
-	seq   uint64
-	met   *agentMetrics
+	cfg  Config
+	mech mech.Agent
+	log  *slog.Logger
+	// traceErr is the first failed write to cfg.Trace (tracing stops).
+	traceErr error
+	conn     *net.UDPConn
+	epoch    int64
+	seq      uint64
+	met      *agentMetrics
 
 	vms     map[string]*VM
 	byAddr  map[netip.Addr]string
@@ -225,6 +227,7 @@ func (a *Agent) Mech() mech.Agent { return a.mech }
 // removes its limits. The error is nil when ctx ended it.
 func (a *Agent) Run(ctx context.Context) (err error) {
 	defer func() {
+		err = errors.Join(err, a.traceErr)
 		if a.cfg.Loss != nil {
 			if cerr := a.cfg.Loss.Close(); cerr != nil {
 				err = errors.Join(err, cerr)
@@ -323,7 +326,7 @@ func (a *Agent) step(now time.Time) error {
 	a.met.stepNanos.Add(int64(took))
 	a.met.stepSeconds.Observe(took.Seconds())
 	a.record(obs, len(inbox), len(act.Messages))
-	if a.cfg.Trace != nil {
+	if a.cfg.Trace != nil && a.traceErr == nil {
 		a.trace(obs)
 	}
 	return aerr
@@ -572,6 +575,11 @@ func (a *Agent) trace(obs *mech.HostObs) {
 		b = fmt.Appendf(b, "%.3f,%s,%s,*,%.1f,%.1f,false,%.1f\n", obs.Now.Seconds(), a.cfg.Host, v.VM, v.OutRate/1e6, lim/1e6, v.InDrops/1e6)
 	}
 	if len(b) > 0 {
-		_, _ = a.cfg.Trace.Write(b)
+		if _, err := a.cfg.Trace.Write(b); err != nil {
+			// Stop tracing rather than leave a trace with holes; Run
+			// returns the error.
+			a.traceErr = fmt.Errorf("agent %s: trace: %w", a.cfg.Host, err)
+			a.log.Error("trace write failed; tracing stopped", "err", err)
+		}
 	}
 }
