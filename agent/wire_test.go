@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
 	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch/ra"
 	"github.com/bulkhead-dc/bulkhead/mech/gatekeeper"
@@ -58,10 +59,10 @@ func TestMechanismBodiesRoundTrip(t *testing.T) {
 			t.Errorf("body %T, want json.RawMessage", m.Body)
 		}
 	}
-	if got, ok := ra.Decode[elasticswitch.Guarantees](a.inbox[0].Body, elasticswitch.GuaranteesKind); !ok || got.Pairs[0] != g.Pairs[0] {
+	if got, ok := mech.DecodeBody[elasticswitch.Guarantees](a.inbox[0].Body, elasticswitch.GuaranteesKind); !ok || got.Pairs[0] != g.Pairs[0] {
 		t.Errorf("guarantees: %+v %v", got, ok)
 	}
-	if got, ok := ra.Decode[ra.Feedback](a.inbox[1].Body, ra.FeedbackKind); !ok || got.Pairs[0] != fb.Pairs[0] {
+	if got, ok := mech.DecodeBody[ra.Feedback](a.inbox[1].Body, ra.FeedbackKind); !ok || got.Pairs[0] != fb.Pairs[0] {
 		t.Errorf("feedback: %+v %v", got, ok)
 	}
 	if got, ok := gatekeeper.Decode(a.inbox[2].Body); !ok || got != n {
@@ -183,8 +184,8 @@ func FuzzHandle(f *testing.F) {
 				t.Fatalf("delivered an invalid body: %v", err)
 			}
 			// the mechanisms' decoders must not panic on it either
-			ra.Decode[elasticswitch.Guarantees](raw, elasticswitch.GuaranteesKind)
-			ra.Decode[ra.Feedback](raw, ra.FeedbackKind)
+			mech.DecodeBody[elasticswitch.Guarantees](raw, elasticswitch.GuaranteesKind)
+			mech.DecodeBody[ra.Feedback](raw, ra.FeedbackKind)
 			gatekeeper.Decode(raw)
 		}
 	})

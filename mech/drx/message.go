@@ -1,9 +1,10 @@
 package drx
 
 import (
-	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
 )
 
 // UpdateKind is the Kind of an Update body.
@@ -29,29 +30,8 @@ type Change struct {
 // simulator delivers them) or its JSON encoding (json.RawMessage, []byte or
 // string, as a host daemon receives it), whose "kind" must be UpdateKind.
 func Decode(body any) (Update, bool) {
-	var data []byte
-	switch b := body.(type) {
-	case Update:
-		return b, b.Kind == UpdateKind
-	case *Update:
-		if b == nil {
-			return Update{}, false
-		}
-		return *b, b.Kind == UpdateKind
-	case json.RawMessage:
-		data = b
-	case []byte:
-		data = b
-	case string:
-		data = []byte(b)
-	default:
-		return Update{}, false
-	}
-	var u Update
-	if json.Unmarshal(data, &u) != nil || u.Kind != UpdateKind {
-		return Update{}, false
-	}
-	return u, true
+	u, ok := mech.DecodeBody[Update](body, UpdateKind)
+	return u, ok && u.Kind == UpdateKind
 }
 
 // Event kinds a Recorder receives.

@@ -370,7 +370,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	now := obs.Now
 	var act mech.Actions
 	for _, m := range a.det.Receive(inbox) {
-		g, ok := ra.Decode[Guarantees](m.Body, GuaranteesKind)
+		g, ok := mech.DecodeBody[Guarantees](m.Body, GuaranteesKind)
 		if !ok {
 			continue
 		}

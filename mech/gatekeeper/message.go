@@ -1,6 +1,6 @@
 package gatekeeper
 
-import "encoding/json"
+import "github.com/bulkhead-dc/bulkhead/mech"
 
 // NotificationKind is the Kind of a Notification body.
 const NotificationKind = "gatekeeper.congestion"
@@ -21,27 +21,6 @@ type Notification struct {
 // (json.RawMessage, []byte or string, as a host daemon receives it), whose
 // "kind" must be NotificationKind.
 func Decode(body any) (Notification, bool) {
-	var data []byte
-	switch b := body.(type) {
-	case Notification:
-		return b, b.Kind == NotificationKind || b.Kind == ""
-	case *Notification:
-		if b == nil {
-			return Notification{}, false
-		}
-		return *b, b.Kind == NotificationKind || b.Kind == ""
-	case json.RawMessage:
-		data = b
-	case []byte:
-		data = b
-	case string:
-		data = []byte(b)
-	default:
-		return Notification{}, false
-	}
-	var n Notification
-	if json.Unmarshal(data, &n) != nil || n.Kind != NotificationKind {
-		return Notification{}, false
-	}
-	return n, true
+	n, ok := mech.DecodeBody[Notification](body, NotificationKind)
+	return n, ok && (n.Kind == NotificationKind || n.Kind == "")
 }

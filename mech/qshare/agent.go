@@ -6,7 +6,6 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
-	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch/ra"
 )
 
 // agent is QShare on one hypervisor: it hears from the controller which of
@@ -53,7 +52,7 @@ func (a *agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	var rest []mech.Message
 	for _, m := range inbox {
 		if m.From == mech.ControllerHost {
-			if b, ok := ra.Decode[Binding](m.Body, BindingKind); ok {
+			if b, ok := mech.DecodeBody[Binding](m.Body, BindingKind); ok {
 				clear(a.ded)
 				for _, t := range b.Dedicated {
 					a.ded[t] = true

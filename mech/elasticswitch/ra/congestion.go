@@ -1,7 +1,6 @@
 package ra
 
 import (
-	"encoding/json"
 	"math"
 	"sort"
 
@@ -139,45 +138,6 @@ type PairLoss struct {
 	Marked float64 `json:"marked,omitempty"`
 }
 
-// Decode returns body as a T if it is one: a T or *T (as the simulator
-// delivers Go values), or JSON (json.RawMessage, []byte or string, as a
-// host daemon may deliver what it read from the wire) whose "kind" field
-// is kind.
-func Decode[T any](body any, kind string) (T, bool) {
-	var zero T
-	switch b := body.(type) {
-	case T:
-		return b, true
-	case *T:
-		if b == nil {
-			return zero, false
-		}
-		return *b, true
-	case json.RawMessage:
-		return decodeJSON[T](b, kind)
-	case []byte:
-		return decodeJSON[T](b, kind)
-	case string:
-		return decodeJSON[T]([]byte(b), kind)
-	}
-	return zero, false
-}
-
-func decodeJSON[T any](data []byte, kind string) (T, bool) {
-	var zero T
-	var k struct {
-		Kind string `json:"kind"`
-	}
-	if json.Unmarshal(data, &k) != nil || k.Kind != kind {
-		return zero, false
-	}
-	var v T
-	if json.Unmarshal(data, &v) != nil {
-		return zero, false
-	}
-	return v, true
-}
-
 // Detector turns observations and feedback messages into the congestion
 // events a source reacts to, and (for FromReceiver and FromBoth) builds
 // the feedback a receiver sends. One Detector serves one host. Per step:
@@ -212,7 +172,7 @@ func (d *Detector) feed(p mech.PairID, lost, marked float64) {
 func (d *Detector) Receive(inbox []mech.Message) []mech.Message {
 	var rest []mech.Message
 	for i, m := range inbox {
-		fb, ok := Decode[Feedback](m.Body, FeedbackKind)
+		fb, ok := mech.DecodeBody[Feedback](m.Body, FeedbackKind)
 		if !ok {
 			if rest != nil {
 				rest = append(rest, m)
