@@ -261,7 +261,7 @@ func comparisonPlot(c *Comparison, reports []*Report) (*figure, error) {
 func appliancesOnly(reports []*Report) bool {
 	apps := false
 	for _, r := range reports {
-		if r.VMSeconds > 0 || r.MeanThroughput > 0 {
+		if r.PairTraffic() {
 			return false
 		}
 		apps = apps || len(r.Appliances) > 0

@@ -81,6 +81,11 @@ type Report struct {
 	Times []float64 `json:"-"`
 }
 
+// PairTraffic says whether the run had VM-to-VM traffic with network
+// figures to report (a guaranteed VM or any throughput between VMs); runs
+// of request flows to appliances only do not.
+func (r *Report) PairTraffic() bool { return r.VMSeconds > 0 || r.MeanThroughput > 0 }
+
 // TenantReport is one tenant's part of a Report.
 type TenantReport struct {
 	Name                  string    `json:"name"`

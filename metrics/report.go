@@ -192,7 +192,7 @@ func summary(r *Report) []byte {
 	}
 	fmt.Fprintf(&b, "# %s — %s\n\n", mdEscape(title), mdEscape(r.Mechanism))
 	fmt.Fprintf(&b, "%g s simulated, %d samples of %g s; throughputs in %s.\n\n", r.DurationS, r.Samples, r.IntervalS, r.Units)
-	pairs := r.VMSeconds > 0 || r.MeanThroughput > 0
+	pairs := r.PairTraffic()
 	if pairs {
 		b.WriteString("| work conservation | guarantee compliance | Jain (throughput / guarantee) | mean throughput | mean guarantee | mean ideal |\n")
 		b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")

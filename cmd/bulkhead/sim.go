@@ -69,7 +69,7 @@ Mechanisms: ` + strings.Join(all.Names(), ", ") + `.`,
 			}
 			w := cmd.OutOrStdout()
 			for _, r := range reps {
-				if r.VMSeconds > 0 || r.MeanThroughput > 0 {
+				if r.PairTraffic() {
 					fmt.Fprintf(w, "%s under %s: work conservation %.2f, compliance %.2f", r.Scenario, r.Mechanism, r.WorkConservation, r.Compliance)
 				} else {
 					fmt.Fprintf(w, "%s under %s: no VM-to-VM traffic", r.Scenario, r.Mechanism)
