@@ -51,6 +51,23 @@ func tenantRates(in *metrics.Input, from time.Duration) (map[string]float64, flo
 	return sum, total
 }
 
+// invalidDrops adds an agent's dropped datagrams to the running totals:
+// invalid ones (malformed, unknown sender, wrong recipient, bad body,
+// overflow: a bug between the agents) and stale ones. A datagram overtaken
+// by a newer one from the same sender is dropped as stale by design (a
+// newer message supersedes it); the emulated network, whose veths are
+// served by both CPUs, occasionally reorders two of them.
+func invalidDrops(a *agent.Agent, invalid, stale float64) (float64, float64) {
+	for r, n := range a.Dropped() {
+		if r == agent.DropStale {
+			stale += n
+		} else {
+			invalid += n
+		}
+	}
+	return invalid, stale
+}
+
 // TestElasticSwitchCoreCongestion is issue 5's first Done-when test: two
 // tenants with 450 Mbps guarantees on a 1 Gbps emulated core, X with one
 // TCP sender and Y with 16 (scenarios/elasticswitch-real-fig5.yaml). Under
@@ -68,16 +85,14 @@ func TestElasticSwitchCoreCongestion(t *testing.T) {
 			sc, tp := loadScenario(t, "../scenarios/elasticswitch-real-fig5.yaml")
 			sc.Duration = spec.Duration(tc.dur)
 			prefix := testPrefix(t)
-			var dropped float64
+			var dropped, stale float64
 			var steps int64
 			in, err := Run(context.Background(), sc, tp, RunOptions{
 				Options: Options{Prefix: prefix, QueueBytes: ESQueue, GSOMaxSize: ESGSO}, Mechanism: tc.mech,
 				AfterRun: func(as []*agent.Agent) {
 					for _, a := range as {
 						steps += a.Steps()
-						for _, n := range a.Dropped() {
-							dropped += n
-						}
+						dropped, stale = invalidDrops(a, dropped, stale)
 					}
 				},
 			})
@@ -86,10 +101,13 @@ func TestElasticSwitchCoreCongestion(t *testing.T) {
 			}
 			requireGone(t, prefix)
 			m, total := tenantRates(in, 2*time.Second)
-			t.Logf("%s: X %.0f Mbps, Y %.0f Mbps, core %.0f Mbps (t > 2 s); agents: %d steps, %.0f messages dropped",
-				tc.mech, m["X"], m["Y"], total, steps, dropped)
+			t.Logf("%s: X %.0f Mbps, Y %.0f Mbps, core %.0f Mbps (t > 2 s); agents: %d steps, %.0f messages dropped as invalid, %.0f as stale (reordered)",
+				tc.mech, m["X"], m["Y"], total, steps, dropped, stale)
 			if dropped > 0 {
-				t.Errorf("agents dropped %.0f control messages between themselves", dropped)
+				t.Errorf("agents dropped %.0f control messages between themselves as invalid", dropped)
+			}
+			if stale > 0.01*float64(steps) {
+				t.Errorf("agents dropped %.0f reordered control messages in %d steps: more than the network's occasional reordering", stale, steps)
 			}
 			switch tc.mech {
 			case MechNone:
@@ -163,14 +181,12 @@ func TestGatekeeperRXBlast(t *testing.T) {
 			sc, tp := loadScenario(t, "../scenarios/"+file+".yaml")
 			sc.Duration = spec.Duration(20 * time.Second)
 			prefix := testPrefix(t)
-			var dropped float64
+			var dropped, stale float64
 			in, err := Run(context.Background(), sc, tp, RunOptions{
 				Options: Options{Prefix: prefix}, Workload: WorkloadBuiltin,
 				AfterRun: func(as []*agent.Agent) {
 					for _, a := range as {
-						for _, n := range a.Dropped() {
-							dropped += n
-						}
+						dropped, stale = invalidDrops(a, dropped, stale)
 					}
 				},
 			})

@@ -311,7 +311,9 @@ func TestLimiterDropsAreNotLoss(t *testing.T) {
 	if limDrops < 1000 || upDrops != 0 {
 		t.Fatalf("limiter drops %d, uplink drops %d: want the limiter (only) to drop", limDrops, upDrops)
 	}
-	if r.Gaps != 0 || r.Packets == 0 {
+	// A packet overtaken on the way is a gap, then a late arrival: no loss
+	// (Received.Lost); the sender switching CPUs reorders one now and then.
+	if r.Lost(Received{}) != 0 || r.Packets == 0 {
 		t.Errorf("the limiter's drops were counted as loss: %+v", r)
 	}
 	// Raise the limit above the uplink: the uplink's queue drops now.
@@ -328,7 +330,9 @@ func TestLimiterDropsAreNotLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := p.drops(t)
-	t.Logf("limiter at 100 Mbit/s: limiter drops %d more, uplink drops %d; counted %+v", uint64(cs2[p.pair].Drops)-limDrops, d, r2)
+	// (the limiter's drop counter restarts if raising the rate recreated the
+	// pair's class: dataplane.DebtLimit)
+	t.Logf("limiter at 100 Mbit/s: limiter drops %d (counter before: %d), uplink drops %d; counted %+v", cs2[p.pair].Drops, limDrops, d, r2)
 	if d < 500 {
 		t.Fatalf("uplink dropped %d packets at 2× its rate", d)
 	}
