@@ -42,9 +42,9 @@ func mustEncode(t *testing.T, from, to string, epoch int64, seq uint64, body any
 // from the json.RawMessage the agent delivers.
 func TestMechanismBodiesRoundTrip(t *testing.T) {
 	a := testAgent()
-	g := elasticswitch.Guarantees{Kind: elasticswitch.GuaranteesKind, Pairs: []elasticswitch.RemoteGuarantee{{Src: "a", Dst: "b", Share: 450e6, Unbounded: true}}}
-	fb := ra.Feedback{Kind: ra.FeedbackKind, Pairs: []ra.PairLoss{{Src: "a", Dst: "b", Lost: 3}}}
-	n := gatekeeper.Notification{Kind: gatekeeper.NotificationKind, VM: "a", Dst: "b", DropRate: 30e6}
+	g := elasticswitch.Guarantees{Pairs: []elasticswitch.RemoteGuarantee{{Src: "a", Dst: "b", Share: 450e6, Unbounded: true}}}
+	fb := ra.Feedback{Pairs: []ra.PairLoss{{Src: "a", Dst: "b", Lost: 3}}}
+	n := gatekeeper.Notification{VM: "a", Dst: "b", DropRate: 30e6}
 	for i, body := range []any{g, fb, n} {
 		a.handle(mustEncode(t, "s2", "s1", 1, uint64(i+1), body), fromS2)
 	}
@@ -59,10 +59,10 @@ func TestMechanismBodiesRoundTrip(t *testing.T) {
 			t.Errorf("body %T, want json.RawMessage", m.Body)
 		}
 	}
-	if got, ok := mech.DecodeBody[elasticswitch.Guarantees](a.inbox[0].Body, elasticswitch.GuaranteesKind); !ok || got.Pairs[0] != g.Pairs[0] {
+	if got, ok := mech.DecodeBody[elasticswitch.Guarantees](a.inbox[0].Body); !ok || got.Pairs[0] != g.Pairs[0] {
 		t.Errorf("guarantees: %+v %v", got, ok)
 	}
-	if got, ok := mech.DecodeBody[ra.Feedback](a.inbox[1].Body, ra.FeedbackKind); !ok || got.Pairs[0] != fb.Pairs[0] {
+	if got, ok := mech.DecodeBody[ra.Feedback](a.inbox[1].Body); !ok || got.Pairs[0] != fb.Pairs[0] {
 		t.Errorf("feedback: %+v %v", got, ok)
 	}
 	if got, ok := gatekeeper.Decode(a.inbox[2].Body); !ok || got != n {
@@ -184,8 +184,8 @@ func FuzzHandle(f *testing.F) {
 				t.Fatalf("delivered an invalid body: %v", err)
 			}
 			// the mechanisms' decoders must not panic on it either
-			mech.DecodeBody[elasticswitch.Guarantees](raw, elasticswitch.GuaranteesKind)
-			mech.DecodeBody[ra.Feedback](raw, ra.FeedbackKind)
+			mech.DecodeBody[elasticswitch.Guarantees](raw)
+			mech.DecodeBody[ra.Feedback](raw)
 			gatekeeper.Decode(raw)
 		}
 	})

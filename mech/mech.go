@@ -134,6 +134,8 @@ type Agent interface {
 // mechanism cannot serve.
 type Mechanism interface {
 	Name() string
+	// Capabilities says what the mechanism needs from its driver.
+	Capabilities() Capabilities
 	NewAgent(env Env) (Agent, error)
 }
 

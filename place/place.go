@@ -42,8 +42,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
+	"github.com/bulkhead-dc/bulkhead/units"
 )
 
 // TenantReservation is what one tenant reserves on a link.
@@ -90,7 +92,7 @@ func Reservations(s *spec.Scenario, t *topo.Topology) ([]LinkReservation, error)
 			v := &tn.VMs[j]
 			node, found := t.Node(v.Server)
 			if !found || node.Kind != topo.Server {
-				errs = append(errs, &spec.FieldError{File: s.File, Path: fmt.Sprintf("tenants[%d].vms[%d].server", ti, j),
+				errs = append(errs, &model.FieldError{File: s.File, Path: fmt.Sprintf("tenants[%d].vms[%d].server", ti, j),
 					Msg: fmt.Sprintf("server %q is not in the topology", v.Server)})
 				ok = false
 				continue
@@ -131,7 +133,7 @@ func linkReservations(t *topo.Topology, perLink [][]TenantReservation) []LinkRes
 // Admit checks that the scenario's placement fits the topology: on every
 // directed link the tenants' hose reservations (Reservations) sum to at most
 // its capacity. It reports every oversubscribed link, each a
-// *spec.FieldError with path "admission", joined:
+// *model.FieldError with path "admission", joined:
 //
 //	scenario.yaml: admission: link "s1->tor1" oversubscribed: guarantees sum to 1.2 Gbps, capacity 1 Gbps (tenants A 600 Mbps, B 600 Mbps)
 func Admit(s *spec.Scenario, t *topo.Topology) error {
@@ -147,11 +149,11 @@ func Admit(s *spec.Scenario, t *topo.Topology) error {
 		}
 		parts := make([]string, len(r.Tenants))
 		for j, x := range r.Tenants {
-			parts[j] = x.Tenant + " " + spec.FormatRate(x.Rate)
+			parts[j] = x.Tenant + " " + units.FormatRate(x.Rate)
 		}
-		errs = append(errs, &spec.FieldError{File: s.File, Path: "admission", Msg: fmt.Sprintf(
+		errs = append(errs, &model.FieldError{File: s.File, Path: "admission", Msg: fmt.Sprintf(
 			"link %q oversubscribed: guarantees sum to %s, capacity %s (tenants %s)",
-			r.Name, spec.FormatRate(r.Total), spec.FormatRate(r.Capacity), strings.Join(parts, ", "))})
+			r.Name, units.FormatRate(r.Total), units.FormatRate(r.Capacity), strings.Join(parts, ", "))})
 	}
 	return errors.Join(errs...)
 }

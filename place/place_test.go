@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/place"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
@@ -43,7 +44,7 @@ workloads: []
 
 func messages(err error) []string {
 	var out []string
-	for _, fe := range spec.FieldErrors(err) {
+	for _, fe := range model.FieldErrors(err) {
 		out = append(out, fe.Error())
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
+	"github.com/bulkhead-dc/bulkhead/units"
 )
 
 // Algorithm names a placement algorithm.
@@ -124,7 +125,7 @@ type Placement struct {
 func (pl *Placement) SpecTenant() spec.Tenant {
 	t := spec.Tenant{Name: pl.Tenant, BestEffort: true}
 	for _, v := range pl.VMs {
-		t.VMs = append(t.VMs, spec.VM{Name: v.Name, Server: v.Server, In: spec.Rate(v.In), Out: spec.Rate(v.Out)})
+		t.VMs = append(t.VMs, spec.VM{Name: v.Name, Server: v.Server, In: units.Rate(v.In), Out: units.Rate(v.Out)})
 		if v.In > 0 || v.Out > 0 {
 			t.BestEffort = false
 		}
@@ -153,7 +154,7 @@ type Rejection struct {
 func (r *Rejection) Error() string {
 	msg := fmt.Sprintf("tenant %q: rejected: ", r.Tenant)
 	if r.Resource == "link" {
-		return msg + fmt.Sprintf("link %q would carry %s of %s", r.Link, spec.FormatRate(r.Load), spec.FormatRate(r.Capacity))
+		return msg + fmt.Sprintf("link %q would carry %s of %s", r.Link, units.FormatRate(r.Load), units.FormatRate(r.Capacity))
 	}
 	msg += fmt.Sprintf("no server slots left (needs %d, %d free", r.Need, r.Free)
 	if r.PerServer > 0 {
@@ -354,7 +355,7 @@ func (p *Placer) Reserve(tn *spec.Tenant) error {
 		pl.Links = p.exact(pl)
 		if l, load := p.worst(pl.Links); l >= 0 {
 			errs = append(errs, fmt.Errorf("link %q would carry %s of %s", p.top.Links[l].Name,
-				spec.FormatRate(load), spec.FormatRate(p.top.Links[l].Capacity)))
+				units.FormatRate(load), units.FormatRate(p.top.Links[l].Capacity)))
 		}
 	}
 	if len(errs) > 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/place"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
+	"github.com/bulkhead-dc/bulkhead/units"
 )
 
 // refReservations is an independent, deliberately plain computation of the
@@ -320,7 +321,7 @@ func checkRejection(t *testing.T, p *place.Placer, rj *place.Rejection, req plac
 		if link == nil || rj.Capacity != link.Capacity || !(rj.Load > link.Capacity*(1+1e-9)) || rj.Load < p.Reserved(link.ID) {
 			t.Fatalf("%s: link %v, load %v, capacity %v", msg, link, rj.Load, rj.Capacity)
 		}
-		if !strings.Contains(msg, fmt.Sprintf("link %q would carry %s of %s", rj.Link, spec.FormatRate(rj.Load), spec.FormatRate(rj.Capacity))) {
+		if !strings.Contains(msg, fmt.Sprintf("link %q would carry %s of %s", rj.Link, units.FormatRate(rj.Load), units.FormatRate(rj.Capacity))) {
 			t.Fatalf("message %q", msg)
 		}
 	default:

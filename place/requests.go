@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bulkhead-dc/bulkhead/spec"
+	"github.com/bulkhead-dc/bulkhead/model"
+	"github.com/bulkhead-dc/bulkhead/units"
 	"gopkg.in/yaml.v3"
 )
 
@@ -50,7 +51,7 @@ var vmFields = []string{"name", "guarantee", "in", "out"}
 // A VM's hose in each direction is the first nonzero of its in (out), its
 // guarantee, the tenant's in (out), the tenant's guarantee, as in scenarios;
 // default VM names are "<tenant>-<i>". Every problem is reported, each a
-// *spec.FieldError with file, line and field path:
+// *model.FieldError with file, line and field path:
 //
 //	tenants.yaml:7: [1].guarantee: invalid rate "1Gbs": unknown unit "Gbs" (use bps, Kbps, Mbps, Gbps, Tbps)
 func ParseRequests(data []byte, file string) ([]TenantRequest, error) {
@@ -60,7 +61,7 @@ func ParseRequests(data []byte, file string) ([]TenantRequest, error) {
 	}
 	pr := &reqParser{file: file}
 	if len(root.Content) == 0 {
-		return nil, &spec.FieldError{File: file, Msg: "empty file: expected a list of tenant requests"}
+		return nil, &model.FieldError{File: file, Msg: "empty file: expected a list of tenant requests"}
 	}
 	list, prefix := root.Content[0], ""
 	if list.Kind == yaml.MappingNode {
@@ -108,7 +109,7 @@ type reqParser struct {
 }
 
 func (pr *reqParser) add(n *yaml.Node, path, format string, args ...any) {
-	pr.errs = append(pr.errs, &spec.FieldError{File: pr.file, Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
+	pr.errs = append(pr.errs, &model.FieldError{File: pr.file, Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (pr *reqParser) err() error { return errors.Join(pr.errs...) }
@@ -174,7 +175,7 @@ func (pr *reqParser) rate(n *yaml.Node, at string) (float64, bool) {
 		pr.add(n, at, "expected a rate such as \"100Mbps\", got %s", nodeKind(n))
 		return 0, false
 	}
-	r, err := spec.ParseRate(n.Value)
+	r, err := units.ParseRate(n.Value)
 	if err != nil {
 		pr.add(n, at, "%v", err)
 		return 0, false
@@ -363,9 +364,9 @@ func nodeKind(n *yaml.Node) string {
 
 var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 
-// yamlError turns a YAML syntax error into a *spec.FieldError with its line.
+// yamlError turns a YAML syntax error into a *model.FieldError with its line.
 func yamlError(err error, file string) error {
-	fe := &spec.FieldError{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	fe := &model.FieldError{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
 	if m := yamlLineRE.FindStringSubmatch(fe.Msg); m != nil {
 		fe.Line, _ = strconv.Atoi(m[1])
 		fe.Msg = m[2]
@@ -424,7 +425,7 @@ func Run(p *Placer, reqs []TenantRequest) ([]Event, error) {
 		case errors.As(err, &rj):
 			ev.Rejection = rj
 		case err != nil:
-			return nil, &spec.FieldError{File: r.File, Line: r.Line, Path: r.Path, Msg: err.Error()}
+			return nil, &model.FieldError{File: r.File, Line: r.Line, Path: r.Path, Msg: err.Error()}
 		default:
 			ev.Placement = pl
 			if r.HasDeparture {

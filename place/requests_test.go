@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/place"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
@@ -99,7 +100,7 @@ func TestParseRequestErrors(t *testing.T) {
 			continue
 		}
 		var msgs []string
-		for _, fe := range spec.FieldErrors(err) {
+		for _, fe := range model.FieldErrors(err) {
 			msgs = append(msgs, fe.Error())
 		}
 		if !contains(msgs, c.want) {

@@ -24,7 +24,8 @@ type probeLog struct {
 	sent     int
 }
 
-func (probe) Name() string { return "probe" }
+func (probe) Name() string                    { return "probe" }
+func (probe) Capabilities() mech.Capabilities { return mech.Capabilities{} }
 func (p probe) NewAgent(env mech.Env) (mech.Agent, error) {
 	var peers []string
 	seen := map[string]bool{env.Host: true}

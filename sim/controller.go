@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/drive"
 	"github.com/bulkhead-dc/bulkhead/metrics"
 )
 
@@ -18,11 +19,8 @@ import (
 // model a flow's bucket set admits min over its path of allocation ÷ tokens
 // per unit, which becomes the capacity of the flow's enforcer resource.
 type controllerState struct {
-	ctl    mech.Controller
-	period time.Duration
-	next   time.Duration
-	last   time.Duration
-	env    mech.ControllerEnv
+	drv  *drive.Controller
+	last time.Duration
 	// VM pairs as Pulsar flows: every link of the route is a Forward
 	// element; tokens are bytes.
 	pairElems [][]mech.PathElem
@@ -33,51 +31,19 @@ type controllerState struct {
 }
 
 func (e *engine) buildController() error {
-	c, ok := e.opts.Mechanism.(mech.Central)
-	if !ok {
-		return nil
-	}
-	env := mech.ControllerEnv{}
+	links := make([]mech.ResourceInfo, 0, len(e.tp.Links))
 	for _, l := range e.tp.Links {
-		env.Resources = append(env.Resources, mech.ResourceInfo{ID: l.Name, Kind: mech.LinkResource, Capacity: l.Capacity / 8,
+		links = append(links, mech.ResourceInfo{ID: l.Name, Kind: mech.LinkResource, Capacity: l.Capacity / 8,
 			Queues: e.sc.Network.Queues(), MaxWeight: e.sc.Network.QueueWeightMax})
 	}
-	for _, a := range e.apps {
-		env.Resources = append(env.Resources, mech.ResourceInfo{ID: a.name, Kind: mech.ApplianceResource,
-			CapacityMin: float64(a.spec.CapacityMin), CapacityMax: float64(a.spec.CapacityMax)})
-	}
-	for _, v := range e.vms {
-		env.VMs = append(env.VMs, mech.VM{Name: v.name, Tenant: v.tenant, Host: e.tp.Nodes[v.host].Name, In: v.in, Out: v.out})
-	}
-	sort.Slice(env.VMs, func(i, j int) bool { return env.VMs[i].Name < env.VMs[j].Name })
-	for _, t := range e.sc.Tenants {
-		v := mech.VDC{Tenant: t.Name, SLA: t.SLA}
-		if t.VDC != nil {
-			v.Fixed = t.VDC.Fixed
-			v.Policy = t.VDC.Policy
-			v.Weights = t.VDC.Weights
-			v.GlobalWeight = t.VDC.GlobalWeight
-			for _, g := range t.VDC.Appliances {
-				v.Appliances = append(v.Appliances, mech.ApplianceGuarantee{Appliance: g.Appliance, Min: float64(g.Guarantee), Max: float64(g.Max)})
-			}
-		}
-		env.VDCs = append(env.VDCs, v)
-	}
-	for _, r := range e.opts.Reservations {
-		if r.Resource < 0 || r.Resource >= len(e.tp.Links) {
-			return fmt.Errorf("sim: reservation of tenant %q on resource %d, which is not a link", r.Tenant, r.Resource)
-		}
-	}
-	env.Reservations = e.opts.Reservations
-	ctl, err := c.NewController(env)
+	drv, err := drive.NewController(e.opts.Mechanism, drive.ControllerEnv(e.model, links, e.opts.Reservations))
 	if err != nil {
-		return fmt.Errorf("sim: mechanism %s: controller: %w", c.Name(), err)
+		return fmt.Errorf("sim: %w", err)
 	}
-	p := ctl.Period()
-	if p <= 0 {
-		return fmt.Errorf("sim: mechanism %s: controller period %v is not positive", c.Name(), p)
+	if drv == nil {
+		return nil
 	}
-	cs := &controllerState{ctl: ctl, period: p, env: env,
+	cs := &controllerState{drv: drv,
 		pairElems: make([][]mech.PathElem, len(e.pairs)),
 		pairAlloc: make([][]float64, len(e.pairs)),
 		rflAlloc:  make([][]float64, len(e.rflows))}
@@ -93,7 +59,7 @@ func (e *engine) buildController() error {
 // stepController runs the controller when its step is due.
 func (e *engine) stepController() error {
 	cs := e.ctl
-	if cs == nil || e.now < cs.next {
+	if cs == nil || !cs.drv.Due(e.now) {
 		return nil
 	}
 	period := e.now - cs.last
@@ -156,13 +122,13 @@ func (e *engine) stepController() error {
 		obs.Flows = append(obs.Flows, fo)
 	}
 	obs.VMs = e.controllerVMs(obs.VMs, sec)
-	act := cs.ctl.Step(obs)
-	cs.last, cs.next = e.now, e.now+cs.period
+	act, err := cs.drv.Step(obs)
+	cs.last = e.now
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
 	if err := e.sendControllerMessages(act.Messages); err != nil {
 		return err
-	}
-	if act.DefaultRate < 0 || math.IsNaN(act.DefaultRate) {
-		return fmt.Errorf("sim: mechanism %s: controller set default rate %g", e.opts.Mechanism.Name(), act.DefaultRate)
 	}
 	cs.def = act.DefaultRate
 	for _, a := range act.Allocations {
@@ -193,21 +159,17 @@ func (e *engine) stepController() error {
 	if len(act.Estimates) > 0 {
 		e.recordEstimates(act.Estimates)
 	}
-	if err := e.applyDSCP(act.DSCP); err != nil {
-		return err
-	}
+	e.applyDSCP(act.DSCP)
 	if err := e.applyPorts(act.Ports); err != nil {
 		return err
 	}
 	return nil
 }
 
-// applyDSCP sets the code points hypervisors mark tenants' packets with.
-func (e *engine) applyDSCP(marks map[string]int) error {
+// applyDSCP sets the code points hypervisors mark tenants' packets with
+// (checked by the driver core).
+func (e *engine) applyDSCP(marks map[string]int) {
 	for t, d := range marks {
-		if d < 0 || d > mech.MaxDSCP {
-			return fmt.Errorf("sim: mechanism %s: tenant %q marked with DSCP %d, not in [0, %d]", e.opts.Mechanism.Name(), t, d, mech.MaxDSCP)
-		}
 		if e.dscp == nil {
 			e.dscp = map[string]int{}
 		}
@@ -216,7 +178,6 @@ func (e *engine) applyDSCP(marks map[string]int) error {
 			e.dirty = true
 		}
 	}
-	return nil
 }
 
 func (e *engine) applyAllocation(a mech.FlowAllocation) error {
@@ -225,11 +186,6 @@ func (e *engine) applyAllocation(a mech.FlowAllocation) error {
 	check := func(n int) error {
 		if len(a.Rates) != n {
 			return fmt.Errorf("sim: mechanism %s: allocation for %s->%s has %d rates for a path of %d", name, a.Flow.Src, a.Flow.Dst, len(a.Rates), n)
-		}
-		for _, r := range a.Rates {
-			if math.IsNaN(r) || r < 0 {
-				return fmt.Errorf("sim: mechanism %s: allocation for %s->%s has rate %g", name, a.Flow.Src, a.Flow.Dst, r)
-			}
 		}
 		return nil
 	}

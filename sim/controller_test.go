@@ -23,6 +23,7 @@ type holdCentral struct {
 }
 
 func (holdCentral) Name() string                          { return "hold" }
+func (holdCentral) Capabilities() mech.Capabilities       { return mech.Capabilities{} }
 func (holdCentral) NewAgent(mech.Env) (mech.Agent, error) { return idleAgent{}, nil }
 func (h holdCentral) NewController(env mech.ControllerEnv) (mech.Controller, error) {
 	return &holdController{h: h, env: env}, nil

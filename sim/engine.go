@@ -13,7 +13,9 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/drive"
 	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
 )
@@ -37,6 +39,22 @@ type Options struct {
 	// admission control, handed to a central controller
 	// (mech.ControllerEnv.Reservations); the runner fills them in.
 	Reservations []mech.Reservation
+	// Model is the declared model the mechanism's agents and controller
+	// start with (default: the scenario's); its VMs must be VMs of the
+	// scenario, on the same servers.
+	Model *model.Model
+	// Updates change the declared model during the run, in time order:
+	// from At on, the mechanism has Model's tenants and VMs (a tenant
+	// joining, leaving, or its guarantees changing), handed to it through
+	// the driver core. Mechanisms that cannot take a change at runtime fail
+	// the run.
+	Updates []Update
+}
+
+// Update is a change of the declared model at a time of a run.
+type Update struct {
+	At    time.Duration
+	Model *model.Model
 }
 
 // Run simulates the scenario on the topology under opts.Mechanism and
@@ -186,6 +204,12 @@ type engine struct {
 	appRates  []float64
 	appDemand []float64
 
+	// the declared model the mechanism's agents and controller have, and
+	// the declared traffic pattern (every pair of the workloads)
+	model   *model.Model
+	pattern []mech.PairID
+	updates []Update // not yet applied
+
 	// central controller (mechanisms implementing mech.Central)
 	ctl *controllerState
 	// per-VM demands and I/O for agents and the controller (vmio.go)
@@ -203,15 +227,11 @@ type inflightMsg struct {
 
 type hostAgent struct {
 	name     string
-	agent    mech.Agent
-	period   time.Duration
-	next     time.Duration
+	drv      *drive.Host // the mechanism's agent, through the driver core
 	last     time.Duration
 	egress   []int // pairs whose src is here
 	ingress  []int // pairs whose dst is here
-	inbox    []mech.Message
 	vmsHere  map[string]bool
-	limSeen  map[mech.PairID]bool
 	obsEgr   []mech.PairObs
 	obsIngr  []mech.PairObs
 	obsVMs   []mech.VMObs
@@ -263,6 +283,9 @@ func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, err
 	if err := e.buildVMs(); err != nil {
 		return nil, err
 	}
+	if err := e.checkModels(); err != nil {
+		return nil, err
+	}
 	if err := e.buildAppliances(); err != nil {
 		return nil, err
 	}
@@ -275,8 +298,66 @@ func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, err
 	if err := e.buildController(); err != nil {
 		return nil, err
 	}
+	e.updates = e.opts.Updates
 	e.buildOutput()
 	return e, nil
+}
+
+// checkModels sets the model the run starts with and checks every model
+// of the run against the scenario's VMs.
+func (e *engine) checkModels() error {
+	e.model = e.opts.Model
+	if e.model == nil {
+		e.model = e.sc.Model()
+	}
+	check := func(what string, m *model.Model) error {
+		if m == nil {
+			return fmt.Errorf("sim: %s: no model", what)
+		}
+		for _, t := range m.Tenants {
+			for _, v := range t.VMs {
+				i, ok := e.vmIdx[v.Name]
+				if !ok || e.tp.Nodes[e.vms[i].host].Name != v.Host || e.vms[i].tenant != t.Name {
+					return fmt.Errorf("sim: %s: VM %q of tenant %q on %q is not a VM of the scenario on that server", what, v.Name, t.Name, v.Host)
+				}
+			}
+		}
+		return nil
+	}
+	if err := check("model", e.model); err != nil {
+		return err
+	}
+	for i, u := range e.opts.Updates {
+		if err := check(fmt.Sprintf("update %d", i), u.Model); err != nil {
+			return err
+		}
+		if i > 0 && u.At < e.opts.Updates[i-1].At {
+			return fmt.Errorf("sim: update %d at %v comes before update %d at %v", i, u.At, i-1, e.opts.Updates[i-1].At)
+		}
+	}
+	return nil
+}
+
+// applyUpdates hands the model changes due by now to every agent and the
+// controller.
+func (e *engine) applyUpdates() error {
+	for len(e.updates) > 0 && e.updates[0].At <= e.now {
+		u := e.updates[0]
+		e.updates = e.updates[1:]
+		e.model = u.Model
+		for _, h := range e.hosts {
+			if err := h.drv.Update(drive.Env(u.Model, h.name, e.pattern)); err != nil {
+				return fmt.Errorf("sim: t=%v: %w", e.now, err)
+			}
+		}
+		if e.ctl != nil {
+			if err := e.ctl.drv.Update(drive.ControllerEnv(u.Model, e.ctl.drv.Env().Resources[:len(e.tp.Links)], e.opts.Reservations)); err != nil {
+				return fmt.Errorf("sim: t=%v: %w", e.now, err)
+			}
+		}
+		e.log.Debug("model updated", "t", e.now, "tenants", len(u.Model.Tenants))
+	}
+	return nil
 }
 
 func (e *engine) buildVMs() error {
@@ -352,22 +433,10 @@ func (e *engine) newConn(p int, udp bool, offered, appCap float64) int {
 }
 
 func (e *engine) buildAgents() error {
-	env := mech.Env{}
-	for _, v := range e.vms {
-		env.VMs = append(env.VMs, mech.VM{Name: v.name, Tenant: v.tenant, Host: e.tp.Nodes[v.host].Name, In: v.in, Out: v.out})
-	}
-	sort.Slice(env.VMs, func(i, j int) bool { return env.VMs[i].Name < env.VMs[j].Name })
 	for _, p := range e.pairs {
-		env.Pattern = append(env.Pattern, p.id)
+		e.pattern = append(e.pattern, p.id)
 	}
-	for _, t := range e.sc.Tenants {
-		if t.SLA > 0 {
-			if env.SLA == nil {
-				env.SLA = map[string]float64{}
-			}
-			env.SLA[t.Name] = t.SLA
-		}
-	}
+	env := drive.Env(e.model, "", e.pattern)
 	// One agent per server that hosts a VM, in server order.
 	hostSet := map[int]bool{}
 	for _, v := range e.vms {
@@ -380,16 +449,15 @@ func (e *engine) buildAgents() error {
 	sort.Ints(hostIDs)
 	for _, h := range hostIDs {
 		name := e.tp.Nodes[h].Name
+		ha := &hostAgent{name: name, vmsHere: map[string]bool{}}
 		env.Host = name
-		a, err := e.opts.Mechanism.NewAgent(env)
+		d, err := drive.NewHost(e.opts.Mechanism, env, &enforcer{e: e, h: ha})
 		if err != nil {
-			return fmt.Errorf("sim: mechanism %s: agent on %s: %w", e.opts.Mechanism.Name(), name, err)
+			return fmt.Errorf("sim: %w", err)
 		}
-		p := a.Period()
-		if p <= 0 {
-			return fmt.Errorf("sim: mechanism %s: agent on %s: non-positive period %v", e.opts.Mechanism.Name(), name, p)
-		}
-		ha := &hostAgent{name: name, agent: a, period: p, vmsHere: map[string]bool{}, limSeen: map[mech.PairID]bool{}}
+		// Messages come from mechanisms only: no bound on what waits.
+		d.BoundInbox(0)
+		ha.drv = d
 		for vi, v := range e.vms {
 			if v.host == h {
 				ha.vmsHere[v.name] = true
@@ -488,6 +556,9 @@ func (e *engine) run(ctx context.Context) error {
 		if err := e.fireEvents(); err != nil {
 			return err
 		}
+		if err := e.applyUpdates(); err != nil {
+			return err
+		}
 		if err := e.stepAgents(); err != nil {
 			return err
 		}
@@ -514,14 +585,15 @@ func (e *engine) run(ctx context.Context) error {
 	return nil
 }
 
-// stepAgents runs every agent whose step is due, applies its limits and
-// queues its messages for delivery at the recipient's next step.
+// stepAgents runs every agent whose step is due through the driver core,
+// which applies its limits and schedulers (enforcer), and queues its
+// messages for delivery at the recipient's next step.
 func (e *engine) stepAgents() error {
 	if len(e.inflight) > 0 {
 		kept := e.inflight[:0]
 		for _, m := range e.inflight {
 			if m.at <= e.now && m.sent < e.now {
-				e.hosts[m.to].inbox = append(e.hosts[m.to].inbox, m.msg)
+				e.hosts[m.to].drv.Deliver(m.msg)
 			} else {
 				kept = append(kept, m)
 			}
@@ -529,28 +601,17 @@ func (e *engine) stepAgents() error {
 		e.inflight = kept
 	}
 	for _, h := range e.hosts {
-		if e.now < h.next {
+		if !h.drv.Due(e.now) {
 			continue
 		}
 		obs := e.observe(h)
-		inbox := h.inbox
-		h.inbox = nil
-		act := h.agent.Step(obs, inbox)
+		msgs, err := h.drv.Step(obs)
 		h.last = e.now
-		h.next = e.now + h.period
 		h.stepsRun++
-		for _, l := range act.Limits {
-			if err := e.applyLimit(h, l); err != nil {
-				return err
-			}
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
 		}
-		for _, s := range act.Schedulers {
-			if err := e.applyScheduler(h, s); err != nil {
-				return err
-			}
-		}
-		for _, m := range act.Messages {
-			m.From = h.name
+		for _, m := range msgs {
 			j, ok := e.hostN[m.To]
 			if !ok {
 				return fmt.Errorf("sim: mechanism %s: agent on %s sent a message to unknown host %q", e.opts.Mechanism.Name(), h.name, m.To)
@@ -623,34 +684,34 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 	return obs
 }
 
-func (e *engine) applyLimit(h *hostAgent, l mech.Limit) error {
-	name := e.opts.Mechanism.Name()
-	if math.IsNaN(l.Rate) || l.Rate < 0 {
-		return fmt.Errorf("sim: mechanism %s: agent on %s set an invalid rate %g", name, h.name, l.Rate)
-	}
+// enforcer applies a host's limits and schedulers in the simulator (the
+// driver core has checked them against the environment).
+type enforcer struct {
+	e *engine
+	h *hostAgent
+}
+
+// SetLimit implements drive.Enforcer.
+func (en *enforcer) SetLimit(l mech.Limit) error {
+	e := en.e
 	switch l.Kind {
 	case mech.PairLimit:
 		i, ok := e.pairIx[l.Pair]
 		if !ok {
-			return fmt.Errorf("sim: mechanism %s: agent on %s limited unknown pair %s->%s", name, h.name, l.Pair.Src, l.Pair.Dst)
-		}
-		if !h.vmsHere[l.Pair.Src] {
-			return fmt.Errorf("sim: mechanism %s: agent on %s limited pair %s->%s whose source is not on that host", name, h.name, l.Pair.Src, l.Pair.Dst)
+			return fmt.Errorf("limited pair %s->%s, which has no traffic in the scenario", l.Pair.Src, l.Pair.Dst)
 		}
 		e.setLimiter(&e.pairs[i].limRate, l.Rate)
-	case mech.VMEgress, mech.VMIngress:
-		i, ok := e.vmIdx[l.VM]
-		if !ok || !h.vmsHere[l.VM] {
-			return fmt.Errorf("sim: mechanism %s: agent on %s limited VM %q, which is not on that host", name, h.name, l.VM)
-		}
-		if l.Kind == mech.VMEgress {
-			e.setLimiter(&e.vms[i].egRate, l.Rate)
-		} else {
-			e.setLimiter(&e.vms[i].inRate, l.Rate)
-		}
-	default:
-		return fmt.Errorf("sim: mechanism %s: agent on %s set a limit of unknown kind %d", name, h.name, l.Kind)
+	case mech.VMEgress:
+		e.setLimiter(&e.vms[e.vmIdx[l.VM]].egRate, l.Rate)
+	case mech.VMIngress:
+		e.setLimiter(&e.vms[e.vmIdx[l.VM]].inRate, l.Rate)
 	}
+	return nil
+}
+
+// SetScheduler implements drive.Enforcer.
+func (en *enforcer) SetScheduler(s mech.Scheduler) error {
+	en.e.applyScheduler(en.h, s)
 	return nil
 }
 

@@ -23,6 +23,7 @@ type portCentral struct {
 }
 
 func (portCentral) Name() string                          { return "ports" }
+func (portCentral) Capabilities() mech.Capabilities       { return mech.Capabilities{} }
 func (portCentral) NewAgent(mech.Env) (mech.Agent, error) { return idleAgent{}, nil }
 func (p portCentral) NewController(env mech.ControllerEnv) (mech.Controller, error) {
 	if p.env != nil {

@@ -56,22 +56,8 @@ type hop struct {
 }
 
 // applyScheduler installs, changes or removes a host scheduler.
-func (e *engine) applyScheduler(h *hostAgent, s mech.Scheduler) error {
-	name := e.opts.Mechanism.Name()
-	if s.Dir != mech.Egress && s.Dir != mech.Ingress {
-		return fmt.Errorf("sim: mechanism %s: agent on %s set a scheduler of unknown direction %d", name, h.name, s.Dir)
-	}
-	if math.IsNaN(s.Rate) || s.Rate < 0 {
-		return fmt.Errorf("sim: mechanism %s: agent on %s set a scheduler rate %g", name, h.name, s.Rate)
-	}
-	for vm, w := range s.Weights {
-		if !h.vmsHere[vm] {
-			return fmt.Errorf("sim: mechanism %s: agent on %s weighted VM %q, which is not on that host", name, h.name, vm)
-		}
-		if !(w > 0) || math.IsInf(w, 1) {
-			return fmt.Errorf("sim: mechanism %s: agent on %s gave VM %q scheduler weight %g", name, h.name, vm, w)
-		}
-	}
+// The driver core has checked it (drive.CheckScheduler).
+func (e *engine) applyScheduler(h *hostAgent, s mech.Scheduler) {
 	node, _ := e.tp.Node(h.name)
 	ix := -1
 	for i := range e.scheds {
@@ -82,7 +68,7 @@ func (e *engine) applyScheduler(h *hostAgent, s mech.Scheduler) error {
 	remove := math.IsInf(s.Rate, 1) && len(s.Weights) == 0
 	if ix < 0 {
 		if remove {
-			return nil
+			return
 		}
 		var names []string
 		for vm := range h.vmsHere {
@@ -122,7 +108,6 @@ func (e *engine) applyScheduler(h *hostAgent, s mech.Scheduler) error {
 	if changed {
 		e.dirty = true
 	}
-	return nil
 }
 
 // classes returns the class weights for the allocator.

@@ -19,7 +19,8 @@ type schedMech struct {
 	seen *[]mech.VMObs
 }
 
-func (schedMech) Name() string { return "test-sched" }
+func (schedMech) Name() string                    { return "test-sched" }
+func (schedMech) Capabilities() mech.Capabilities { return mech.Capabilities{} }
 func (m schedMech) NewAgent(env mech.Env) (mech.Agent, error) {
 	return &schedAgent{m: m, host: env.Host}, nil
 }

@@ -24,7 +24,8 @@ type vmProbeLog struct {
 	hosts    []string
 }
 
-func (vmProbe) Name() string { return "vmprobe" }
+func (vmProbe) Name() string                    { return "vmprobe" }
+func (vmProbe) Capabilities() mech.Capabilities { return mech.Capabilities{} }
 func (p vmProbe) NewAgent(env mech.Env) (mech.Agent, error) {
 	p.log.hosts = append(p.log.hosts, env.Host)
 	return &vmProbeAgent{log: p.log, host: env.Host}, nil

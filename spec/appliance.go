@@ -1,374 +1,68 @@
 package spec
 
-import (
-	"fmt"
-	"math"
-	"strings"
-	"time"
+import "github.com/bulkhead-dc/bulkhead/model"
+
+// Appliances, their cost models and VDCs live in package model; these
+// aliases and wrappers keep spec's names.
+type (
+	// Appliance is a shared appliance; it now lives in package model
+	// (model.Appliance).
+	Appliance = model.Appliance
+	// ServiceCost is the actual cost of one request type; it now lives in
+	// package model (model.ServiceCost).
+	ServiceCost = model.ServiceCost
+	// VirtualCost is an advertised cost function; it now lives in package
+	// model (model.VirtualCost).
+	VirtualCost = model.VirtualCost
+	// CostPoint is one point of a virtual cost function; it now lives in
+	// package model (model.CostPoint).
+	CostPoint = model.CostPoint
+	// VDC is a tenant's virtual datacenter; it now lives in package model
+	// (model.VDC).
+	VDC = model.VDC
+	// ApplianceGuarantee is a guarantee on a virtual appliance; it now
+	// lives in package model (model.ApplianceGuarantee).
+	ApplianceGuarantee = model.ApplianceGuarantee
+	// RequestType is one entry of a request mix; it now lives in package
+	// model (model.RequestType).
+	RequestType = model.RequestType
 )
 
-// Appliance is a shared appliance (Pulsar §3): a key-value store, a file
-// store, an encryption box. It sits behind a server's network link (or,
-// with Hypervisor, in the hypervisor of its clients' servers) and serves
-// requests FIFO, never dropping them. Its actual cost per request
-// (service time by type and size) comes from Model, overridden per type by
-// Costs; the provider advertises a virtual cost in tokens (VirtualCost;
-// default Pulsar Fig. 6(b): requests ≤ 8 KB cost 8K tokens, larger ones
-// their size in bytes).
-type Appliance struct {
-	Name   string `yaml:"name"`
-	Server string `yaml:"server,omitempty"`
-	// Hypervisor places the appliance in the hypervisor of every server
-	// whose VMs use it (Pulsar §2.1, §6: "an encryption appliance inside
-	// the hypervisor at each server") instead of behind Server, which is
-	// then not allowed: a request reaches the instance on its sender's
-	// server without crossing a link. The instances are served as one
-	// FIFO pool: Parallelism is their total.
-	Hypervisor bool `yaml:"hypervisor,omitempty"`
-	// Model presets the actual costs: kv, filestore, encryption, or custom
-	// (Costs then required). See ModelCosts.
-	Model string `yaml:"model"`
-	// Parallelism is how many requests the appliance serves at once
-	// (default 1): its capacity is Parallelism service-seconds per second.
-	Parallelism float64 `yaml:"parallelism,omitempty"`
-	// Costs override the model's cost of a type, or add types.
-	Costs []ServiceCost `yaml:"costs,omitempty"`
-	// VirtualCost holds the advertised cost functions, one per type and at
-	// most one for all types (Type empty). ApplyDefaults adds Pulsar Fig.
-	// 6(b) for all types when no entry covers all types.
-	VirtualCost []VirtualCost `yaml:"virtual_cost,omitempty"`
-	// CapacityMin and CapacityMax bound a controller's capacity estimate
-	// (tokens/s; 0: the controller's default). Validate also checks that
-	// the tenants' guarantees on the appliance sum to at most CapacityMax.
-	CapacityMin Tokens `yaml:"capacity_min,omitempty"`
-	CapacityMax Tokens `yaml:"capacity_max,omitempty"`
-}
-
-// ServiceCost is the actual cost of one request type: Base + PerKB × size
-// in KB (1 KB = 1000 bytes of payload), the time the request occupies one
-// of the appliance's Parallelism service slots.
-type ServiceCost struct {
-	Type  string   `yaml:"type"`
-	Base  Duration `yaml:"base"`
-	PerKB Duration `yaml:"per_kb,omitempty"`
-}
-
-// VirtualCost is an advertised cost function for one request type (all
-// types when Type is empty): piecewise linear in the request size through
-// Points (flat before the first point, extended with the last segment's
-// slope after the last; a single point is a flat cost), the size first
-// rounded up to a multiple of Step when Step is set (step functions, e.g.
-// "integral multiples of 1 KB").
-type VirtualCost struct {
-	Type   string      `yaml:"type,omitempty"`
-	Points []CostPoint `yaml:"points"`
-	Step   Bytes       `yaml:"step,omitempty"`
-}
-
-// CostPoint is one point of a virtual cost function.
-type CostPoint struct {
-	Size   Bytes  `yaml:"size"`
-	Tokens Tokens `yaml:"tokens"`
-}
-
-// VDC is a tenant's virtual datacenter beyond its VMs' hose guarantees
-// (which are its virtual network links): guarantees on virtual appliances
-// and the tenant's allocation policy (Pulsar §3, §4.1).
-type VDC struct {
-	// Fixed guarantees are also maxima: the tenant gets no spare capacity.
-	Fixed      bool                 `yaml:"fixed,omitempty"`
-	Appliances []ApplianceGuarantee `yaml:"appliances,omitempty"`
-	// Policy is the tenant's local allocation among its flows: drf
-	// (default), maxmin or firstfit; Weights overrides a flow's local
-	// weight, keyed "src->dst" (src a VM of the tenant, dst a VM of the
-	// tenant or an appliance in its VDC).
-	Policy  string             `yaml:"policy,omitempty"`
-	Weights map[string]float64 `yaml:"weights,omitempty"`
-	// GlobalWeight is the tenant's weight for spare capacity (default:
-	// derived from its guarantees by the mechanism).
-	GlobalWeight float64 `yaml:"global_weight,omitempty"`
-}
-
-// ApplianceGuarantee is a guarantee on a virtual appliance in tokens/s,
-// with an optional maximum.
-type ApplianceGuarantee struct {
-	Appliance string `yaml:"appliance"`
-	Guarantee Tokens `yaml:"guarantee"`
-	Max       Tokens `yaml:"max,omitempty"`
-}
-
-// RequestType is one entry of a request mix: Fraction of the workload's
-// requests are of this type and Size (the payload, which the virtual and
-// actual costs depend on). Request and Response are the bytes on the wire
-// each way; by default (RequestType.Bytes, ApplyDefaults) reads (read,
-// get) send a 64-byte request and receive Size, writes (write, put,
-// cwrite) send Size and receive 64 bytes, and transforms (rc4, aes,
-// compress) and any other type send and receive Size.
-type RequestType struct {
-	Type     string  `yaml:"type"`
-	Size     Bytes   `yaml:"size"`
-	Fraction float64 `yaml:"fraction"`
-	Request  Bytes   `yaml:"request,omitempty"`
-	Response Bytes   `yaml:"response,omitempty"`
-}
-
-// Tokens is an amount (or rate) of tokens, written 8000, "8K", "1.6M",
-// "1600MT" or "1600MT/s" (powers of 1000). See ParseTokens.
-type Tokens float64
-
-// Appliance models, VDC policies and request types.
+// Appliance models, VDC policies and request types; they now live in
+// package model.
 const (
-	// Models (Appliance.Model).
-	ModelKV         = "kv"
-	ModelFilestore  = "filestore"
-	ModelEncryption = "encryption"
-	ModelCustom     = "custom"
+	ModelKV         = model.ModelKV
+	ModelFilestore  = model.ModelFilestore
+	ModelEncryption = model.ModelEncryption
+	ModelCustom     = model.ModelCustom
 
-	// Local allocation policies (VDC.Policy).
-	PolicyDRF      = "drf"
-	PolicyMaxMin   = "maxmin"
-	PolicyFirstFit = "firstfit"
+	PolicyDRF      = model.PolicyDRF
+	PolicyMaxMin   = model.PolicyMaxMin
+	PolicyFirstFit = model.PolicyFirstFit
 
-	// Request types of the presets and of the wire-size defaults.
-	ReqGet      = "get"
-	ReqPut      = "put"
-	ReqRead     = "read"
-	ReqWrite    = "write"
-	ReqCWrite   = "cwrite" // a compressible write
-	ReqRC4      = "rc4"
-	ReqAES      = "aes"
-	ReqCompress = "compress"
+	ReqGet      = model.ReqGet
+	ReqPut      = model.ReqPut
+	ReqRead     = model.ReqRead
+	ReqWrite    = model.ReqWrite
+	ReqCWrite   = model.ReqCWrite
+	ReqRC4      = model.ReqRC4
+	ReqAES      = model.ReqAES
+	ReqCompress = model.ReqCompress
 
-	// HeaderBytes is the default wire size of a request without payload (a
-	// read's request, a write's response).
-	HeaderBytes = 64
+	HeaderBytes = model.HeaderBytes
 )
 
-// Models lists the known models, in the order error messages give them.
-var Models = []string{ModelKV, ModelFilestore, ModelEncryption, ModelCustom}
+// Models lists the known models (model.Models).
+var Models = model.Models
 
-// Policies lists the known local allocation policies.
-var Policies = []string{PolicyDRF, PolicyMaxMin, PolicyFirstFit}
+// Policies lists the known local allocation policies (model.Policies).
+var Policies = model.Policies
 
-// modelCosts are the presets: per request type, Base + PerKB × KB of
-// service time with one service slot. They are assumptions, calibrated so
-// that, with the default virtual cost (Fig. 6(b)), capacities land where
-// the Pulsar paper reports them; the raw numbers of its Fig. 4 are not in
-// its text. docs/scenarios.md gives the derivation and the capacities.
-var modelCosts = map[string][]ServiceCost{
-	// An in-memory key-value store; GETs and PUTs cost alike (Fig. 4(a),
-	// §2.5). Fig. 14(a): Fig. 10's tenant D alone (64 KB requests) gives
-	// ≈ 6840 MT/s; with C's 512 B requests at twice D's token share, ≈ 3485.
-	ModelKV: {
-		{Type: ReqGet, Base: Duration(2800 * time.Nanosecond), PerKB: Duration(100 * time.Nanosecond)},
-		{Type: ReqPut, Base: Duration(2800 * time.Nanosecond), PerKB: Duration(100 * time.Nanosecond)},
-	},
-	// An SSD filestore: writes cost more than reads, compressible writes
-	// less than incompressible ones (Fig. 4(b)); small requests cost more
-	// per token than large ones (Fig. 14(b)). §6.1: C (512 B, 99% writes)
-	// and D (64 KB, 56% reads) sharing it 1:1 in tokens get ≈ 1830 MT/s.
-	ModelFilestore: {
-		{Type: ReqRead, Base: Duration(3 * time.Microsecond), PerKB: Duration(280 * time.Nanosecond)},
-		{Type: ReqWrite, Base: Duration(5 * time.Microsecond), PerKB: Duration(500 * time.Nanosecond)},
-		{Type: ReqCWrite, Base: Duration(4 * time.Microsecond), PerKB: Duration(350 * time.Nanosecond)},
-	},
-	// An encryption appliance (Fig. 4(c)): AES costs 3× RC4.
-	ModelEncryption: {
-		{Type: ReqRC4, Base: Duration(400 * time.Nanosecond), PerKB: Duration(200 * time.Nanosecond)},
-		{Type: ReqAES, Base: Duration(1200 * time.Nanosecond), PerKB: Duration(600 * time.Nanosecond)},
-	},
-	ModelCustom: nil,
-}
+// ModelCosts is model.ModelCosts.
+func ModelCosts(name string) ([]ServiceCost, bool) { return model.ModelCosts(name) }
 
-// ModelCosts returns a copy of a model's preset costs (none for custom),
-// and whether the model is known.
-func ModelCosts(model string) ([]ServiceCost, bool) {
-	c, ok := modelCosts[model]
-	if !ok {
-		return nil, false
-	}
-	return append([]ServiceCost(nil), c...), true
-}
-
-// DefaultVirtualCost is Pulsar Fig. 6(b), the cost function of all types
-// unless an appliance says otherwise: requests of at most 8 KB (8000
-// bytes) cost 8K tokens, larger ones their size in tokens.
-func DefaultVirtualCost() VirtualCost {
-	return VirtualCost{Points: []CostPoint{
-		{Size: 0, Tokens: 8000}, {Size: 8000, Tokens: 8000}, {Size: 16000, Tokens: 16000},
-	}}
-}
-
-// Cost evaluates the cost function at a request size (bytes): the size is
-// rounded up to a multiple of Step, then interpolated linearly between
-// Points, flat before the first, extended with the last segment's slope
-// after the last (flat if there is one point). No points cost 0.
-func (v VirtualCost) Cost(size float64) float64 {
-	if v.Step > 0 {
-		size = math.Ceil(size/float64(v.Step)) * float64(v.Step)
-	}
-	pts := v.Points
-	if len(pts) == 0 {
-		return 0
-	}
-	if size <= float64(pts[0].Size) || len(pts) == 1 {
-		return float64(pts[0].Tokens)
-	}
-	i := 1
-	for i < len(pts)-1 && size > float64(pts[i].Size) {
-		i++
-	}
-	a, b := pts[i-1], pts[i]
-	slope := (float64(b.Tokens) - float64(a.Tokens)) / (float64(b.Size) - float64(a.Size))
-	return float64(a.Tokens) + slope*(size-float64(a.Size))
-}
-
-// Types lists the request types the appliance serves: its model's, then
-// those Costs adds, in order.
-func (a *Appliance) Types() []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(t string) {
-		if t != "" && !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
-	}
-	for _, c := range modelCosts[a.Model] {
-		add(c.Type)
-	}
-	for _, c := range a.Costs {
-		add(c.Type)
-	}
-	return out
-}
-
-// ServiceCost returns the actual cost of a request type: the entry of
-// Costs for it, else the model's preset; false if the appliance does not
-// serve the type.
-func (a *Appliance) ServiceCost(typ string) (ServiceCost, bool) {
-	for _, c := range a.Costs {
-		if c.Type == typ {
-			return c, true
-		}
-	}
-	for _, c := range modelCosts[a.Model] {
-		if c.Type == typ {
-			return c, true
-		}
-	}
-	return ServiceCost{}, false
-}
-
-// serviceSeconds is ServiceTime in seconds, unrounded.
-func (a *Appliance) serviceSeconds(typ string, size float64) (float64, error) {
-	c, ok := a.ServiceCost(typ)
-	if !ok {
-		return 0, fmt.Errorf("appliance %q: unknown request type %q (use %s)", a.Name, typ, orList(a.Types()))
-	}
-	if !(size >= 0) || math.IsInf(size, 0) {
-		return 0, fmt.Errorf("appliance %q: invalid request size %v", a.Name, size)
-	}
-	return c.Base.Std().Seconds() + c.PerKB.Std().Seconds()*size/1000, nil
-}
-
-// ServiceTime is the actual cost of one request of the type and size
-// (bytes of payload): Base + PerKB × size/1000, the time it occupies one
-// service slot (rounded to the nanosecond). It fails for a type the
-// appliance does not serve or a negative size.
-func (a *Appliance) ServiceTime(typ string, size float64) (time.Duration, error) {
-	s, err := a.serviceSeconds(typ, size)
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(math.Round(s * 1e9)), nil
-}
-
-// CostFunction returns the virtual cost function of a request type: the
-// entry of VirtualCost for the type, else the one for all types, else
-// DefaultVirtualCost.
-func (a *Appliance) CostFunction(typ string) VirtualCost {
-	all := -1
-	for i, v := range a.VirtualCost {
-		if v.Type == typ && typ != "" {
-			return v
-		}
-		if v.Type == "" && all < 0 {
-			all = i
-		}
-	}
-	if all >= 0 {
-		return a.VirtualCost[all]
-	}
-	return DefaultVirtualCost()
-}
-
-// Tokens is the virtual cost of one request of the type and size (bytes of
-// payload), in tokens: CostFunction(typ).Cost(size).
-func (a *Appliance) Tokens(typ string, size float64) float64 {
-	return a.CostFunction(typ).Cost(size)
-}
-
-// Capacity is the appliance's throughput in tokens/s when fully used by a
-// stream of requests drawn from mix (Fraction: share of requests):
-// Parallelism × mean tokens per request / mean service time. It fails if
-// the mix names a type the appliance does not serve or costs no time.
-func (a *Appliance) Capacity(mix []RequestType) (float64, error) {
-	var tok, sec float64
-	for _, m := range mix {
-		s, err := a.serviceSeconds(m.Type, float64(m.Size))
-		if err != nil {
-			return 0, err
-		}
-		tok += m.Fraction * a.Tokens(m.Type, float64(m.Size))
-		sec += m.Fraction * s
-	}
-	if !(sec > 0) {
-		return 0, fmt.Errorf("appliance %q: the mix costs no service time", a.Name)
-	}
-	par := a.Parallelism
-	if par <= 0 {
-		par = 1
-	}
-	return par * tok / sec, nil
-}
-
-// Guarantee returns the VDC's guarantee on the named appliance.
-func (v *VDC) Guarantee(appliance string) (ApplianceGuarantee, bool) {
-	if v == nil {
-		return ApplianceGuarantee{}, false
-	}
-	for _, g := range v.Appliances {
-		if g.Appliance == appliance {
-			return g, true
-		}
-	}
-	return ApplianceGuarantee{}, false
-}
-
-// Bytes returns the bytes on the wire of one request of this entry, each
-// way: Request and Response when set, else the defaults by type (reads
-// read, get: HeaderBytes out, Size back; writes write, put, cwrite: Size
-// out, HeaderBytes back; rc4, aes, compress and any other type: Size both
-// ways).
-func (m RequestType) Bytes() (request, response float64) {
-	size := float64(m.Size)
-	switch m.Type {
-	case ReqRead, ReqGet:
-		request, response = HeaderBytes, size
-	case ReqWrite, ReqPut, ReqCWrite:
-		request, response = size, HeaderBytes
-	default:
-		request, response = size, size
-	}
-	if m.Request != 0 {
-		request = float64(m.Request)
-	}
-	if m.Response != 0 {
-		response = float64(m.Response)
-	}
-	return request, response
-}
+// DefaultVirtualCost is model.DefaultVirtualCost.
+func DefaultVirtualCost() VirtualCost { return model.DefaultVirtualCost() }
 
 // LookupAppliance returns the named appliance.
 func (s *Scenario) LookupAppliance(name string) (*Appliance, bool) {
@@ -378,17 +72,6 @@ func (s *Scenario) LookupAppliance(name string) (*Appliance, bool) {
 		}
 	}
 	return nil, false
-}
-
-// orList joins names as "a, b or c".
-func orList(names []string) string {
-	switch len(names) {
-	case 0:
-		return "none"
-	case 1:
-		return names[0]
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // Via is an appliance a request passes through on its way to its

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/bulkhead-dc/bulkhead/model"
+	"github.com/bulkhead-dc/bulkhead/units"
 )
 
 // Defaults, applied by ApplyDefaults (and so by Parse and Load) to fields
@@ -17,10 +20,10 @@ const (
 	DefaultConnections = 1
 	DefaultTransport   = "tcp" // onoff workloads
 	DefaultParetoShape = 1.2
-	DefaultLognormal   = 1.0 // sigma
-	DefaultOversub     = 1.0 // two-tier, when core is not given
-	DefaultParallelism = 1.0 // appliances
-	DefaultPolicy      = PolicyDRF
+	DefaultLognormal   = 1.0                      // sigma
+	DefaultOversub     = 1.0                      // two-tier, when core is not given
+	DefaultParallelism = model.DefaultParallelism // appliances
+	DefaultPolicy      = model.DefaultPolicy
 )
 
 // ApplyDefaults fills the fields a scenario may leave out:
@@ -67,22 +70,10 @@ func (s *Scenario) ApplyDefaults() {
 		tt.Oversubscription = DefaultOversub
 	}
 	for i := range s.Appliances {
-		a := &s.Appliances[i]
-		if a.Parallelism == 0 {
-			a.Parallelism = DefaultParallelism
-		}
-		all := false
-		for _, v := range a.VirtualCost {
-			all = all || v.Type == ""
-		}
-		if !all {
-			a.VirtualCost = append(a.VirtualCost, DefaultVirtualCost())
-		}
+		s.Appliances[i].ApplyDefaults()
 	}
 	for i := range s.Tenants {
-		if v := s.Tenants[i].VDC; v != nil && v.Policy == "" {
-			v.Policy = DefaultPolicy
-		}
+		s.Tenants[i].VDC.ApplyDefaults()
 	}
 	for i := range s.Workloads {
 		w := &s.Workloads[i]
@@ -139,11 +130,11 @@ func (s *Scenario) UnitScale() float64 {
 	if !ok {
 		return 1e6
 	}
-	if t, ok := strings.CutSuffix(u, "T/s"); ok {
-		f, _ := tokenUnit(t)
+	if strings.HasSuffix(u, "T/s") {
+		f, _ := units.ParseTokens("1" + u)
 		return 8 * f
 	}
-	f, _ := rateUnit(u)
+	f, _ := units.ParseRate("1" + u)
 	return f
 }
 

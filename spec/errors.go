@@ -1,80 +1,18 @@
 package spec
 
-import (
-	"errors"
-	"fmt"
-	"strconv"
-)
+import "github.com/bulkhead-dc/bulkhead/model"
 
-// FieldError is one problem with a scenario, located by the file and the
-// path of the field in YAML terms (field names, [i] for list items):
+// FieldError is one problem with a scenario, located by the file, the
+// line (decoding errors) and the path of the field in YAML terms:
 //
 //	scenario.yaml: tenants[1].vms[3].server: unknown server "s99"
 //
-// Errors found while decoding also carry the line:
-//
-//	scenario.yaml:12: tenants[0].gaurantee: unknown field "gaurantee"
-//
-// File, Line and Path are left out of the message when empty or zero.
-type FieldError struct {
-	File string // the path the scenario was read from, as given
-	Line int    // 1-based line, when known (decoding errors)
-	Path string // e.g. "tenants[1].vms[3].server"
-	Msg  string
-}
+// It now lives in package model (model.FieldError).
+type FieldError = model.FieldError
 
-// Error formats the problem as "file[:line]: path: message".
-func (e *FieldError) Error() string {
-	s := ""
-	if e.File != "" {
-		s = e.File
-		if e.Line > 0 {
-			s += ":" + strconv.Itoa(e.Line)
-		}
-		s += ": "
-	} else if e.Line > 0 {
-		s = "line " + strconv.Itoa(e.Line) + ": "
-	}
-	if e.Path != "" {
-		s += e.Path + ": "
-	}
-	return s + e.Msg
-}
+// FieldErrors returns every *FieldError in err, in order
+// (model.FieldErrors).
+func FieldErrors(err error) []*FieldError { return model.FieldErrors(err) }
 
-// FieldErrors returns every *FieldError in err (which may be a tree of
-// errors.Join and wrapping), in order.
-func FieldErrors(err error) []*FieldError {
-	var out []*FieldError
-	var walk func(error)
-	walk = func(e error) {
-		if e == nil {
-			return
-		}
-		if fe, ok := e.(*FieldError); ok {
-			out = append(out, fe)
-			return
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() []error }:
-			for _, c := range u.Unwrap() {
-				walk(c)
-			}
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		}
-	}
-	walk(err)
-	return out
-}
-
-// problems collects FieldErrors for one file.
-type problems struct {
-	file string
-	errs []error
-}
-
-func (p *problems) add(path, format string, args ...any) {
-	p.errs = append(p.errs, &FieldError{File: p.file, Path: path, Msg: fmt.Sprintf(format, args...)})
-}
-
-func (p *problems) err() error { return errors.Join(p.errs...) }
+// problems collects the FieldErrors of one scenario.
+type problems = model.Problems

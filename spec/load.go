@@ -109,7 +109,8 @@ func goTypeName(t string) string {
 		return "a string"
 	case strings.HasPrefix(t, "[]"):
 		return "a list"
-	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "spec."), strings.HasPrefix(t, "*spec."):
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "spec."), strings.HasPrefix(t, "*spec."),
+		strings.HasPrefix(t, "model."), strings.HasPrefix(t, "*model."):
 		return "a mapping"
 	}
 	return t

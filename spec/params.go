@@ -146,12 +146,12 @@ func (p Params) Check(known ...string) error {
 	pr := &problems{}
 	for _, name := range bad {
 		if len(known) == 0 {
-			pr.add("mechanism.params."+name, "unknown parameter (the mechanism takes none)")
+			pr.Add("mechanism.params."+name, "unknown parameter (the mechanism takes none)")
 		} else {
-			pr.add("mechanism.params."+name, "unknown parameter (known: %s)", strings.Join(known, ", "))
+			pr.Add("mechanism.params."+name, "unknown parameter (known: %s)", strings.Join(known, ", "))
 		}
 	}
-	return pr.err()
+	return pr.Err()
 }
 
 func toFloat(v any) (float64, bool) {

@@ -3,11 +3,13 @@
 // with phases, the mechanism and its parameters, and outputs.
 //
 // Rates are written with units ("450Mbps", "1Gbps", "10Kbps", "1.5G" = bits/s)
-// and held in bits per second; durations are Go durations ("30s", "1ms").
+// and held in bits per second; durations are Go durations ("30s", "1ms")
+// (package units). What a scenario declares for the system to enforce —
+// tenants, VMs with their hose guarantees, VDCs, appliances and their cost
+// models — is package model's declared model (Scenario.Model); the rest
+// (topology, workloads, phases, duration, outputs) is the experiment.
 // docs/scenarios.md is the reference for the format.
 package spec
-
-import "time"
 
 // Scenario is one runnable scenario file.
 type Scenario struct {
@@ -230,15 +232,3 @@ type Outputs struct {
 	Sample Duration `yaml:"sample,omitempty"` // report sampling interval, default 10ms (≥ dt)
 	Plots  *bool    `yaml:"plots,omitempty"`  // default true
 }
-
-// Duration is a time.Duration written as "30s", "1ms".
-type Duration time.Duration
-
-// Rate is a rate in bits per second, written with units.
-type Rate float64
-
-// Bytes is a size in bytes, written as 1500, "64KB", "1MB", "10MiB".
-type Bytes float64
-
-// StringList is a YAML scalar or sequence of strings.
-type StringList []string

@@ -3,6 +3,8 @@ package spec
 import (
 	"fmt"
 	"math"
+
+	"github.com/bulkhead-dc/bulkhead/model"
 )
 
 // Limits on a scenario's size.
@@ -24,57 +26,58 @@ const (
 // valid, and workload VMs only when the workload's tenant exists, so that
 // one mistake does not cascade.
 func (s *Scenario) Validate() error {
-	p := &problems{file: s.File}
+	p := &problems{File: s.File}
 	s.validateRun(p)
-	before := len(p.errs)
+	before := p.Len()
 	s.Topology.validate(p)
-	topoOK := len(p.errs) == before
-	s.validateTenants(p, topoOK)
-	s.validateAppliances(p, topoOK)
+	server := s.serverCheck(p, p.Len() == before)
+	c := model.NewChecker(s.Model(), p)
+	s.validateTenants(p, c, server)
+	s.validateAppliances(c, server)
 	s.validateWorkloads(p)
 	if s.Mechanism.Name == "" {
-		p.add("mechanism.name", "required")
+		p.Add("mechanism.name", "required")
 	}
-	return p.err()
+	return p.Err()
 }
 
 func (s *Scenario) validateRun(p *problems) {
 	if s.Name == "" {
-		p.add("name", "required")
+		p.Add("name", "required")
 	}
 	if n := s.Network.TCPLoss; n < 0 || n > 1 || math.IsNaN(n) {
-		p.add("network.tcp_loss", "%g is not a fraction in [0, 1]", n)
+		p.Add("network.tcp_loss", "%g is not a fraction in [0, 1]", n)
 	}
 	if n := s.Network.ControlLoss; n < 0 || n > 1 || math.IsNaN(n) {
-		p.add("network.control_loss", "%g is not a probability in [0, 1]", n)
+		p.Add("network.control_loss", "%g is not a probability in [0, 1]", n)
 	}
 	if s.Network.ControlDelay < 0 {
-		p.add("network.control_delay", "%v is negative", s.Network.ControlDelay)
+		p.Add("network.control_delay", "%v is negative", s.Network.ControlDelay)
 	}
 	if n := s.Network.PortQueues; n < 0 || n > 64 {
-		p.add("network.port_queues", "%d is not a number of queues in [1, 64] (0: default %d)", n, DefaultPortQueues)
+		p.Add("network.port_queues", "%d is not a number of queues in [1, 64] (0: default %d)", n, DefaultPortQueues)
 	}
 	if n := s.Network.QueueWeightMax; n < 0 {
-		p.add("network.queue_weight_max", "%d is negative (0: any real weight)", n)
+		p.Add("network.queue_weight_max", "%d is negative (0: any real weight)", n)
 	}
 	if _, ok := canonicalUnit(s.Units); !ok {
-		p.add("units", "unknown unit %q (use %s)", s.Units, orList(reportUnits))
+		p.Add("units", "unknown unit %q (use %s)", s.Units, model.OrList(reportUnits))
 	}
 	durOK := positive(p, "duration", s.Duration)
 	dtOK := positive(p, "dt", s.DT)
 	sampleOK := positive(p, "outputs.sample", s.Outputs.Sample)
 	if durOK && dtOK {
 		if s.DT > s.Duration {
-			p.add("dt", "%v is longer than duration %v", s.DT, s.Duration)
+			p.Add("dt", "%v is longer than duration %v", s.DT, s.Duration)
 		} else if ticks := int64(s.Duration) / int64(s.DT); ticks > MaxTicks {
-			p.add("dt", "duration %v at dt %v is %d ticks; at most %d are allowed", s.Duration, s.DT, ticks, MaxTicks)
+			p.Add("dt", "duration %v at dt %v is %d ticks; at most %d are allowed", s.Duration, s.DT, ticks, MaxTicks)
 		}
 	}
 	if sampleOK && dtOK && s.Outputs.Sample < s.DT {
-		p.add("outputs.sample", "%v is shorter than dt %v", s.Outputs.Sample, s.DT)
+		p.Add("outputs.sample", "%v is shorter than dt %v", s.Outputs.Sample, s.DT)
 	}
 	if sampleOK && durOK && s.Outputs.Sample > s.Duration {
-		p.add("outputs.sample", "%v is longer than duration %v", s.Outputs.Sample, s.Duration)
+		p.Add("outputs.sample", "%v is longer than duration %v", s.Outputs.Sample, s.Duration)
 	}
 }
 
@@ -82,9 +85,9 @@ func (s *Scenario) validateRun(p *problems) {
 func positive(p *problems, path string, d Duration) bool {
 	switch {
 	case d == 0:
-		p.add(path, "required (a positive duration such as \"30s\")")
+		p.Add(path, "required (a positive duration such as \"30s\")")
 	case d < 0:
-		p.add(path, "must be positive, got %v", d)
+		p.Add(path, "must be positive, got %v", d)
 	default:
 		return true
 	}
@@ -95,16 +98,16 @@ func positive(p *problems, path string, d Duration) bool {
 func positiveRate(p *problems, path string, r Rate) {
 	switch {
 	case r == 0:
-		p.add(path, "required (a positive rate such as \"1Gbps\")")
+		p.Add(path, "required (a positive rate such as \"1Gbps\")")
 	case r < 0 || math.IsNaN(float64(r)) || math.IsInf(float64(r), 0):
-		p.add(path, "must be a positive rate, got %v", float64(r))
+		p.Add(path, "must be a positive rate, got %v", float64(r))
 	}
 }
 
 // nonNegativeRate checks an optional rate.
 func nonNegativeRate(p *problems, path string, r Rate) {
 	if r < 0 || math.IsNaN(float64(r)) || math.IsInf(float64(r), 0) {
-		p.add(path, "must be a non-negative rate, got %v", float64(r))
+		p.Add(path, "must be a non-negative rate, got %v", float64(r))
 	}
 }
 
@@ -124,16 +127,16 @@ func (t *Topology) validate(p *problems) {
 	for _, sec := range sections {
 		switch {
 		case sec.kind == t.Kind && !sec.given:
-			p.add("topology."+sec.field, "required for kind %s", t.Kind)
+			p.Add("topology."+sec.field, "required for kind %s", t.Kind)
 		case sec.kind != t.Kind && sec.given && known:
-			p.add("topology."+sec.field, "not used by kind %s", t.Kind)
+			p.Add("topology."+sec.field, "not used by kind %s", t.Kind)
 		}
 	}
 	switch {
 	case t.Kind == "":
-		p.add("topology.kind", "required (two-tier, fat-tree or explicit)")
+		p.Add("topology.kind", "required (two-tier, fat-tree or explicit)")
 	case !known:
-		p.add("topology.kind", "unknown kind %q (use two-tier, fat-tree or explicit)", t.Kind)
+		p.Add("topology.kind", "unknown kind %q (use two-tier, fat-tree or explicit)", t.Kind)
 	case t.Kind == TopoTwoTier && t.TwoTier != nil:
 		t.TwoTier.validate(p)
 	case t.Kind == TopoFatTree && t.FatTree != nil:
@@ -146,23 +149,23 @@ func (t *Topology) validate(p *problems) {
 func (tt *TwoTier) validate(p *problems) {
 	const at = "topology.two_tier"
 	if tt.Racks < 1 {
-		p.add(at+".racks", "must be at least 1, got %d", tt.Racks)
+		p.Add(at+".racks", "must be at least 1, got %d", tt.Racks)
 	}
 	if tt.ServersPerRack < 1 {
-		p.add(at+".servers_per_rack", "must be at least 1, got %d", tt.ServersPerRack)
+		p.Add(at+".servers_per_rack", "must be at least 1, got %d", tt.ServersPerRack)
 	}
 	if tt.Racks >= 1 && tt.ServersPerRack >= 1 && int64(tt.Racks)*int64(tt.ServersPerRack) > MaxServers {
-		p.add(at, "%d racks of %d servers is more than %d servers", tt.Racks, tt.ServersPerRack, MaxServers)
+		p.Add(at, "%d racks of %d servers is more than %d servers", tt.Racks, tt.ServersPerRack, MaxServers)
 	}
 	positiveRate(p, at+".edge", tt.Edge)
 	nonNegativeRate(p, at+".core", tt.Core)
 	switch {
 	case tt.Core != 0 && tt.Oversubscription != 0:
-		p.add(at, "give core or oversubscription, not both")
+		p.Add(at, "give core or oversubscription, not both")
 	case tt.Oversubscription < 0 || math.IsNaN(tt.Oversubscription) || math.IsInf(tt.Oversubscription, 0):
-		p.add(at+".oversubscription", "must be positive, got %v", tt.Oversubscription)
+		p.Add(at+".oversubscription", "must be positive, got %v", tt.Oversubscription)
 	case tt.Core == 0 && tt.Oversubscription == 0:
-		p.add(at+".oversubscription", "required when core is not given (ApplyDefaults sets 1)")
+		p.Add(at+".oversubscription", "required when core is not given (ApplyDefaults sets 1)")
 	}
 }
 
@@ -170,9 +173,9 @@ func (ft *FatTree) validate(p *problems) {
 	const at = "topology.fat_tree"
 	switch {
 	case ft.K < 2 || ft.K%2 != 0:
-		p.add(at+".k", "must be an even number of at least 2, got %d", ft.K)
+		p.Add(at+".k", "must be an even number of at least 2, got %d", ft.K)
 	case int64(ft.K)*int64(ft.K)*int64(ft.K)/4 > MaxServers:
-		p.add(at+".k", "k = %d gives %d servers, more than %d", ft.K, int64(ft.K)*int64(ft.K)*int64(ft.K)/4, MaxServers)
+		p.Add(at+".k", "k = %d gives %d servers, more than %d", ft.K, int64(ft.K)*int64(ft.K)*int64(ft.K)/4, MaxServers)
 	}
 	positiveRate(p, at+".link", ft.Link)
 }
@@ -180,20 +183,20 @@ func (ft *FatTree) validate(p *problems) {
 func (e *Explicit) validate(p *problems) {
 	const at = "topology.explicit"
 	if len(e.Nodes) == 0 {
-		p.add(at+".nodes", "required (at least one server)")
+		p.Add(at+".nodes", "required (at least one server)")
 		return
 	}
-	before := len(p.errs)
+	before := p.Len()
 	index := map[string]int{}
 	servers := 0
 	for i, n := range e.Nodes {
 		path := fmt.Sprintf("%s.nodes[%d]", at, i)
 		switch {
 		case n.Name == "":
-			p.add(path+".name", "required")
+			p.Add(path+".name", "required")
 		default:
 			if j, dup := index[n.Name]; dup {
-				p.add(path+".name", "duplicate node %q (also %s.nodes[%d])", n.Name, at, j)
+				p.Add(path+".name", "duplicate node %q (also %s.nodes[%d])", n.Name, at, j)
 			} else {
 				index[n.Name] = i
 			}
@@ -203,13 +206,13 @@ func (e *Explicit) validate(p *problems) {
 			servers++
 		case NodeSwitch:
 		case "":
-			p.add(path+".kind", "required (server or switch)")
+			p.Add(path+".kind", "required (server or switch)")
 		default:
-			p.add(path+".kind", "unknown kind %q (use server or switch)", n.Kind)
+			p.Add(path+".kind", "unknown kind %q (use server or switch)", n.Kind)
 		}
 	}
 	if servers == 0 {
-		p.add(at+".nodes", "no node of kind server")
+		p.Add(at+".nodes", "no node of kind server")
 	}
 
 	type pair struct{ a, b int }
@@ -225,12 +228,12 @@ func (e *Explicit) validate(p *problems) {
 			continue
 		}
 		if a == b {
-			p.add(path, "links node %q to itself", l.A)
+			p.Add(path, "links node %q to itself", l.A)
 			continue
 		}
 		key := pair{min(a, b), max(a, b)}
 		if j, dup := links[key]; dup {
-			p.add(path, "duplicate link between %q and %q (also %s.links[%d])", l.A, l.B, at, j)
+			p.Add(path, "duplicate link between %q and %q (also %s.links[%d])", l.A, l.B, at, j)
 			continue
 		}
 		links[key] = i
@@ -239,7 +242,7 @@ func (e *Explicit) validate(p *problems) {
 		uf.union(a, b)
 	}
 
-	if len(p.errs) > before {
+	if p.Len() > before {
 		return // degree and connectivity would only repeat the problems above
 	}
 	first := -1
@@ -249,24 +252,24 @@ func (e *Explicit) validate(p *problems) {
 		}
 		path := fmt.Sprintf("%s.nodes[%d]", at, i)
 		if degree[i] != 1 {
-			p.add(path, "server %q has %d links; a server needs exactly one (its access link)", n.Name, degree[i])
+			p.Add(path, "server %q has %d links; a server needs exactly one (its access link)", n.Name, degree[i])
 		}
 		if first < 0 {
 			first = i
 		} else if uf.find(i) != uf.find(first) {
-			p.add(path, "server %q is not connected to server %q", n.Name, e.Nodes[first].Name)
+			p.Add(path, "server %q is not connected to server %q", n.Name, e.Nodes[first].Name)
 		}
 	}
 }
 
 func (e *Explicit) endpoint(p *problems, path, name string, index map[string]int) (int, bool) {
 	if name == "" {
-		p.add(path, "required")
+		p.Add(path, "required")
 		return 0, false
 	}
 	i, ok := index[name]
 	if !ok {
-		p.add(path, "unknown node %q", name)
+		p.Add(path, "unknown node %q", name)
 	}
 	return i, ok
 }
@@ -291,70 +294,44 @@ func (u unionFind) find(i int) int {
 
 func (u unionFind) union(a, b int) { u[u.find(a)] = u.find(b) }
 
-func (s *Scenario) validateTenants(p *problems, topoOK bool) {
+// validateTenants checks the tenants: their names, SLAs, weights and VDCs
+// and their VMs' names (model.Checker), the hose guarantees as written,
+// and the VMs' servers with server.
+func (s *Scenario) validateTenants(p *problems, c *model.Checker, server func(path, name string)) {
 	if len(s.Tenants) == 0 {
-		p.add("tenants", "required (at least one tenant)")
+		p.Add("tenants", "required (at least one tenant)")
 		return
 	}
-	isServer, kindOf := s.Topology.serverSet()
-	apps := s.applianceIndex()
-	vmIndex := s.VMIndex()
-	tenants := map[string]int{}
-	vms := map[string]string{}
 	for i := range s.Tenants {
 		t := &s.Tenants[i]
 		at := fmt.Sprintf("tenants[%d]", i)
-		if t.Name == "" {
-			p.add(at+".name", "required")
-		} else if j, dup := tenants[t.Name]; dup {
-			p.add(at+".name", "duplicate tenant %q (also tenants[%d])", t.Name, j)
-		} else {
-			tenants[t.Name] = i
-		}
-		if !(t.SLA >= 0 && t.SLA < 1) {
-			p.add(at+".sla", "must be a fraction in [0, 1) (0.15 for within 15%%), got %v", t.SLA)
-		}
-		if t.Weight < 0 || math.IsNaN(t.Weight) || math.IsInf(t.Weight, 0) {
-			p.add(at+".weight", "must be a non-negative number, got %v", t.Weight)
-		}
+		c.Tenant(i)
 		checkHose(p, at, t.BestEffort, t.Guarantee, t.In, t.Out)
 		if len(t.VMs) == 0 {
-			p.add(at+".vms", "required (at least one VM)")
+			p.Add(at+".vms", "required (at least one VM)")
 		}
 		anyGuarantee := t.Guarantee != 0 || t.In != 0 || t.Out != 0
 		for j := range t.VMs {
 			anyGuarantee = anyGuarantee || t.VMs[j].Guarantee != 0 || t.VMs[j].In != 0 || t.VMs[j].Out != 0
 		}
 		if !t.BestEffort && !anyGuarantee && len(t.VMs) > 0 {
-			p.add(at, "no guarantees: set guarantee (or in and out), or best_effort: true")
+			p.Add(at, "no guarantees: set guarantee (or in and out), or best_effort: true")
 		}
 		for j := range t.VMs {
 			v := &t.VMs[j]
 			vat := fmt.Sprintf("%s.vms[%d]", at, j)
-			if v.Name == "" {
-				p.add(vat+".name", "required")
-			} else if prev, dup := vms[v.Name]; dup {
-				p.add(vat+".name", "duplicate VM %q (also %s)", v.Name, prev)
+			c.VMName(i, j)
+			if v.Server == "" {
+				p.Add(vat+".server", "required")
 			} else {
-				vms[v.Name] = vat
-			}
-			switch {
-			case v.Server == "":
-				p.add(vat+".server", "required")
-			case !topoOK:
-			case kindOf != nil && kindOf[v.Server] == NodeSwitch:
-				p.add(vat+".server", "%q is a switch, not a server", v.Server)
-			case !isServer(v.Server):
-				p.add(vat+".server", "unknown server %q", v.Server)
+				server(vat+".server", v.Server)
 			}
 			checkHose(p, vat, t.BestEffort, v.Guarantee, v.In, v.Out)
 			if in, out := t.Hose(v); !t.BestEffort && anyGuarantee && in == 0 && out == 0 {
-				p.add(vat, "no guarantee in either direction: set guarantee, in or out (here or on the tenant), or best_effort: true on the tenant")
+				p.Add(vat, "no guarantee in either direction: set guarantee, in or out (here or on the tenant), or best_effort: true on the tenant")
 			}
 		}
-		if t.VDC != nil {
-			s.validateVDC(p, at, i, apps, vmIndex)
-		}
+		c.VDC(i)
 	}
 }
 
@@ -366,7 +343,7 @@ func checkHose(p *problems, at string, bestEffort bool, g, in, out Rate) {
 	}{{"guarantee", g}, {"in", in}, {"out", out}} {
 		nonNegativeRate(p, at+"."+f.name, f.r)
 		if bestEffort && f.r != 0 {
-			p.add(at+"."+f.name, "a best_effort tenant has no guarantees")
+			p.Add(at+"."+f.name, "a best_effort tenant has no guarantees")
 		}
 	}
 }
@@ -379,7 +356,7 @@ func (s *Scenario) validateWorkloads(p *problems) {
 		at := fmt.Sprintf("workloads[%d]", i)
 		if w.Name != "" {
 			if j, dup := names[w.Name]; dup {
-				p.add(at+".name", "duplicate workload %q (also workloads[%d])", w.Name, j)
+				p.Add(at+".name", "duplicate workload %q (also workloads[%d])", w.Name, j)
 			} else {
 				names[w.Name] = i
 			}
@@ -387,9 +364,9 @@ func (s *Scenario) validateWorkloads(p *problems) {
 		tenantOK := false
 		switch _, ok := s.LookupTenant(w.Tenant); {
 		case w.Tenant == "":
-			p.add(at+".tenant", "required")
+			p.Add(at+".tenant", "required")
 		case !ok:
-			p.add(at+".tenant", "unknown tenant %q", w.Tenant)
+			p.Add(at+".tenant", "unknown tenant %q", w.Tenant)
 		default:
 			tenantOK = true
 		}
@@ -402,13 +379,13 @@ func (s *Scenario) validateWorkloads(p *problems) {
 		}
 		for _, side := range sides {
 			if len(side.list) == 0 {
-				p.add(at+"."+side.field, "required (a VM name or a list of them)")
+				p.Add(at+"."+side.field, "required (a VM name or a list of them)")
 			}
 			seen := map[string]int{}
 			for k, name := range side.list {
 				vat := fmt.Sprintf("%s.%s[%d]", at, side.field, k)
 				if j, dup := seen[name]; dup {
-					p.add(vat, "VM %q listed twice (also %s.%s[%d])", name, at, side.field, j)
+					p.Add(vat, "VM %q listed twice (also %s.%s[%d])", name, at, side.field, j)
 					continue
 				}
 				seen[name] = k
@@ -418,14 +395,14 @@ func (s *Scenario) validateWorkloads(p *problems) {
 				ref, ok := vmIndex[name]
 				switch {
 				case !ok:
-					p.add(vat, "unknown VM %q", name)
+					p.Add(vat, "unknown VM %q", name)
 				case s.Tenants[ref.Tenant].Name != w.Tenant:
-					p.add(vat, "VM %q belongs to tenant %q, not %q", name, s.Tenants[ref.Tenant].Name, w.Tenant)
+					p.Add(vat, "VM %q belongs to tenant %q, not %q", name, s.Tenants[ref.Tenant].Name, w.Tenant)
 				}
 			}
 		}
 		if w.Kind != KindRequests && len(w.Src) > 0 && len(w.Dst) > 0 && len(w.Pairs()) == 0 {
-			p.add(at, "no VM pairs: src and dst are the same single VM")
+			p.Add(at, "no VM pairs: src and dst are the same single VM")
 		}
 		w.validateKind(p, at)
 		if w.Kind == KindRequests {
@@ -440,15 +417,15 @@ func (w *Workload) validateKind(p *problems, at string) {
 	switch kind {
 	case KindTCP, KindUDP, KindOnOff, KindFlows, KindClients, KindRequests:
 	case "":
-		p.add(at+".kind", "required (tcp, udp, onoff, flows, clients or requests)")
+		p.Add(at+".kind", "required (tcp, udp, onoff, flows, clients or requests)")
 		return
 	default:
-		p.add(at+".kind", "unknown kind %q (use tcp, udp, onoff, flows, clients or requests)", kind)
+		p.Add(at+".kind", "unknown kind %q (use tcp, udp, onoff, flows, clients or requests)", kind)
 		return
 	}
 	unused := func(field string, set bool) {
 		if set {
-			p.add(at+"."+field, "not used by kind %s", kind)
+			p.Add(at+"."+field, "not used by kind %s", kind)
 		}
 	}
 	if kind != KindOnOff {
@@ -474,7 +451,7 @@ func (w *Workload) validateKind(p *problems, at string) {
 		unused("request_rate", w.RequestRate != 0)
 	}
 	if w.Connections < 0 {
-		p.add(at+".connections", "must not be negative, got %d", w.Connections)
+		p.Add(at+".connections", "must not be negative, got %d", w.Connections)
 	}
 	nonNegativeRate(p, at+".rate", w.Rate)
 	switch kind {
@@ -483,22 +460,22 @@ func (w *Workload) validateKind(p *problems, at string) {
 	case KindUDP:
 		unused("connections", w.Connections != 0)
 		if w.Rate == 0 {
-			p.add(at+".rate", "required for kind udp (the sending rate of each pair)")
+			p.Add(at+".rate", "required for kind udp (the sending rate of each pair)")
 		}
 	case KindOnOff:
 		switch w.Transport {
 		case "tcp":
 		case "udp":
 			if w.Connections != 0 {
-				p.add(at+".connections", "not used by onoff with transport udp")
+				p.Add(at+".connections", "not used by onoff with transport udp")
 			}
 			if w.Rate == 0 {
-				p.add(at+".rate", "required for onoff with transport udp (the sending rate of each pair)")
+				p.Add(at+".rate", "required for onoff with transport udp (the sending rate of each pair)")
 			}
 		case "":
-			p.add(at+".transport", "required (tcp or udp; ApplyDefaults sets tcp)")
+			p.Add(at+".transport", "required (tcp or udp; ApplyDefaults sets tcp)")
 		default:
-			p.add(at+".transport", "unknown transport %q (use tcp or udp)", w.Transport)
+			p.Add(at+".transport", "unknown transport %q (use tcp or udp)", w.Transport)
 		}
 		positive(p, at+".on", w.On)
 		positive(p, at+".off", w.Off)
@@ -507,12 +484,12 @@ func (w *Workload) validateKind(p *problems, at string) {
 		unused("rate", w.Rate != 0)
 		switch a := w.ArrivalRate; {
 		case a == 0:
-			p.add(at+".arrival_rate", "required for kind flows (flows per second per pair)")
+			p.Add(at+".arrival_rate", "required for kind flows (flows per second per pair)")
 		case a < 0 || math.IsNaN(a) || math.IsInf(a, 0):
-			p.add(at+".arrival_rate", "must be a positive number of flows per second, got %v", a)
+			p.Add(at+".arrival_rate", "must be a positive number of flows per second, got %v", a)
 		}
 		if w.Sizes == nil {
-			p.add(at+".sizes", "required for kind flows (a flow-size distribution)")
+			p.Add(at+".sizes", "required for kind flows (a flow-size distribution)")
 		} else {
 			w.Sizes.validate(p, at+".sizes")
 		}
@@ -520,15 +497,15 @@ func (w *Workload) validateKind(p *problems, at string) {
 		unused("connections", w.Connections != 0)
 		unused("rate", w.Rate != 0)
 		if w.Sizes == nil {
-			p.add(at+".sizes", "required for kind clients (a flow-size distribution)")
+			p.Add(at+".sizes", "required for kind clients (a flow-size distribution)")
 		} else {
 			w.Sizes.validate(p, at+".sizes")
 		}
 		if w.Sleep < 0 {
-			p.add(at+".sleep", "must not be negative, got %v", w.Sleep)
+			p.Add(at+".sleep", "must not be negative, got %v", w.Sleep)
 		}
 		if q := w.SleepProb; q < 0 || q > 1 || math.IsNaN(q) {
-			p.add(at+".sleep_prob", "%g is not a probability in [0, 1]", q)
+			p.Add(at+".sleep_prob", "%g is not a probability in [0, 1]", q)
 		}
 	}
 }
@@ -536,26 +513,26 @@ func (w *Workload) validateKind(p *problems, at string) {
 func (d *SizeDist) validate(p *problems, at string) {
 	unused := func(field string, set bool) {
 		if set {
-			p.add(at+"."+field, "not used by dist %s", d.Dist)
+			p.Add(at+"."+field, "not used by dist %s", d.Dist)
 		}
 	}
 	switch d.Dist {
 	case DistFixed, DistExponential, DistPareto, DistLognormal:
 		switch {
 		case d.Mean == 0:
-			p.add(at+".mean", "required for dist %s (a size such as \"64KB\")", d.Dist)
+			p.Add(at+".mean", "required for dist %s (a size such as \"64KB\")", d.Dist)
 		case d.Mean < 0 || math.IsNaN(float64(d.Mean)) || math.IsInf(float64(d.Mean), 0):
-			p.add(at+".mean", "must be a positive size, got %v", float64(d.Mean))
+			p.Add(at+".mean", "must be a positive size, got %v", float64(d.Mean))
 		}
 		unused("cdf", len(d.CDF) > 0)
 	case DistCDF:
 		unused("mean", d.Mean != 0)
 		unused("shape", d.Shape != 0)
 	case "":
-		p.add(at+".dist", "required (fixed, exponential, pareto, lognormal or cdf)")
+		p.Add(at+".dist", "required (fixed, exponential, pareto, lognormal or cdf)")
 		return
 	default:
-		p.add(at+".dist", "unknown distribution %q (use fixed, exponential, pareto, lognormal or cdf)", d.Dist)
+		p.Add(at+".dist", "unknown distribution %q (use fixed, exponential, pareto, lognormal or cdf)", d.Dist)
 		return
 	}
 	switch d.Dist {
@@ -563,55 +540,55 @@ func (d *SizeDist) validate(p *problems, at string) {
 		unused("shape", d.Shape != 0)
 	case DistPareto:
 		if !(d.Shape > 1) || math.IsInf(d.Shape, 0) {
-			p.add(at+".shape", "must be greater than 1 (a finite mean), got %v", d.Shape)
+			p.Add(at+".shape", "must be greater than 1 (a finite mean), got %v", d.Shape)
 		}
 	case DistLognormal:
 		if !(d.Shape > 0) || math.IsInf(d.Shape, 0) {
-			p.add(at+".shape", "must be positive (the sigma of the log of the size), got %v", d.Shape)
+			p.Add(at+".shape", "must be positive (the sigma of the log of the size), got %v", d.Shape)
 		}
 	case DistCDF:
 		if len(d.CDF) == 0 {
-			p.add(at+".cdf", "required for dist cdf (points of size and cumulative probability p)")
+			p.Add(at+".cdf", "required for dist cdf (points of size and cumulative probability p)")
 			return
 		}
 		for k, pt := range d.CDF {
 			pat := fmt.Sprintf("%s.cdf[%d]", at, k)
 			if pt.Size < 0 || math.IsNaN(float64(pt.Size)) || math.IsInf(float64(pt.Size), 0) {
-				p.add(pat+".size", "must be a non-negative size, got %v", float64(pt.Size))
+				p.Add(pat+".size", "must be a non-negative size, got %v", float64(pt.Size))
 			} else if k > 0 && pt.Size <= d.CDF[k-1].Size {
-				p.add(pat+".size", "%v is not larger than the previous size %v (sizes must increase)", float64(pt.Size), float64(d.CDF[k-1].Size))
+				p.Add(pat+".size", "%v is not larger than the previous size %v (sizes must increase)", float64(pt.Size), float64(d.CDF[k-1].Size))
 			}
 			if !(pt.P >= 0 && pt.P <= 1) {
-				p.add(pat+".p", "must be between 0 and 1, got %v", pt.P)
+				p.Add(pat+".p", "must be between 0 and 1, got %v", pt.P)
 			} else if k > 0 && pt.P < d.CDF[k-1].P {
-				p.add(pat+".p", "%v is less than the previous p %v (a CDF never decreases)", pt.P, d.CDF[k-1].P)
+				p.Add(pat+".p", "%v is less than the previous p %v (a CDF never decreases)", pt.P, d.CDF[k-1].P)
 			}
 		}
 		if last := d.CDF[len(d.CDF)-1]; last.P != 1 && last.P >= 0 && last.P <= 1 {
-			p.add(fmt.Sprintf("%s.cdf[%d].p", at, len(d.CDF)-1), "the last point must have p 1, got %v", last.P)
+			p.Add(fmt.Sprintf("%s.cdf[%d].p", at, len(d.CDF)-1), "the last point must have p 1, got %v", last.P)
 		}
 	}
 }
 
 func (w *Workload) validatePhases(p *problems, at string, duration Duration) {
 	if len(w.Phases) > 0 && (w.Start != 0 || w.Stop != 0) {
-		p.add(at, "give start/stop or phases, not both")
+		p.Add(at, "give start/stop or phases, not both")
 		return
 	}
 	check := func(path string, ph Phase) {
 		if ph.Start < 0 {
-			p.add(path+".start", "must not be negative, got %v", ph.Start)
+			p.Add(path+".start", "must not be negative, got %v", ph.Start)
 		} else if duration > 0 && ph.Start >= duration {
-			p.add(path+".start", "%v is not before the end of the run (duration %v)", ph.Start, duration)
+			p.Add(path+".start", "%v is not before the end of the run (duration %v)", ph.Start, duration)
 		}
 		switch {
 		case ph.Stop < 0:
-			p.add(path+".stop", "must not be negative, got %v", ph.Stop)
+			p.Add(path+".stop", "must not be negative, got %v", ph.Stop)
 		case ph.Stop == 0:
 		case ph.Stop <= ph.Start:
-			p.add(path+".stop", "%v is not after start %v", ph.Stop, ph.Start)
+			p.Add(path+".stop", "%v is not after start %v", ph.Stop, ph.Start)
 		case duration > 0 && ph.Stop > duration:
-			p.add(path+".stop", "%v is after the end of the run (duration %v)", ph.Stop, duration)
+			p.Add(path+".stop", "%v is after the end of the run (duration %v)", ph.Stop, duration)
 		}
 	}
 	if len(w.Phases) == 0 {
@@ -627,9 +604,9 @@ func (w *Workload) validatePhases(p *problems, at string, duration Duration) {
 		prev := w.Phases[k-1]
 		switch {
 		case prev.Stop == 0:
-			p.add(path, "follows phases[%d], which runs to the end of the run", k-1)
+			p.Add(path, "follows phases[%d], which runs to the end of the run", k-1)
 		case ph.Start < prev.Stop:
-			p.add(path+".start", "%v is before the end of phases[%d] (%v); phases must be in order and not overlap", ph.Start, k-1, prev.Stop)
+			p.Add(path+".start", "%v is before the end of phases[%d] (%v); phases must be in order and not overlap", ph.Start, k-1, prev.Stop)
 		}
 	}
 }

@@ -48,6 +48,7 @@ func benchUp(b *testing.B, y string, o Options) (*spec.Scenario, *Testbed) {
 type pollOnly struct{}
 
 func (pollOnly) Name() string                                     { return "poll-only" }
+func (pollOnly) Capabilities() mech.Capabilities                  { return mech.Capabilities{PairLimits: true} }
 func (pollOnly) NewAgent(mech.Env) (mech.Agent, error)            { return pollAgent{}, nil }
 func (pollAgent) Period() time.Duration                           { return 15 * time.Millisecond }
 func (pollAgent) Step(*mech.HostObs, []mech.Message) mech.Actions { return mech.Actions{} }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
+	"github.com/bulkhead-dc/bulkhead/analysis"
 	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/spf13/cobra"
@@ -76,7 +77,7 @@ func newBenchAllocCmd() *cobra.Command {
 }
 
 func newBenchQShareCmd() *cobra.Command {
-	var o runner.QShareScaleOptions
+	var o analysis.QShareScaleOptions
 	cmd := &cobra.Command{
 		Use:   "qshare",
 		Short: "QShare Table 1 and Fig. 10 at 1024 servers",
@@ -89,7 +90,7 @@ against the inactive ratio and link utilization against static reservation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
-			rows, err := runner.QShareScale(cmd.Context(), o)
+			rows, err := analysis.QShareScale(cmd.Context(), o)
 			if err != nil {
 				return err
 			}

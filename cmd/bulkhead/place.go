@@ -15,9 +15,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/place"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
+	"github.com/bulkhead-dc/bulkhead/units"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 )
@@ -164,7 +166,7 @@ func runPlace(cmd *cobra.Command, f *placeFlags) error {
 	if sc != nil {
 		for i := range sc.Tenants {
 			if err := p.Reserve(&sc.Tenants[i]); err != nil {
-				return &spec.FieldError{File: sc.File, Path: fmt.Sprintf("tenants[%d]", i),
+				return &model.FieldError{File: sc.File, Path: fmt.Sprintf("tenants[%d]", i),
 					Msg: fmt.Sprintf("cannot reserve with --slots %d: %v", f.slots, err)}
 			}
 			reserved = append(reserved, sc.Tenants[i].Name)
@@ -238,7 +240,7 @@ var (
 
 // loadTopologyFile reads a topology: a document with a topology: section
 // (other fields ignored) or the section itself. Problems are
-// *spec.FieldErrors with the file, line where known, and field path.
+// *model.FieldErrors with the file, line where known, and field path.
 func loadTopologyFile(path string) (spec.Topology, error) {
 	var t spec.Topology
 	data, err := os.ReadFile(path)
@@ -250,7 +252,7 @@ func loadTopologyFile(path string) (spec.Topology, error) {
 		return t, yamlFieldError(err.Error(), path)
 	}
 	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
-		return t, &spec.FieldError{File: path, Msg: "expected a mapping with a topology: section, or the section itself (kind: ...)"}
+		return t, &model.FieldError{File: path, Msg: "expected a mapping with a topology: section, or the section itself (kind: ...)"}
 	}
 	wrapped := false
 	for i := 0; i < len(root.Content[0].Content); i += 2 {
@@ -282,10 +284,10 @@ func loadTopologyFile(path string) (spec.Topology, error) {
 		return t, yamlFieldError(err.Error(), path)
 	}
 	// Validate the section as part of a scenario, keeping only its problems.
-	s := spec.Scenario{Name: "place", Duration: spec.Duration(time.Second), Topology: t, File: path}
+	s := spec.Scenario{Name: "place", Duration: units.Duration(time.Second), Topology: t, File: path}
 	s.ApplyDefaults()
 	var errs []error
-	for _, fe := range spec.FieldErrors(s.Validate()) {
+	for _, fe := range model.FieldErrors(s.Validate()) {
 		if strings.HasPrefix(fe.Path, "topology") {
 			errs = append(errs, fe)
 		}
@@ -293,8 +295,8 @@ func loadTopologyFile(path string) (spec.Topology, error) {
 	return s.Topology, errors.Join(errs...)
 }
 
-func yamlFieldError(msg, file string) *spec.FieldError {
-	fe := &spec.FieldError{File: file, Msg: strings.TrimPrefix(msg, "yaml: ")}
+func yamlFieldError(msg, file string) *model.FieldError {
+	fe := &model.FieldError{File: file, Msg: strings.TrimPrefix(msg, "yaml: ")}
 	if m := lineMsgRE.FindStringSubmatch(fe.Msg); m != nil {
 		fe.Line, _ = strconv.Atoi(m[1])
 		fe.Msg = m[2]
@@ -574,9 +576,9 @@ func writePlaceTable(w io.Writer, rep *placeReport) {
 		for _, l := range rep.Links {
 			parts := make([]string, len(l.Tenants))
 			for i, t := range l.Tenants {
-				parts[i] = t.Tenant + " " + spec.FormatRate(t.Rate)
+				parts[i] = t.Tenant + " " + units.FormatRate(t.Rate)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d: %s\n", l.Link, spec.FormatRate(l.Reserved), spec.FormatRate(l.Capacity), len(l.Tenants), strings.Join(parts, ", "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d: %s\n", l.Link, units.FormatRate(l.Reserved), units.FormatRate(l.Capacity), len(l.Tenants), strings.Join(parts, ", "))
 		}
 		tw.Flush()
 	}

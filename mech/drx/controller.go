@@ -195,7 +195,7 @@ func (c *Controller) Step(obs *mech.ControllerObs) mech.ControllerActions {
 	sort.Strings(hosts)
 	var act mech.ControllerActions
 	for _, h := range hosts {
-		act.Messages = append(act.Messages, mech.Message{To: h, Body: Update{Kind: UpdateKind, Changes: per[h]}})
+		act.Messages = append(act.Messages, mech.Message{To: h, Body: Update{Changes: per[h]}})
 	}
 	return act
 }

@@ -292,7 +292,7 @@ func TestResos(t *testing.T) {
 	// A 10% price rise (with one more interval charged): h3, spent out
 	// (β_C infinite), goes to the floor; l3 (RL 89% at EL 5/6) loses
 	// 10%·(83.3/89) of its cap.
-	up := []mech.Message{{To: "s3", Body: Update{Kind: UpdateKind, Changes: []Change{
+	up := []mech.Message{{To: "s3", Body: Update{Changes: []Change{
 		{Tenant: "H", OldPrice: 1, NewPrice: 1.1}, {Tenant: "L", OldPrice: 1, NewPrice: 1.1}}}}}
 	act := a.Step(obs(10, busy), up)
 	if c, _ := a.Cap("h3"); c != 25 {
@@ -427,7 +427,7 @@ func TestDistributedNoViolation(t *testing.T) {
 }
 
 func TestDecodeJSON(t *testing.T) {
-	u := Update{Kind: UpdateKind, Changes: []Change{{Tenant: "L", OldPrice: 1, NewPrice: 1.2}}}
+	u := Update{Changes: []Change{{Tenant: "L", OldPrice: 1, NewPrice: 1.2}}}
 	data, err := json.Marshal(u)
 	if err != nil {
 		t.Fatal(err)
@@ -438,7 +438,7 @@ func TestDecodeJSON(t *testing.T) {
 			t.Errorf("Decode(%T) = %v %v", body, got, ok)
 		}
 	}
-	for _, body := range []any{`{"kind":"other"}`, 42, (*Update)(nil), Update{}} {
+	for _, body := range []any{`{"kind":"other"}`, `{"kind":"drx.update"}`, 42, (*Update)(nil)} {
 		if _, ok := Decode(body); ok {
 			t.Errorf("Decode(%#v) accepted", body)
 		}

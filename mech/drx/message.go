@@ -7,14 +7,22 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech"
 )
 
-// UpdateKind is the Kind of an Update body.
-const UpdateKind = "drx.update"
+// UpdateKind is the kind of an Update body.
+const UpdateKind = "drx.update.v1"
 
 // Update is the platform manager's message to a host agent: new prices
 // (EB, HB) or cap steps (CC, PC) for VMEs with VMs on that host.
 type Update struct {
-	Kind    string   `json:"kind"`
 	Changes []Change `json:"changes"`
+}
+
+// MessageKind implements mech.Body.
+func (Update) MessageKind() string { return UpdateKind }
+
+// MarshalJSON encodes the body with its kind (mech.MarshalBody).
+func (u Update) MarshalJSON() ([]byte, error) {
+	type fields Update
+	return mech.MarshalBody(UpdateKind, fields(u))
 }
 
 // Change is one VME's adjustment: its price went from OldPrice to NewPrice
@@ -26,12 +34,9 @@ type Change struct {
 	CapStep  float64 `json:"cap_step,omitempty"`
 }
 
-// Decode returns the Update in a message body: an Update or *Update (as the
-// simulator delivers them) or its JSON encoding (json.RawMessage, []byte or
-// string, as a host daemon receives it), whose "kind" must be UpdateKind.
+// Decode returns the Update in a message body (mech.DecodeBody).
 func Decode(body any) (Update, bool) {
-	u, ok := mech.DecodeBody[Update](body, UpdateKind)
-	return u, ok && u.Kind == UpdateKind
+	return mech.DecodeBody[Update](body)
 }
 
 // Event kinds a Recorder receives.

@@ -193,6 +193,9 @@ func (c *Config) Validate() error {
 // Mechanism is ElasticSwitch with one configuration.
 type Mechanism struct {
 	cfg Config
+	// congestionSet: the parameters chose where congestion is read
+	// (ForLosses keeps that choice).
+	congestionSet bool
 }
 
 // New parses params (see Parse) and returns the mechanism.
@@ -201,7 +204,8 @@ func New(params map[string]any) (*Mechanism, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Mechanism{cfg: cfg}, nil
+	_, set := params["congestion"]
+	return &Mechanism{cfg: cfg, congestionSet: set}, nil
 }
 
 // NewWithConfig returns the mechanism with a configuration built in code.
@@ -274,14 +278,22 @@ type inPair struct {
 	end
 }
 
-// GuaranteesKind is the Kind of a Guarantees message body.
-const GuaranteesKind = "elasticswitch.guarantees"
+// GuaranteesKind is the kind of a Guarantees message body.
+const GuaranteesKind = "elasticswitch.guarantees.v1"
 
 // Guarantees is the body of a remote-guarantee message (§4, §6) from a
 // destination host to a source host, sent every GP period.
 type Guarantees struct {
-	Kind  string            `json:"kind"`
 	Pairs []RemoteGuarantee `json:"pairs"`
+}
+
+// MessageKind implements mech.Body.
+func (Guarantees) MessageKind() string { return GuaranteesKind }
+
+// MarshalJSON encodes the body with its kind (mech.MarshalBody).
+func (g Guarantees) MarshalJSON() ([]byte, error) {
+	type fields Guarantees
+	return mech.MarshalBody(GuaranteesKind, fields(g))
 }
 
 // RemoteGuarantee is the destination's share B_Y^{X→Y} of one pair, and
@@ -370,7 +382,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	now := obs.Now
 	var act mech.Actions
 	for _, m := range a.det.Receive(inbox) {
-		g, ok := mech.DecodeBody[Guarantees](m.Body, GuaranteesKind)
+		g, ok := mech.DecodeBody[Guarantees](m.Body)
 		if !ok {
 			continue
 		}

@@ -219,7 +219,7 @@ func TestGuaranteeIsMinOfBothEnds(t *testing.T) {
 	}
 	// z's host gives x→z 10 Mbps, not (yet) unbounded: B drops to 10 Mbps
 	// at once, x's own share stays.
-	s.inbox = []mech.Message{{From: "h3", To: "h1", Body: elasticswitch.Guarantees{Kind: elasticswitch.GuaranteesKind,
+	s.inbox = []mech.Message{{From: "h3", To: "h1", Body: elasticswitch.Guarantees{
 		Pairs: []elasticswitch.RemoteGuarantee{{Src: "x", Dst: "z", Share: 10 * mbps}}}}}
 	s.run(1)
 	if got, _ := a.Guarantee(pid("x", "z")); got != 10*mbps {
@@ -235,7 +235,7 @@ func TestGuaranteeIsMinOfBothEnds(t *testing.T) {
 	}
 	// Now flagged unbounded (as JSON, as a daemon would deliver it): weak
 	// interdependence, x adopts 10 Mbps for x→z and gives t the rest.
-	body, err := json.Marshal(elasticswitch.Guarantees{Kind: elasticswitch.GuaranteesKind,
+	body, err := json.Marshal(elasticswitch.Guarantees{
 		Pairs: []elasticswitch.RemoteGuarantee{{Src: "x", Dst: "z", Share: 10 * mbps, Unbounded: true}}})
 	if err != nil {
 		t.Fatal(err)

@@ -182,7 +182,7 @@ func (a *Agent) partition(now time.Duration) []mech.Message {
 		if !ok {
 			k = len(msgs)
 			byHost[h] = k
-			msgs = append(msgs, mech.Message{To: h, Body: Guarantees{Kind: GuaranteesKind}})
+			msgs = append(msgs, mech.Message{To: h, Body: Guarantees{}})
 		}
 		g := msgs[k].Body.(Guarantees)
 		g.Pairs = append(g.Pairs, rg)

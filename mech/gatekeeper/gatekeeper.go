@@ -510,7 +510,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			continue
 		}
 		act.Messages = append(act.Messages, mech.Message{From: a.env.Host, To: host,
-			Body: Notification{Kind: NotificationKind, VM: v.lastSrc, Dst: v.vm.Name, DropRate: rate}})
+			Body: Notification{VM: v.lastSrc, Dst: v.vm.Name, DropRate: rate}})
 		a.sent++
 		v.reset()
 		v.skip = 1

@@ -161,7 +161,7 @@ func TestNotification(t *testing.T) {
 		t.Errorf("notification to %q, want h3 (the host of b2)", m.To)
 	}
 	n, ok := gatekeeper.Decode(m.Body)
-	if !ok || n.Kind != gatekeeper.NotificationKind || n.VM != "b2" || n.Dst != "b" || !near(n.DropRate, 100*mbps) {
+	if !ok || n.VM != "b2" || n.Dst != "b" || !near(n.DropRate, 100*mbps) {
 		t.Errorf("body %+v, want a notification for b2 at b with 100 Mbps of drops", m.Body)
 	}
 	raw, err := json.Marshal(m.Body)
@@ -221,7 +221,7 @@ func TestFeedbackOff(t *testing.T) {
 }
 
 func notify(vm string) mech.Message {
-	return mech.Message{From: "h2", To: "h1", Body: gatekeeper.Notification{Kind: gatekeeper.NotificationKind, VM: vm, Dst: "x", DropRate: 50 * mbps}}
+	return mech.Message{From: "h2", To: "h1", Body: gatekeeper.Notification{VM: vm, Dst: "x", DropRate: 50 * mbps}}
 }
 
 // sending: h1's VMs, b sending at out bits/s.
@@ -301,7 +301,7 @@ func TestLimitHalvesAndGrows(t *testing.T) {
 	if len(act.Limits) != 0 {
 		t.Errorf("foreign notifications changed limits: %+v", act.Limits)
 	}
-	act = d.step(sending(800*mbps), mech.Message{Body: `{"kind":"gatekeeper.congestion","vm":"b","dst":"b2","drop_rate":5e7}`})
+	act = d.step(sending(800*mbps), mech.Message{Body: `{"kind":"gatekeeper.congestion.v1","vm":"b","dst":"b2","drop_rate":5e7}`})
 	if r, _ := egressLimit(t, act, "b"); !near(r, 400*mbps) {
 		t.Errorf("JSON notification: limit %g, want 400 Mbps", r)
 	}

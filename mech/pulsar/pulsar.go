@@ -34,8 +34,13 @@
 // Backlog, Queued and Outstanding are tokens.
 //
 // Files: params.go (parameters), demand.go (§4.2), capacity.go (§4.3),
-// controller.go (the control loop, §4.1), fill.go (the DRF / max-min solver
-// shared by the local and global steps), scale.go (the §6.4 instance).
+// fill.go (the DRF / max-min solver shared by the local and global steps),
+// scale.go (the §6.4 instance), and the control loop (§4.1) by phase:
+// controller.go (types, NewController, Step), ingest.go (observations →
+// flows, their paths and demands; forgetting), estimate.go (capacity
+// estimation glue: appliance observations, queueing delays, probing
+// windows), local.go (per-tenant DRF / max-min / first fit), global.go
+// (spare capacity) and output.go (the allocations returned).
 package pulsar
 
 import (

@@ -52,7 +52,7 @@ func (a *agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	var rest []mech.Message
 	for _, m := range inbox {
 		if m.From == mech.ControllerHost {
-			if b, ok := mech.DecodeBody[Binding](m.Body, BindingKind); ok {
+			if b, ok := mech.DecodeBody[Binding](m.Body); ok {
 				clear(a.ded)
 				for _, t := range b.Dedicated {
 					a.ded[t] = true

@@ -48,13 +48,13 @@ func TestAgentCap(t *testing.T) {
 	if got := a.Step(obs, nil); len(got.Limits) != 0 {
 		t.Errorf("nothing changed, yet limits %v", got.Limits)
 	}
-	msg := mech.Message{From: mech.ControllerHost, To: "h1", Body: Binding{Kind: BindingKind, Dedicated: []string{"A"}}}
+	msg := mech.Message{From: mech.ControllerHost, To: "h1", Body: Binding{Dedicated: []string{"A"}}}
 	got = limits(a.Step(obs, []mech.Message{msg}))
 	if len(got) != 2 || !math.IsInf(got["a1/out"], 1) || !math.IsInf(got["a1/in"], 1) {
 		t.Errorf("A dedicated: limits %v, want a1 unlimited only", got)
 	}
 	// As JSON, as a host daemon would read it off the wire.
-	raw := `{"kind":"qshare-binding","dedicated":[]}`
+	raw := `{"kind":"qshare.binding.v1","dedicated":[]}`
 	got = limits(a.Step(obs, []mech.Message{{From: mech.ControllerHost, To: "h1", Body: raw}}))
 	if got["a1/out"] != 200 || got["a1/in"] != 100 {
 		t.Errorf("A back in the shared queue: limits %v", got)
@@ -81,7 +81,7 @@ func TestAgentElasticSwitch(t *testing.T) {
 		t.Errorf("period %v, want the RA period %v", a.Period(), p.ES.RA.Period)
 	}
 	pa, pb := mech.PairID{Src: "a1", Dst: "a2"}, mech.PairID{Src: "b1", Dst: "b2"}
-	msg := mech.Message{From: mech.ControllerHost, To: "h1", Body: Binding{Kind: BindingKind, Dedicated: []string{"A"}}}
+	msg := mech.Message{From: mech.ControllerHost, To: "h1", Body: Binding{Dedicated: []string{"A"}}}
 	var inbox []mech.Message
 	inbox = append(inbox, msg)
 	for step := 1; step <= 20; step++ {

@@ -13,15 +13,23 @@ import (
 )
 
 // BindingKind is the kind of Binding messages.
-const BindingKind = "qshare-binding"
+const BindingKind = "qshare.binding.v1"
 
 // Binding is the controller's message to a hypervisor: which of the
 // tenants with VMs there hold dedicated queues (the others are in the
 // shared queue), and the DSCP code point each tenant's packets carry.
 type Binding struct {
-	Kind      string         `json:"kind"`
 	Dedicated []string       `json:"dedicated"`
 	DSCP      map[string]int `json:"dscp,omitempty"`
+}
+
+// MessageKind implements mech.Body.
+func (Binding) MessageKind() string { return BindingKind }
+
+// MarshalJSON encodes the body with its kind (mech.MarshalBody).
+func (b Binding) MarshalJSON() ([]byte, error) {
+	type fields Binding
+	return mech.MarshalBody(BindingKind, fields(b))
 }
 
 // tenantInfo is what the controller knows of a tenant.
@@ -100,7 +108,7 @@ func NewController(p Params, env mech.ControllerEnv) (*Controller, error) {
 		total[t].out += v.Out
 		// Payment factor ∝ total guaranteed bandwidth N·B (§5.2), in Gbps;
 		// (in + out)/2 per VM is B for a symmetric hose.
-		ti.pay += p.Price * (v.In + v.Out) / 2 / 1e9
+		ti.pay += Payment(p.Price, v.In, v.Out)
 	}
 	for t := range c.tenants {
 		ti := &c.tenants[t]
@@ -179,7 +187,7 @@ func (c *Controller) Step(obs *mech.ControllerObs) mech.ControllerActions {
 	}
 	for t := range c.tenants {
 		c.u[t] = UFactor(&c.tenants[t], c.p.UCap)
-		c.s[t] = c.u[t] * c.tenants[t].pay
+		c.s[t] = Score(c.u[t], c.tenants[t].pay)
 	}
 	c.binder.Bind(c.s, c.rng)
 	c.rounds++
@@ -233,7 +241,7 @@ func (c *Controller) actions() mech.ControllerActions {
 	}
 	hosts := slices.Sorted(maps.Keys(c.hostTen))
 	for _, h := range hosts {
-		b := Binding{Kind: BindingKind, Dedicated: []string{}, DSCP: map[string]int{}}
+		b := Binding{Dedicated: []string{}, DSCP: map[string]int{}}
 		for _, t := range c.hostTen[h] {
 			if c.binder.Dedicated(t) {
 				b.Dedicated = append(b.Dedicated, c.tenants[t].name)

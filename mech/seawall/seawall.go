@@ -98,6 +98,9 @@ func (c *Config) Validate() error {
 // Mechanism is Seawall with one configuration.
 type Mechanism struct {
 	cfg Config
+	// congestionSet: the parameters chose where congestion is read
+	// (ForLosses keeps that choice).
+	congestionSet bool
 }
 
 // New parses params (see Parse) and returns the mechanism.
@@ -106,7 +109,8 @@ func New(params map[string]any) (*Mechanism, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Mechanism{cfg: cfg}, nil
+	_, set := params["congestion"]
+	return &Mechanism{cfg: cfg, congestionSet: set}, nil
 }
 
 // NewWithConfig returns the mechanism with a configuration built in code.

@@ -119,15 +119,23 @@ func (s Signal) count(lost, marked float64) float64 {
 	return lost + marked
 }
 
-// FeedbackKind is the Kind of a Feedback message body.
-const FeedbackKind = "elasticswitch.congestion"
+// FeedbackKind is the kind of a Feedback message body.
+const FeedbackKind = "elasticswitch.congestion.v1"
 
 // Feedback is the body of a congestion feedback message from a receiver
 // host to a source host (§6): the packets of each pair found lost, and
 // those found ECN-marked, in the receiver's last period.
 type Feedback struct {
-	Kind  string     `json:"kind"`
 	Pairs []PairLoss `json:"pairs"`
+}
+
+// MessageKind implements mech.Body.
+func (Feedback) MessageKind() string { return FeedbackKind }
+
+// MarshalJSON encodes the body with its kind (mech.MarshalBody).
+func (f Feedback) MarshalJSON() ([]byte, error) {
+	type fields Feedback
+	return mech.MarshalBody(FeedbackKind, fields(f))
 }
 
 // PairLoss is one pair's losses and marks in a Feedback.
@@ -172,7 +180,7 @@ func (d *Detector) feed(p mech.PairID, lost, marked float64) {
 func (d *Detector) Receive(inbox []mech.Message) []mech.Message {
 	var rest []mech.Message
 	for i, m := range inbox {
-		fb, ok := mech.DecodeBody[Feedback](m.Body, FeedbackKind)
+		fb, ok := mech.DecodeBody[Feedback](m.Body)
 		if !ok {
 			if rest != nil {
 				rest = append(rest, m)
@@ -223,7 +231,7 @@ func (d *Detector) Report(self string, ingress []mech.PairObs, hostOf func(vm st
 		if !ok {
 			j = len(d.msgs)
 			d.byHost[h] = j
-			d.msgs = append(d.msgs, mech.Message{To: h, Body: Feedback{Kind: FeedbackKind}})
+			d.msgs = append(d.msgs, mech.Message{To: h, Body: Feedback{}})
 		}
 		fb := d.msgs[j].Body.(Feedback)
 		fb.Pairs = append(fb.Pairs, PairLoss{Src: o.Pair.Src, Dst: o.Pair.Dst, Lost: o.Losses, Marked: o.Marks})

@@ -1,10 +1,10 @@
-package runner_test
+package analysis_test
 
 import (
 	"context"
 	"testing"
 
-	"github.com/bulkhead-dc/bulkhead/runner"
+	"github.com/bulkhead-dc/bulkhead/analysis"
 )
 
 // TestQShareScaleSmall runs the large-scale analysis on a k = 4 fat-tree
@@ -12,7 +12,7 @@ import (
 // fractions in range, permanent tenants are dedicated in every round
 // (nobody can pre-empt them), gains ≥ 1, QShare's utilization ≥ static's.
 func TestQShareScaleSmall(t *testing.T) {
-	rows, err := runner.QShareScale(context.Background(), runner.QShareScaleOptions{K: 4, Slots: 8, Ratios: []int{1, 2}, MeanVMs: 6, Rounds: 5})
+	rows, err := analysis.QShareScale(context.Background(), analysis.QShareScaleOptions{K: 4, Slots: 8, Ratios: []int{1, 2}, MeanVMs: 6, Rounds: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,12 +36,12 @@ func TestQShareScaleSmall(t *testing.T) {
 			t.Errorf("ratio %d: %d code points", r.Ratio, r.CodePoints)
 		}
 	}
-	for _, bad := range []runner.QShareScaleOptions{{K: 4, MeanVMs: -1}, {K: 4, Link: -1e9}} {
-		if _, err := runner.QShareScale(context.Background(), bad); err == nil {
+	for _, bad := range []analysis.QShareScaleOptions{{K: 4, MeanVMs: -1}, {K: 4, Link: -1e9}} {
+		if _, err := analysis.QShareScale(context.Background(), bad); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}
 	}
-	if _, err := runner.QShareScale(context.Background(), runner.QShareScaleOptions{K: 4, Ratios: []int{3}}); err == nil {
+	if _, err := analysis.QShareScale(context.Background(), analysis.QShareScaleOptions{K: 4, Ratios: []int{3}}); err == nil {
 		t.Error("ratio 3 on k = 4: no error")
 	}
 }
@@ -52,7 +52,7 @@ func TestQShareTable1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a 1024-server datacenter three times")
 	}
-	rows, err := runner.QShareScale(context.Background(), runner.QShareScaleOptions{})
+	rows, err := analysis.QShareScale(context.Background(), analysis.QShareScaleOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

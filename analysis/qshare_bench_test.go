@@ -1,4 +1,4 @@
-package runner_test
+package analysis_test
 
 import (
 	"fmt"
@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/analysis"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/qshare"
-	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/topo"
 )
 
@@ -21,11 +21,11 @@ import (
 func BenchmarkQShareBindingRound(b *testing.B) {
 	for _, ratio := range []int{1, 4} {
 		b.Run(fmt.Sprintf("oversubscription=%d", ratio), func(b *testing.B) {
-			top, err := runner.OversubscribedFatTree(16, ratio, 10e9)
+			top, err := analysis.OversubscribedFatTree(16, ratio, 10e9)
 			if err != nil {
 				b.Fatal(err)
 			}
-			p, _, err := runner.QShareFill(top, 100, 49, []float64{50e6, 100e6, 200e6, 300e6, 500e6}, 1)
+			p, _, err := analysis.QShareFill(top, 100, 49, []float64{50e6, 100e6, 200e6, 300e6, 500e6}, 1)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package runner
+package analysis
 
 import (
 	"context"
@@ -10,17 +10,19 @@ import (
 	"sort"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/alloc"
 	"github.com/bulkhead-dc/bulkhead/mech/qshare"
 	"github.com/bulkhead-dc/bulkhead/place"
 	"github.com/bulkhead-dc/bulkhead/topo"
 )
 
-// QShare's large-scale analysis (§7.3, Table 1 and Fig. 10): tenants are
-// embedded with QShare's placement into a fat-tree-based datacenter until
-// it is full, and the tenant-queue binding (qshare.Binder, Alg. 2) runs on
-// the result at tenant level — the paper's own simulator "focuses on
-// modeling tenant-level throughput", not packets. docs/qshare.md gives the
-// reconstruction and assumptions.
+// QShare's large-scale analysis (§7.3, Table 1 and Fig. 10; `bulkhead bench
+// qshare`): tenants are embedded with QShare's placement into a
+// fat-tree-based datacenter until it is full, and QShare's scores
+// (qshare.Payment, qshare.Score) and tenant-queue binding (qshare.Binder,
+// Alg. 2) run on the result at tenant level — the paper's own simulator
+// "focuses on modeling tenant-level throughput", not packets.
+// docs/qshare.md gives the reconstruction and assumptions.
 
 // QShareScaleOptions configure the analysis; zero values take defaults.
 type QShareScaleOptions struct {
@@ -207,7 +209,7 @@ func QShareScale(ctx context.Context, o QShareScaleOptions) ([]QShareScaleRow, e
 		}
 		row, err := qshareScaleOne(o, ratio)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("qshare scale, %d:1: %w", ratio, err)
 		}
 		rows = append(rows, row)
 	}
@@ -222,7 +224,7 @@ func QShareFill(top *topo.Topology, slots int, meanVMs float64, guarantees []flo
 	p, err := place.NewPlacer(top, place.Options{Algorithm: place.QShare, Slots: slots,
 		BandwidthWeight: func(float64) float64 { return 1 }})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("qshare fill: %w", err)
 	}
 	rng := rand.New(rand.NewSource(seed))
 	tried, streak := 0, 0
@@ -233,13 +235,14 @@ func QShareFill(top *topo.Topology, slots int, meanVMs float64, guarantees []flo
 		n := max(1, int(math.Round(rng.ExpFloat64()*meanVMs)))
 		g := guarantees[rng.Intn(len(guarantees))]
 		tried++
-		_, err := p.Place(place.Uniform(fmt.Sprintf("t%d", tried), n, g, g))
+		name := fmt.Sprintf("t%d", tried)
+		_, err := p.Place(place.Uniform(name, n, g, g))
 		var rj *place.Rejection
 		switch {
 		case errors.As(err, &rj):
 			streak++
 		case err != nil:
-			return nil, 0, err
+			return nil, 0, fmt.Errorf("qshare fill: tenant %s (%d VMs): %w", name, n, err)
 		default:
 			streak = 0
 		}
@@ -247,7 +250,8 @@ func QShareFill(top *topo.Topology, slots int, meanVMs float64, guarantees []flo
 	return p, tried, nil
 }
 
-// scaleState is a placement seen by the binding: tenants, TRs, queues.
+// scaleState is a placement seen by the binding: tenants, TRs, queues, and
+// QShare's payment factors and usage-factor cap (its default parameters).
 type scaleState struct {
 	top    *topo.Topology
 	tens   []*place.Placement
@@ -255,10 +259,12 @@ type scaleState struct {
 	res    [][]float64
 	queues []int
 	pay    []float64
+	uCap   float64
 }
 
 func newScaleState(p *place.Placer, queues int) *scaleState {
-	st := &scaleState{top: p.Topology(), tens: p.Tenants()}
+	qp := qshare.DefaultParams()
+	st := &scaleState{top: p.Topology(), tens: p.Tenants(), uCap: qp.UCap}
 	ports := p.Ports()
 	st.queues = make([]int, len(ports))
 	for _, pc := range ports {
@@ -281,7 +287,7 @@ func newScaleState(p *place.Placer, queues int) *scaleState {
 		st.res = append(st.res, rs)
 		pay := 0.0
 		for _, v := range pl.VMs {
-			pay += (v.In + v.Out) / 2 / 1e9
+			pay += qshare.Payment(qp.Price, v.In, v.Out)
 		}
 		st.pay = append(st.pay, pay)
 	}
@@ -353,7 +359,7 @@ func qshareScaleOne(o QShareScaleOptions, ratio int) (QShareScaleRow, error) {
 	var bind time.Duration
 	for r := 0; r < o.Rounds; r++ {
 		for t := range scores {
-			scores[t] = rng.Float64() * st.pay[t]
+			scores[t] = qshare.Score(rng.Float64(), st.pay[t])
 		}
 		t0 := time.Now()
 		b.Bind(scores, rng)
@@ -376,13 +382,19 @@ func qshareScaleOne(o QShareScaleOptions, ratio int) (QShareScaleRow, error) {
 	for _, r := range o.Inactive {
 		mean := 0.0
 		for range gainDraws {
-			g, _, _ := st.gain(o, r, rng)
+			g, _, _, err := st.gain(r, rng)
+			if err != nil {
+				return row, err
+			}
 			mean += g / gainDraws
 		}
 		row.Inactive = append(row.Inactive, r)
 		row.Gain = append(row.Gain, mean)
 	}
-	_, uq, us := st.gain(o, o.UtilAt, rng)
+	_, uq, us, err := st.gain(o.UtilAt, rng)
+	if err != nil {
+		return row, err
+	}
 	row.UtilMedianQ, row.UtilFullQ = medianAndFull(uq)
 	row.UtilMedianS, row.UtilFullS = medianAndFull(us)
 	row.AnalyzeTime = time.Since(start)
@@ -411,17 +423,18 @@ func medianAndFull(u []float64) (median, full float64) {
 // their traffic over their TR in proportion to their reservations (the
 // paper's pattern) and share what is left on every link by WFQ with
 // weights ∝ reservations, i.e. every D-tenant on a link at the same gain
-// unless held back elsewhere: max-min fair gains by progressive filling.
+// unless held back elsewhere: max-min fair gains (alloc.MaxMin, a
+// D-tenant's gain putting gain × reservation on every link of its TR).
 // It returns the mean gain of the active tenants and the utilization of
 // every link with a reservation under QShare and static reservation.
-func (st *scaleState) gain(o QShareScaleOptions, r float64, rng *rand.Rand) (float64, []float64, []float64) {
+func (st *scaleState) gain(r float64, rng *rand.Rand) (mean float64, uq, us []float64, err error) {
 	n := len(st.tens)
 	active := make([]bool, n)
 	scores := make([]float64, n)
 	for t := range active {
 		active[t] = rng.Float64() >= r && len(st.trs[t]) > 0
 		if active[t] {
-			scores[t] = 2 * st.pay[t] // U at its cap (qshare default u_cap)
+			scores[t] = qshare.Score(st.uCap, st.pay[t]) // U at its cap
 		}
 	}
 	b := qshare.NewBinder(st.queues, st.trs, st.res)
@@ -430,79 +443,58 @@ func (st *scaleState) gain(o QShareScaleOptions, r float64, rng *rand.Rand) (flo
 	fixed := make([]float64, L)  // active shared tenants' guarantees
 	static := make([]float64, L) // every active tenant at its guarantee
 	reserved := make([]bool, L)
-	onLink := make([][]int, L) // active D-tenants per link
+	var ded []int // active D-tenants
 	for t := 0; t < n; t++ {
+		if active[t] && b.Dedicated(t) {
+			ded = append(ded, t)
+		}
 		for k, l := range st.trs[t] {
 			reserved[l] = true
 			if !active[t] {
 				continue
 			}
 			static[l] += st.res[t][k]
-			if b.Dedicated(t) {
-				onLink[l] = append(onLink[l], t)
-			} else {
+			if !b.Dedicated(t) {
 				fixed[l] += st.res[t][k]
 			}
 		}
 	}
-	g := make([]float64, n)
-	frozen := make([]bool, n)
-	left := 0
-	for t := 0; t < n; t++ {
-		if active[t] && b.Dedicated(t) {
-			left++
-		}
+	// The D-tenants share what the shared tenants leave of every link.
+	p := alloc.Problem{Resources: make([]alloc.Resource, L), Flows: make([]alloc.Flow, len(ded))}
+	for l, lk := range st.top.Links {
+		p.Resources[l] = alloc.Resource{ID: lk.Name, Capacity: max(0, lk.Capacity-fixed[l])}
 	}
-	used := slices.Clone(fixed) // fixed + frozen D-tenants' traffic
-	for left > 0 {
-		level, at := math.Inf(1), -1
-		for l := 0; l < L; l++ {
-			sumR := 0.0
-			for _, t := range onLink[l] {
-				if !frozen[t] {
-					sumR += st.res[t][slices.Index(st.trs[t], l)]
-				}
-			}
-			if sumR <= 0 {
-				continue
-			}
-			if x := (st.top.Links[l].Capacity - used[l]) / sumR; x < level {
-				level, at = x, l
-			}
+	for i, t := range ded {
+		f := alloc.Flow{ID: st.tens[t].Tenant, Demand: alloc.Unbounded, Weight: 1}
+		for k, l := range st.trs[t] {
+			f.Uses = append(f.Uses, alloc.Use{Resource: l, Coef: st.res[t][k]})
 		}
-		if at < 0 {
-			break
-		}
-		for _, t := range onLink[at] {
-			if frozen[t] {
-				continue
-			}
-			frozen[t], g[t] = true, level
-			left--
-			for k, l := range st.trs[t] {
-				used[l] += level * st.res[t][k]
-			}
-		}
+		p.Flows[i] = f
 	}
-	sum, cnt := 0.0, 0
+	g, err := alloc.MaxMin(&p)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("gains at inactive ratio %g: %w", r, err)
+	}
+	load := alloc.Loads(&p, g, nil) // the D-tenants' traffic per link
+	sum, cnt, d := 0.0, 0, 0
 	for t := 0; t < n; t++ {
 		if !active[t] {
 			continue
 		}
 		cnt++
 		if b.Dedicated(t) {
-			sum += g[t]
+			sum += g[d]
+			d++
 		} else {
 			sum++
 		}
 	}
-	var uq, us []float64
 	for l := 0; l < L; l++ {
 		if reserved[l] {
 			c := st.top.Links[l].Capacity
-			uq = append(uq, used[l]/c)
+			uq = append(uq, (fixed[l]+load[l])/c)
 			us = append(us, static[l]/c)
 		}
 	}
-	return sum / float64(max(cnt, 1)), uq, us
+	return sum / float64(max(cnt, 1)), uq, us, nil
 }

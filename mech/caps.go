@@ -1,0 +1,86 @@
+package mech
+
+// Capabilities says what a mechanism needs from whatever drives it, so that
+// drivers (the simulator, the emulated testbed, host agents) ask instead
+// of knowing mechanisms by name.
+type Capabilities struct {
+	// PairLimits: its agents set PairLimit limits, so every VM pair needs
+	// a limiter at its source.
+	PairLimits bool
+	// Schedulers: its agents install per-VM schedulers on hosts' access
+	// links and set VMEgress/VMIngress limits.
+	Schedulers bool
+	// Losses: its agents react to per-pair losses (PairObs.Losses), so
+	// hosts need a loss counter.
+	Losses bool
+	// Central: it has a central controller (it implements Central).
+	Central bool
+	// VMDemand: its agents or controller read what VMs' applications
+	// demand (VMObs.OutDemand, InDemand), which only the simulator knows
+	// today.
+	VMDemand bool
+	// Appliances: it enforces guarantees on shared appliances, which needs
+	// request-level enforcement in front of them.
+	Appliances bool
+	// LiveTenants: its agents accept a new Env at runtime (they implement
+	// EnvUpdater): tenants and VMs added, removed or their guarantees
+	// changed without a restart.
+	LiveTenants bool
+}
+
+// RealTraffic says whether host agents on real traffic can run a
+// mechanism with these needs: per-host control over pair limiters,
+// schedulers and loss counters, without a central controller, per-VM
+// application demands or appliance enforcement. It returns a reason when
+// they cannot.
+func (c Capabilities) RealTraffic() (ok bool, why string) {
+	switch {
+	case c.Central:
+		return false, "it has a central controller, which host agents do not run"
+	case c.VMDemand:
+		return false, "it reads the demand of VMs' applications, which hosts do not measure"
+	case c.Appliances:
+		return false, "it enforces appliance guarantees, which need a request-aware proxy"
+	}
+	return true, ""
+}
+
+// EnvUpdater is implemented by agents that take a new Env at runtime
+// (a tenant or VM added or removed, a guarantee changed), in the spirit
+// of raft's configuration changes: the driver hands the change over
+// between two steps, and the agent's next Step sees it. Env.Host does not
+// change. Pairs whose VMs left are the agent's to forget; the driver
+// removes their limiters.
+type EnvUpdater interface {
+	UpdateEnv(env Env) error
+}
+
+// LossSide says where a host measures per-pair losses.
+type LossSide int
+
+// Where losses are seen.
+const (
+	// LossAtSource: the source host counts its pairs' losses (TCP
+	// retransmissions), reported in HostObs.Egress.
+	LossAtSource LossSide = iota
+	// LossAtDestination: the destination host counts them (gaps in
+	// per-pair sequence numbers), reported in HostObs.Ingress.
+	LossAtDestination
+)
+
+// String names the side.
+func (s LossSide) String() string {
+	if s == LossAtDestination {
+		return "destination"
+	}
+	return "source"
+}
+
+// LossAdapter is implemented by mechanisms whose agents read losses on one
+// side and can be set up for where a driver's loss counter sees them
+// (ElasticSwitch, Seawall: from the source's observation, or from the
+// receivers' congestion feedback). Adapt returns the mechanism configured
+// for side, or an error when its parameters ask for the other side.
+type LossAdapter interface {
+	ForLosses(side LossSide) (Mechanism, error)
+}

@@ -1,0 +1,439 @@
+// Package drive is the one driver core of Bulkhead: whatever drives a
+// mechanism — the fluid simulator, the host agent on a real server, the
+// emulated testbed's agents — goes through it. It builds the mechanism's
+// environment from the declared model (Env, ControllerEnv), steps a
+// mech.Agent (Host) or a mech.Controller (Controller), checks what they
+// return once for every driver, routes messages, hands model changes over
+// at runtime, and reconciles: it keeps the limits and schedulers a
+// mechanism wants (mechanisms say a limit only when its value changes)
+// and re-applies any that the data path does not hold — a refused write,
+// a class someone deleted, an agent restart — until it does.
+//
+// A driver supplies what is particular to it: the observations, an
+// Enforcer that sets limits and schedulers on its data path, and the
+// delivery of messages between hosts. Like the mechanisms, this package
+// imports no driver.
+package drive
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+)
+
+// Enforcer applies a mechanism's settings on one host's data path: virtual
+// resources in the simulator, HTB classes through netlink on a server.
+type Enforcer interface {
+	// SetLimit sets one limiter; Rate mech.Unlimited removes it.
+	SetLimit(l mech.Limit) error
+	// SetScheduler installs, changes or (Rate Unlimited, no Weights)
+	// removes a per-VM scheduler.
+	SetScheduler(s mech.Scheduler) error
+}
+
+// Verifier is implemented by enforcers that can tell whether the data
+// path still holds a limit as it was last set. Host re-applies every
+// desired limit that it does not hold.
+type Verifier interface {
+	HoldsLimit(l mech.Limit) bool
+}
+
+// MaxInbox bounds the messages waiting for a host's next step; later ones
+// are dropped (and counted).
+const MaxInbox = 4096
+
+// Stats counts what a Host did since it was made.
+type Stats struct {
+	// Steps of the mechanism.
+	Steps int64
+	// Writes of limits and schedulers to the data path, Failed those the
+	// data path refused (each is retried at the next step).
+	Writes, Failed int64
+	// Retries are writes of settings the mechanism had already asked for:
+	// after a refused write, or because the data path lost them.
+	Retries int64
+	// Invalid are settings refused by the checks (a NaN rate, a VM not on
+	// the host).
+	Invalid int64
+	// Dropped are messages not queued because the inbox was full; Updates
+	// are model changes handed to the mechanism.
+	Dropped, Updates int64
+}
+
+// Host drives a mechanism's agent on one host. Deliver may be called
+// concurrently with everything else; the other methods are called by one
+// goroutine.
+type Host struct {
+	name  string
+	mname string
+	agent mech.Agent
+	env   mech.Env
+	local map[string]bool // VMs on this host
+	known map[string]bool // every VM of the environment
+	hosts map[string]bool // every host with a VM
+	enf   Enforcer
+	per   time.Duration
+
+	// desired state: what the mechanism last asked for, by enforcement
+	// point; pending: settings whose last write failed
+	limits  map[limitKey]mech.Limit
+	pending map[limitKey]bool
+	scheds  [2]*mech.Scheduler
+	spend   [2]bool
+
+	next time.Duration // when the next step is due (Due)
+
+	inMu   sync.Mutex
+	inbox  []mech.Message
+	maxBox int // 0: unbounded
+
+	statMu sync.Mutex
+	stats  Stats
+}
+
+// limitKey is one enforcement point.
+type limitKey struct {
+	kind mech.LimitKind
+	pair mech.PairID
+	vm   string
+}
+
+func keyOf(l mech.Limit) limitKey {
+	if l.Kind == mech.PairLimit {
+		return limitKey{kind: l.Kind, pair: l.Pair}
+	}
+	return limitKey{kind: l.Kind, vm: l.VM}
+}
+
+// NewHost makes the mechanism's agent for env.Host and the core that
+// drives it over enf.
+func NewHost(m mech.Mechanism, env mech.Env, enf Enforcer) (*Host, error) {
+	if m == nil || enf == nil {
+		return nil, errors.New("drive: host needs a mechanism and an enforcer")
+	}
+	if env.Host == "" {
+		return nil, errors.New("drive: the environment names no host")
+	}
+	if err := CheckEnv(&env); err != nil {
+		return nil, fmt.Errorf("drive: mechanism %s: host %s: %w", m.Name(), env.Host, err)
+	}
+	a, err := m.NewAgent(env)
+	if err != nil {
+		return nil, fmt.Errorf("mechanism %s: agent on %s: %w", m.Name(), env.Host, err)
+	}
+	p := a.Period()
+	if p <= 0 {
+		return nil, fmt.Errorf("mechanism %s: agent on %s: non-positive period %v", m.Name(), env.Host, p)
+	}
+	h := &Host{name: env.Host, mname: m.Name(), agent: a, enf: enf, per: p,
+		limits: map[limitKey]mech.Limit{}, pending: map[limitKey]bool{}, maxBox: MaxInbox}
+	h.setEnv(env)
+	return h, nil
+}
+
+func (h *Host) setEnv(env mech.Env) {
+	h.env = env
+	h.local = map[string]bool{}
+	h.known = make(map[string]bool, len(env.VMs))
+	h.hosts = map[string]bool{}
+	for _, v := range env.VMs {
+		h.known[v.Name] = true
+		h.hosts[v.Host] = true
+		if v.Host == env.Host {
+			h.local[v.Name] = true
+		}
+	}
+}
+
+// Name is the host's name.
+func (h *Host) Name() string { return h.name }
+
+// Mechanism names the mechanism driven.
+func (h *Host) Mechanism() string { return h.mname }
+
+// Period is the mechanism agent's step period.
+func (h *Host) Period() time.Duration { return h.per }
+
+// Agent returns the mechanism's agent (for inspection; not to be stepped).
+func (h *Host) Agent() mech.Agent { return h.agent }
+
+// Env returns the environment the agent currently has.
+func (h *Host) Env() *mech.Env { return &h.env }
+
+// Local says whether a VM is on this host.
+func (h *Host) Local(vm string) bool { return h.local[vm] }
+
+// Due says whether a step is due at now (driver time); Step moves the
+// next due time one period on.
+func (h *Host) Due(now time.Duration) bool { return now >= h.next }
+
+// Stats returns the counts so far.
+func (h *Host) Stats() Stats {
+	h.statMu.Lock()
+	defer h.statMu.Unlock()
+	return h.stats
+}
+
+func (h *Host) count(f func(*Stats)) {
+	h.statMu.Lock()
+	f(&h.stats)
+	h.statMu.Unlock()
+}
+
+// BoundInbox sets how many messages may wait for a step (0: no bound; the
+// simulator, whose messages come from mechanisms only, does not bound
+// them). The default is MaxInbox.
+func (h *Host) BoundInbox(n int) {
+	h.inMu.Lock()
+	h.maxBox = n
+	h.inMu.Unlock()
+}
+
+// Deliver queues a message for the next step; false when the inbox is
+// full (the message is dropped and counted).
+func (h *Host) Deliver(m mech.Message) bool {
+	h.inMu.Lock()
+	defer h.inMu.Unlock()
+	if h.maxBox > 0 && len(h.inbox) >= h.maxBox {
+		h.count(func(s *Stats) { s.Dropped++ })
+		return false
+	}
+	h.inbox = append(h.inbox, m)
+	return true
+}
+
+// Step runs one step of the mechanism on obs and the messages delivered
+// since the previous step, applies its settings (schedulers first, then
+// limits), re-applies desired settings the data path does not hold, and
+// returns the messages to send, From set to this host, in the order the
+// mechanism gave them. The error joins every setting refused by the checks
+// or by the data path; the step's other settings are applied regardless,
+// and refused writes are retried at the next step.
+func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
+	h.inMu.Lock()
+	inbox := h.inbox
+	h.inbox = nil
+	h.inMu.Unlock()
+	act := h.agent.Step(obs, inbox)
+	h.next = obs.Now + h.per
+	h.count(func(s *Stats) { s.Steps++ })
+	var errs []error
+	touched := map[limitKey]bool{}
+	var schedTouched [2]bool
+	for _, s := range act.Schedulers {
+		if err := CheckScheduler(&h.env, s); err != nil {
+			h.count(func(st *Stats) { st.Invalid++ })
+			errs = append(errs, h.errf("%w", err))
+			continue
+		}
+		d := s.Dir
+		s.Weights = cloneWeights(s.Weights)
+		h.scheds[d] = &s
+		schedTouched[d] = true
+		errs = append(errs, h.writeScheduler(d, false))
+	}
+	for _, l := range act.Limits {
+		if err := CheckLimit(&h.env, l); err != nil {
+			h.count(func(st *Stats) { st.Invalid++ })
+			errs = append(errs, h.errf("%w", err))
+			continue
+		}
+		k := keyOf(l)
+		touched[k] = true
+		h.limits[k] = l
+		errs = append(errs, h.writeLimit(k, false))
+	}
+	errs = append(errs, h.reconcile(touched, schedTouched))
+	for i := range act.Messages {
+		m := &act.Messages[i]
+		m.From = h.name
+		if !h.hosts[m.To] {
+			errs = append(errs, h.errf("sent a message to unknown host %q", m.To))
+		}
+	}
+	return act.Messages, errors.Join(errs...)
+}
+
+func (h *Host) errf(format string, args ...any) error {
+	return fmt.Errorf("mechanism %s: agent on %s: "+format, append([]any{h.mname, h.name}, args...)...)
+}
+
+// writeLimit writes the desired limit k; an Unlimited one that reached the
+// data path is no longer desired state.
+func (h *Host) writeLimit(k limitKey, retry bool) error {
+	l := h.limits[k]
+	err := h.enf.SetLimit(l)
+	h.count(func(s *Stats) {
+		s.Writes++
+		if retry {
+			s.Retries++
+		}
+		if err != nil {
+			s.Failed++
+		}
+	})
+	if err != nil {
+		h.pending[k] = true
+		return h.errf("%w", err)
+	}
+	delete(h.pending, k)
+	if math.IsInf(l.Rate, 1) {
+		delete(h.limits, k)
+	}
+	return nil
+}
+
+func (h *Host) writeScheduler(d mech.Direction, retry bool) error {
+	s := h.scheds[d]
+	err := h.enf.SetScheduler(*s)
+	h.count(func(st *Stats) {
+		st.Writes++
+		if retry {
+			st.Retries++
+		}
+		if err != nil {
+			st.Failed++
+		}
+	})
+	h.spend[d] = err != nil
+	if err != nil {
+		return h.errf("%w", err)
+	}
+	if math.IsInf(s.Rate, 1) && len(s.Weights) == 0 {
+		h.scheds[d] = nil
+	}
+	return nil
+}
+
+// reconcile re-applies the desired settings not written in this step that
+// the data path does not hold: those whose last write failed and, with a
+// Verifier, those it reports lost. Schedulers go first (VM limits may
+// live in them), limits in a fixed order.
+func (h *Host) reconcile(touched map[limitKey]bool, schedTouched [2]bool) error {
+	var errs []error
+	for d := range h.scheds {
+		if h.scheds[d] != nil && h.spend[d] && !schedTouched[d] {
+			errs = append(errs, h.writeScheduler(mech.Direction(d), true))
+		}
+	}
+	if len(h.pending) == 0 {
+		if _, ok := h.enf.(Verifier); !ok {
+			return errors.Join(errs...)
+		}
+	}
+	ver, _ := h.enf.(Verifier)
+	var redo []limitKey
+	for k, l := range h.limits {
+		if touched[k] {
+			continue
+		}
+		if h.pending[k] || (ver != nil && !ver.HoldsLimit(l)) {
+			redo = append(redo, k)
+		}
+	}
+	slices.SortFunc(redo, compareKeys)
+	for _, k := range redo {
+		errs = append(errs, h.writeLimit(k, true))
+	}
+	return errors.Join(errs...)
+}
+
+func compareKeys(a, b limitKey) int {
+	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.pair.Src, b.pair.Src),
+		cmp.Compare(a.pair.Dst, b.pair.Dst), cmp.Compare(a.vm, b.vm))
+}
+
+// Reconcile re-applies, between steps, the desired settings the data path
+// does not hold (after an agent restart found its classes gone, say).
+func (h *Host) Reconcile() error {
+	return h.reconcile(nil, [2]bool{})
+}
+
+// Desired returns the limits the mechanism currently wants in force,
+// sorted by enforcement point (Unlimited ones that reached the data path
+// are not listed).
+func (h *Host) Desired() []mech.Limit {
+	keys := make([]limitKey, 0, len(h.limits))
+	for k := range h.limits {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	out := make([]mech.Limit, len(keys))
+	for i, k := range keys {
+		out[i] = h.limits[k]
+	}
+	return out
+}
+
+// Pending returns how many desired settings the data path has refused
+// and not yet taken.
+func (h *Host) Pending() int {
+	n := len(h.pending)
+	for _, p := range h.spend {
+		if p {
+			n++
+		}
+	}
+	return n
+}
+
+// Update hands a new environment to the mechanism's agent between two
+// steps (a tenant or VM added or removed, a guarantee changed). Agents
+// that cannot take one (they do not implement mech.EnvUpdater) are
+// refused with ErrStaticEnv and keep the old environment. Limits of VMs
+// that left the host or the environment are removed from the data path,
+// whatever the mechanism does.
+func (h *Host) Update(env mech.Env) error {
+	if env.Host != h.name {
+		return fmt.Errorf("drive: update for host %q given to the agent on %s", env.Host, h.name)
+	}
+	if err := CheckEnv(&env); err != nil {
+		return fmt.Errorf("drive: mechanism %s: host %s: %w", h.mname, h.name, err)
+	}
+	u, ok := h.agent.(mech.EnvUpdater)
+	if !ok {
+		return fmt.Errorf("%w: mechanism %s (restart its agents with the new model)", ErrStaticEnv, h.mname)
+	}
+	if err := u.UpdateEnv(env); err != nil {
+		return fmt.Errorf("mechanism %s: agent on %s: update: %w", h.mname, h.name, err)
+	}
+	h.setEnv(env)
+	h.count(func(s *Stats) { s.Updates++ })
+	var gone []limitKey
+	for k := range h.limits {
+		if (k.kind == mech.PairLimit && (!h.local[k.pair.Src] || !h.known[k.pair.Dst])) ||
+			(k.kind != mech.PairLimit && !h.local[k.vm]) {
+			gone = append(gone, k)
+		}
+	}
+	slices.SortFunc(gone, compareKeys)
+	var errs []error
+	for _, k := range gone {
+		l := h.limits[k]
+		l.Rate = mech.Unlimited
+		h.limits[k] = l
+		errs = append(errs, h.writeLimit(k, false))
+	}
+	return errors.Join(errs...)
+}
+
+// ErrStaticEnv is returned by Update for mechanisms whose agents cannot
+// take a new environment at runtime.
+var ErrStaticEnv = errors.New("this mechanism's agents cannot change tenants at runtime")
+
+func cloneWeights(w map[string]float64) map[string]float64 {
+	if w == nil {
+		return nil
+	}
+	out := make(map[string]float64, len(w))
+	for k, v := range w {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,62 @@
+package elasticswitch
+
+import (
+	"fmt"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch/ra"
+)
+
+// Capabilities implements mech.Mechanism: per-pair limiters at sources,
+// per-pair losses, tenants changed at runtime.
+func (m *Mechanism) Capabilities() mech.Capabilities {
+	return mech.Capabilities{PairLimits: true, Losses: true, LiveTenants: true}
+}
+
+// ForLosses implements mech.LossAdapter (see ra.ForLosses).
+func (m *Mechanism) ForLosses(side mech.LossSide) (mech.Mechanism, error) {
+	c := *m
+	if err := ra.ForLosses(&c.cfg.RA, c.congestionSet, side); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	return &c, nil
+}
+
+// UpdateEnv implements mech.EnvUpdater: the new VMs and guarantees take
+// effect at the next step (a changed hose is partitioned at the next GP);
+// pairs whose source or destination left this host or the environment are
+// forgotten (the driver removes their limiters), as are remote guarantees
+// heard for them.
+func (a *Agent) UpdateEnv(env mech.Env) error {
+	if env.Host != a.env.Host {
+		return fmt.Errorf("%s: update for host %q given to the agent on %s", Name, env.Host, a.env.Host)
+	}
+	a.env = env
+	a.local = map[string]mech.VM{}
+	for _, v := range env.VMs {
+		if v.Host == env.Host {
+			a.local[v.Name] = v
+		}
+	}
+	keep := a.outList[:0]
+	for _, p := range a.outList {
+		if _, here := a.local[p.id.Src]; !here || env.HostOf(p.id.Dst) == "" {
+			delete(a.out, p.id)
+			continue
+		}
+		keep = append(keep, p)
+	}
+	clear(a.outList[len(keep):])
+	a.outList = keep
+	keepIn := a.inList[:0]
+	for _, p := range a.inList {
+		if _, here := a.local[p.id.Dst]; !here || env.HostOf(p.id.Src) == "" {
+			delete(a.in, p.id)
+			continue
+		}
+		keepIn = append(keepIn, p)
+	}
+	clear(a.inList[len(keepIn):])
+	a.inList = keepIn
+	return nil
+}

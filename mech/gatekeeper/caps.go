@@ -1,0 +1,43 @@
+package gatekeeper
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+)
+
+// Capabilities implements mech.Mechanism: per-VM egress and ingress
+// schedulers with VM limits, tenants changed at runtime.
+func (m *Mechanism) Capabilities() mech.Capabilities {
+	return mech.Capabilities{Schedulers: true, LiveTenants: true}
+}
+
+// UpdateEnv implements mech.EnvUpdater: VMs new on the host start with no
+// limit, VMs that left are forgotten (the driver removes their limits),
+// and the next step installs the schedulers again with the new
+// guarantees as weights (in rate-limit mode, the VMs' limits).
+func (a *Agent) UpdateEnv(env mech.Env) error {
+	if env.Host != a.env.Host {
+		return fmt.Errorf("%s: update for host %q given to the agent on %s", Name, env.Host, a.env.Host)
+	}
+	w := int(a.cfg.Window / a.cfg.Period)
+	vms := make([]*vmState, 0, len(a.vms))
+	byName := map[string]*vmState{}
+	for _, v := range env.VMs {
+		if v.Host != env.Host {
+			continue
+		}
+		s := a.byName[v.Name]
+		if s == nil {
+			s = &vmState{drops: make([]float64, w), secs: make([]float64, w), lim: math.Inf(1), set: math.NaN()}
+		}
+		s.vm = v
+		vms = append(vms, s)
+		byName[v.Name] = s
+	}
+	// env.VMs is sorted by name, so vms is too.
+	a.env, a.vms, a.byName = env, vms, byName
+	a.installed = false
+	return nil
+}

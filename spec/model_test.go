@@ -1,0 +1,76 @@
+package spec_test
+
+import (
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/bulkhead-dc/bulkhead/model"
+	"github.com/bulkhead-dc/bulkhead/spec"
+)
+
+// TestModel extracts the declared model of every shipped scenario: the
+// tenants and their VMs in the scenario's order, hoses resolved, servers
+// as hosts, VDCs and appliances as declared; the model is valid and
+// shares nothing with the scenario.
+func TestModel(t *testing.T) {
+	files, err := filepath.Glob("../scenarios/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no shipped scenarios: %v", err)
+	}
+	for _, f := range files {
+		s, err := spec.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := s.Model()
+		if err := m.Validate(); err != nil {
+			t.Errorf("%s: model: %v", f, err)
+		}
+		if len(m.Tenants) != len(s.Tenants) || !reflect.DeepEqual(m.Appliances, s.Appliances) {
+			t.Fatalf("%s: %d tenants, appliances %+v", f, len(m.Tenants), m.Appliances)
+		}
+		for i := range s.Tenants {
+			st, mt := &s.Tenants[i], &m.Tenants[i]
+			if mt.Name != st.Name || mt.BestEffort != st.BestEffort || mt.Weight != st.Weight || mt.SLA != st.SLA ||
+				!reflect.DeepEqual(mt.VDC, st.VDC) || len(mt.VMs) != len(st.VMs) {
+				t.Fatalf("%s: tenants[%d] = %+v", f, i, mt)
+			}
+			for j := range st.VMs {
+				in, out := st.Hose(&st.VMs[j])
+				want := model.VM{Name: st.VMs[j].Name, Tenant: st.Name, Host: st.VMs[j].Server, In: in, Out: out}
+				if !reflect.DeepEqual(mt.VMs[j], want) {
+					t.Errorf("%s: tenants[%d].vms[%d] = %+v; want %+v", f, i, j, mt.VMs[j], want)
+				}
+			}
+		}
+	}
+
+	s, err := spec.Load("../scenarios/pulsar-fig12.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Model()
+	if v, tn, ok := m.VM("a1"); !ok || tn.Name != "A" || v.Host != "s1" || v.In != 3.2e9 || v.Out != 3.2e9 {
+		t.Errorf("a1 = %+v, %v", v, ok)
+	}
+	if v, _, ok := m.VM("b2"); !ok || v.Host != "s2" || v.In != 400e6 {
+		t.Errorf("b2 = %+v, %v", v, ok)
+	}
+	if a, ok := m.Appliance("enc"); !ok || !a.Hypervisor || a.Parallelism != 24 {
+		t.Errorf("enc = %+v, %v", a, ok)
+	}
+	if g, ok := m.Tenants[0].VDC.Guarantee("enc"); !ok || g.Guarantee != 1.6e9 {
+		t.Errorf("A's guarantee on enc = %+v, %v", g, ok)
+	}
+
+	// A copy: changing the model leaves the scenario as it was.
+	m.Tenants[0].VDC.Appliances[0].Guarantee = 1
+	m.Tenants[0].VDC.Policy = "maxmin"
+	m.Appliances[1].VirtualCost[0].Points[0].Tokens = 1
+	m.Tenants[0].VMs[0].Host = "s9"
+	if s.Tenants[0].VDC.Appliances[0].Guarantee != 1.6e9 || s.Tenants[0].VDC.Policy != "drf" ||
+		s.Appliances[1].VirtualCost[0].Points[0].Tokens != 8000 || s.Tenants[0].VMs[0].Server != "s1" {
+		t.Error("the model shares data with the scenario")
+	}
+}
