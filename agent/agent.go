@@ -6,62 +6,51 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/drive"
+	"github.com/bulkhead-dc/bulkhead/model"
 )
 
-// VM is one of the host's VMs as the agent drives it.
-type VM struct {
-	Name string
-	Addr netip.Addr
-	// HostDev is the VM's veth in the server's namespace: its counters
-	// say what the VM sent (received on it) and what was delivered to it.
-	HostDev string
-	// TX holds the limiters of the pairs the VM sends (nil: no pair
-	// limiters). RX counts the pairs into the VM (nil: no counters).
-	TX, RX *dataplane.Limiter
-}
-
 // Config is everything an agent needs. Rates the agent reads and sets on
-// the wire are Scale × the scenario's units; the mechanism sees the
-// scenario's units.
+// the data path are Scale × the model's units; the mechanism sees the
+// model's units.
 type Config struct {
-	// Host is the server the agent runs for; NS its namespace.
+	// Host is the server the agent runs for.
 	Host string
-	NS   *dataplane.NS
+	// Model is the declared model: every tenant and VM with its host,
+	// addresses (the first IPv4 address names a VM's pairs; the host's
+	// own VMs need one), device on its host (Interface: its counters are
+	// the VM's) and guarantees.
+	Model *model.Model
+	// Pattern is the declared traffic pattern (pairs the operator said
+	// would communicate); only reservation mechanisms use it.
+	Pattern []mech.PairID
 	// Mechanism makes the agent's mechanism (mech/all.New).
 	Mechanism mech.Mechanism
-	// Env is the mechanism's environment (Env.Host must be Host).
-	Env mech.Env
-	// VMs are the host's VMs.
-	VMs []VM
-	// Addrs is every VM's address (to name pairs by address).
-	Addrs map[string]netip.Addr
-	// Listen is the agent's UDP address (inside NS); Peers the other
-	// agents' addresses by host. A message to a host without an agent is
+	// Path is the server's data path. The agent owns it: Run and Close
+	// close it, and so does New when it fails.
+	Path datapath.Host
+	// Listen opens the agent's UDP socket (e.g. inside the server's
+	// network namespace); nil: no socket, messages to other hosts are
 	// dropped (counted).
-	Listen netip.AddrPort
-	Peers  map[string]netip.AddrPort
-	// TXIFB and RXIFB are the devices for per-VM schedulers (egress,
-	// ingress), "" if none.
-	TXIFB, RXIFB string
-	// Links are the server's devices toward the network: with an ingress
-	// scheduler, their per-VM redirection filters to RXIFB
-	// (dataplane.RedirectIngressMatch) count each VM's arrivals.
-	Links []string
-	// Scale multiplies rates on the wire (default 1).
+	Listen func() (net.PacketConn, error)
+	// Peers resolves the UDP address of another host's agent (nil: none).
+	// A message to a host without an agent is dropped (counted); a
+	// datagram is accepted only from its sender's address.
+	Peers func(host string) (netip.AddrPort, bool)
+	// Scale multiplies rates on the data path (default 1).
 	Scale float64
-	// Loss counts lost packets per pair (nil: none; the agent reports no
-	// losses). The agent closes it.
-	Loss LossCounter
 	// HTTP, if set, is where the agent serves /metrics (Prometheus),
 	// /state (JSON) and /healthz, in the caller's namespace.
 	HTTP string
@@ -71,65 +60,95 @@ type Config struct {
 	Logger  *slog.Logger
 	// Trace, if set, receives one CSV line per egress pair per step:
 	// time_s,host,src,dst,rate,limit,limiter_bound,losses (rates in Mbps
-	// of the scenario's units), and one per VM with an egress limit or
-	// ingress drops: time_s,host,vm,*,out_rate,egress_limit,false,in_drops. Writes are serialized by the agent; share a Trace between
-	// agents only through a writer safe for concurrent use.
+	// of the model's units), and one per VM with an egress limit or
+	// ingress drops: time_s,host,vm,*,out_rate,egress_limit,false,in_drops.
+	// Writes are serialized by the agent; share a Trace between agents
+	// only through a writer safe for concurrent use.
 	Trace io.Writer
 }
 
-// Agent is a host agent: every mechanism period it reads the host's
-// counters into a mech.HostObs, steps the mechanism's mech.Agent, applies
-// the limits and schedulers it returns and sends its messages to the
-// other agents over UDP.
+// PeerMap resolves peers from a fixed map of host → agent address.
+func PeerMap(peers map[string]netip.AddrPort) func(string) (netip.AddrPort, bool) {
+	return func(h string) (netip.AddrPort, bool) {
+		a, ok := peers[h]
+		return a, ok
+	}
+}
+
+// Agent is a host agent: every mechanism period it reads the server's
+// counters through its data path into a mech.HostObs, steps the
+// mechanism's agent through the driver core (drive.Host), which applies
+// the limits and schedulers it returns through the data path (and
+// re-applies those the data path refused or lost), and sends its messages
+// to the other agents over UDP.
 type Agent struct {
 	cfg  Config
-	mech mech.Agent
+	drv  *drive.Host
+	enf  *enforcer
 	log  *slog.Logger
+	conn net.PacketConn // nil: no socket
+	met  *agentMetrics
 	// traceErr is the first failed write to cfg.Trace (tracing stops).
 	traceErr error
-	conn     *net.UDPConn
 	epoch    int64
 	seq      uint64
-	met      *agentMetrics
 
-	vms     map[string]*VM
-	byAddr  map[netip.Addr]string
-	addrOf  map[string]netip.Addr
-	peerSeq map[string]*sequence
-	txSched *Scheduler
-	rxSched *Scheduler
+	// mu serializes steps and model updates: everything below.
+	mu     sync.Mutex
+	model  *model.Model
+	vms    map[string]*vmPath
+	byAddr map[netip.Addr]string
+	addrOf map[string]netip.Addr
+	obsState
 
-	inMu  sync.Mutex
-	inbox []mech.Message
-
-	// measurement state
-	start     time.Time
-	last      time.Time
-	prevTX    map[dataplane.Pair]dataplane.Counters
-	prevRX    map[dataplane.Pair]uint64
-	prevLoss  map[dataplane.Pair]uint64
-	prevDev   map[string][2]uint64 // host dev → (rx, tx) bytes
-	prevSch   [2]map[string]dataplane.Counters
-	prevArr   map[string]uint64       // VM → bytes arrived for it on the links
-	dropCarry map[string]float64      // VM → negative residue of the drop estimate (bytes)
-	limits    map[mech.PairID]float64 // pair limits in force (scenario units)
-	vmLimits  [2]map[string]float64
+	inMu      sync.Mutex
+	peerSeq   map[string]*sequence
+	delivered atomic.Int64 // messages delivered since the last step
 
 	stMu  sync.Mutex
 	state State
 }
 
-// maxInbox bounds the messages waiting for the next step.
-const maxInbox = 4096
+// vmPath is one of the host's VMs and its data path.
+type vmPath struct {
+	name string
+	addr netip.Addr
+	dev  string
+	datapath.VMPath
+}
 
-// New checks the configuration, builds the mechanism's agent and opens
-// the UDP socket inside the host's namespace.
-func New(cfg Config) (*Agent, error) {
-	if cfg.Host == "" || cfg.NS == nil || cfg.Mechanism == nil {
-		return nil, errors.New("agent: config needs a host, its namespace and a mechanism")
+// addressing maps the model's VMs to their first IPv4 addresses and
+// back. The host's VMs must have one; addresses must be unique.
+func addressing(m *model.Model, host string) (byAddr map[netip.Addr]string, addrOf map[string]netip.Addr, err error) {
+	byAddr, addrOf = map[netip.Addr]string{}, map[string]netip.Addr{}
+	for _, v := range m.VMs() {
+		i := slices.IndexFunc(v.Addrs, netip.Addr.Is4)
+		if i < 0 {
+			if v.Host == host {
+				return nil, nil, fmt.Errorf("VM %s has no IPv4 address in the model", v.Name)
+			}
+			continue
+		}
+		a := v.Addrs[i]
+		if o, dup := byAddr[a]; dup {
+			return nil, nil, fmt.Errorf("VMs %s and %s have the same address %v", o, v.Name, a)
+		}
+		byAddr[a], addrOf[v.Name] = v.Name, a
 	}
-	if cfg.Env.Host != cfg.Host {
-		return nil, fmt.Errorf("agent %s: environment is for host %q", cfg.Host, cfg.Env.Host)
+	return byAddr, addrOf, nil
+}
+
+// New checks the configuration, builds the mechanism's agent on the
+// driver core, attaches the host's VMs to the data path and opens the
+// UDP socket. On error it closes cfg.Path.
+func New(cfg Config) (_ *Agent, err error) {
+	defer func() {
+		if err != nil && cfg.Path != nil {
+			err = errors.Join(err, cfg.Path.Close())
+		}
+	}()
+	if cfg.Host == "" || cfg.Model == nil || cfg.Mechanism == nil || cfg.Path == nil {
+		return nil, errors.New("agent: config needs a host, a model, a mechanism and a data path")
 	}
 	if cfg.Scale == 0 {
 		cfg.Scale = 1
@@ -140,108 +159,213 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	ma, err := cfg.Mechanism.NewAgent(cfg.Env)
+	if cfg.Peers == nil {
+		cfg.Peers = PeerMap(nil)
+	}
+	a := &Agent{
+		cfg: cfg, log: cfg.Logger.With("host", cfg.Host, "mechanism", cfg.Mechanism.Name()),
+		epoch: time.Now().UnixNano(), vms: map[string]*vmPath{}, peerSeq: map[string]*sequence{},
+		obsState: newObsState(),
+	}
+	a.enf = newEnforcer(a)
+	if a.byAddr, a.addrOf, err = addressing(cfg.Model, cfg.Host); err != nil {
+		return nil, fmt.Errorf("agent %s: %w", cfg.Host, err)
+	}
+	a.drv, err = drive.NewHost(cfg.Mechanism, drive.Env(cfg.Model, cfg.Host, cfg.Pattern), a.enf)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Host, err)
 	}
-	a := &Agent{
-		cfg: cfg, mech: ma, log: cfg.Logger.With("host", cfg.Host, "mechanism", cfg.Mechanism.Name()),
-		epoch: time.Now().UnixNano(), met: newMetrics(cfg.Host),
-		vms: map[string]*VM{}, byAddr: map[netip.Addr]string{}, addrOf: cfg.Addrs, peerSeq: map[string]*sequence{},
-		prevTX: map[dataplane.Pair]dataplane.Counters{}, prevRX: map[dataplane.Pair]uint64{}, prevLoss: map[dataplane.Pair]uint64{},
-		prevDev: map[string][2]uint64{}, prevArr: map[string]uint64{}, dropCarry: map[string]float64{}, limits: map[mech.PairID]float64{},
-		vmLimits: [2]map[string]float64{{}, {}},
+	a.model = cfg.Model
+	a.met = newMetrics(cfg.Host, a.drv)
+	if _, err := a.attach(cfg.Model.VMsOn(cfg.Host)); err != nil {
+		return nil, err
 	}
-	for i := range cfg.VMs {
-		v := &cfg.VMs[i]
-		if v2, ok := cfg.Env.VM(v.Name); !ok || v2.Host != cfg.Host {
-			return nil, fmt.Errorf("agent %s: VM %s is not on this host in the environment", cfg.Host, v.Name)
+	if err := a.scheduleVMs(); err != nil {
+		return nil, err
+	}
+	if cfg.Listen != nil {
+		if a.conn, err = cfg.Listen(); err != nil {
+			return nil, fmt.Errorf("agent %s: listen: %w", cfg.Host, err)
 		}
-		a.vms[v.Name] = v
 	}
-	for n, ad := range cfg.Addrs {
-		if !ad.Is4() {
-			return nil, fmt.Errorf("agent %s: VM %s: address %v is not IPv4", cfg.Host, n, ad)
-		}
-		a.byAddr[ad] = n
-	}
-	vmAddrs := map[string]netip.Addr{}
-	for _, v := range cfg.VMs {
-		vmAddrs[v.Name] = v.Addr
-	}
-	if cfg.TXIFB != "" {
-		a.txSched = NewScheduler(cfg.NS, cfg.TXIFB, mech.Egress, vmAddrs)
-	}
-	if cfg.RXIFB != "" {
-		a.rxSched = NewScheduler(cfg.NS, cfg.RXIFB, mech.Ingress, vmAddrs)
-	}
-	err = cfg.NS.Do(func() error {
-		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(cfg.Listen))
-		if err != nil {
-			return err
-		}
-		a.conn = c
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("agent %s: listen on %s: %w", cfg.Host, cfg.Listen, err)
-	}
-	a.state = State{Host: cfg.Host, Mechanism: cfg.Mechanism.Name(), Period: ma.Period().String()}
+	a.state = State{Host: cfg.Host, Mechanism: cfg.Mechanism.Name(), Period: a.drv.Period().String()}
 	return a, nil
 }
 
-// Close releases what New opened (the UDP socket and the loss counter)
-// for an agent that will not Run; Run releases them itself.
-func (a *Agent) Close() error {
-	err := a.conn.Close()
-	if a.cfg.Loss != nil {
-		err = errors.Join(err, a.cfg.Loss.Close())
+// attach attaches the VMs of the host that are not attached yet and
+// returns their names.
+func (a *Agent) attach(vms []model.VM) ([]string, error) {
+	var added []string
+	for _, v := range vms {
+		if _, ok := a.vms[v.Name]; ok {
+			continue
+		}
+		addr := a.addrOf[v.Name]
+		p, err := a.cfg.Path.Attach(datapath.VM{Name: v.Name, Addr: addr, Device: v.Interface})
+		if err != nil {
+			return added, fmt.Errorf("agent %s: attach VM %s: %w", a.cfg.Host, v.Name, err)
+		}
+		a.vms[v.Name] = &vmPath{name: v.Name, addr: addr, dev: v.Interface, VMPath: p}
+		added = append(added, v.Name)
 	}
-	return err
+	return added, nil
+}
+
+// scheduleVMs tells the schedulers which VMs the host has.
+func (a *Agent) scheduleVMs() error {
+	vms := make(map[string]netip.Addr, len(a.vms))
+	for n, v := range a.vms {
+		vms[n] = v.addr
+	}
+	for _, d := range []mech.Direction{mech.Egress, mech.Ingress} {
+		if s := a.cfg.Path.Scheduler(d); s != nil {
+			if err := s.SetVMs(vms); err != nil {
+				return fmt.Errorf("agent %s: %s scheduler: %w", a.cfg.Host, dirName(d), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Update hands a new model to the mechanism at runtime: tenants and VMs
+// added, removed or their guarantees changed (drive.Host.Update). The
+// host's new VMs are attached to the data path first; the limits of VMs
+// that left are removed and the VMs that left the host detached. A
+// mechanism whose agents cannot take a new model is refused
+// (drive.ErrStaticEnv) and keeps the old one.
+func (a *Agent) Update(m *model.Model) error {
+	if m == nil {
+		return fmt.Errorf("agent %s: update without a model", a.cfg.Host)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	byAddr, addrOf, err := addressing(m, a.cfg.Host)
+	if err != nil {
+		return fmt.Errorf("agent %s: update: %w", a.cfg.Host, err)
+	}
+	// While the mechanism's limits are removed, both models' VMs must be
+	// addressable.
+	oldBy, oldOf := a.byAddr, a.addrOf
+	unionBy, unionOf := union(oldBy, byAddr), union(oldOf, addrOf)
+	a.byAddr, a.addrOf = unionBy, unionOf
+	added, aerr := a.attach(m.VMsOn(a.cfg.Host))
+	updates := a.drv.Stats().Updates
+	var uerr error
+	if aerr == nil {
+		uerr = a.drv.Update(drive.Env(m, a.cfg.Host, a.cfg.Pattern))
+	}
+	if aerr != nil || a.drv.Stats().Updates == updates {
+		// Refused: the old model stays.
+		var errs []error
+		for _, n := range added {
+			errs = append(errs, a.cfg.Path.Detach(n))
+			delete(a.vms, n)
+		}
+		a.byAddr, a.addrOf = oldBy, oldOf
+		return errors.Join(append([]error{aerr, uerr}, errs...)...)
+	}
+	// The mechanism has the new model (uerr: limits of VMs that left
+	// that the data path refused to remove).
+	errs := []error{uerr}
+	for n := range a.vms {
+		if v, _, ok := m.VM(n); !ok || v.Host != a.cfg.Host {
+			errs = append(errs, a.cfg.Path.Detach(n))
+			delete(a.vms, n)
+			a.forgetVM(n)
+		}
+	}
+	known := map[string]bool{}
+	for _, v := range m.VMs() {
+		known[v.Name] = true
+	}
+	// Pairs of the host's VMs to VMs that left: their limiters go too.
+	for id := range a.enf.limits {
+		if v := a.vms[id.Src]; v != nil && v.TX != nil && !known[id.Dst] {
+			if p, ok := a.pairAddr(id); ok {
+				errs = append(errs, v.TX.RemovePair(p))
+			}
+		}
+	}
+	a.byAddr, a.addrOf, a.model = byAddr, addrOf, m
+	a.enf.forget(func(vm string) bool { return known[vm] }, func(vm string) bool { return a.vms[vm] != nil })
+	errs = append(errs, a.scheduleVMs())
+	a.log.Info("model updated", "tenants", len(m.Tenants), "vms", len(a.vms), "added", added)
+	return errors.Join(errs...)
+}
+
+// union returns the union of two maps (b's values win).
+func union[K comparable, V any](a, b map[K]V) map[K]V {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}
+
+// Close releases what New opened (the UDP socket and the data path) for
+// an agent that will not Run; Run releases them itself.
+func (a *Agent) Close() error {
+	var err error
+	if a.conn != nil {
+		err = a.conn.Close()
+	}
+	return errors.Join(err, a.cfg.Path.Close())
 }
 
 // pairName names a pair by its VMs (false if an address is unknown).
-func (a *Agent) pairName(p dataplane.Pair) (mech.PairID, bool) {
+func (a *Agent) pairName(p datapath.Pair) (mech.PairID, bool) {
 	s, ok1 := a.byAddr[p.Src]
 	d, ok2 := a.byAddr[p.Dst]
 	return mech.PairID{Src: s, Dst: d}, ok1 && ok2
 }
 
 // pairAddr returns a pair's addresses.
-func (a *Agent) pairAddr(p mech.PairID) (dataplane.Pair, bool) {
+func (a *Agent) pairAddr(p mech.PairID) (datapath.Pair, bool) {
 	s, ok1 := a.addrOf[p.Src]
 	d, ok2 := a.addrOf[p.Dst]
-	return dataplane.Pair{Src: s, Dst: d}, ok1 && ok2
+	return datapath.Pair{Src: s, Dst: d}, ok1 && ok2
 }
 
-// Addr returns the agent's UDP address.
-func (a *Agent) Addr() netip.AddrPort { return a.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
+// Addr returns the agent's UDP address (invalid without a socket).
+func (a *Agent) Addr() netip.AddrPort {
+	if a.conn == nil {
+		return netip.AddrPort{}
+	}
+	return addrPort(a.conn.LocalAddr())
+}
+
+func addrPort(ad net.Addr) netip.AddrPort {
+	if u, ok := ad.(*net.UDPAddr); ok {
+		return u.AddrPort()
+	}
+	p, _ := netip.ParseAddrPort(ad.String())
+	return p
+}
 
 // Mech returns the mechanism's agent (for inspection in tests; it must not
 // be used while Run runs).
-func (a *Agent) Mech() mech.Agent { return a.mech }
+func (a *Agent) Mech() mech.Agent { return a.drv.Agent() }
+
+// Stats returns what the driver core did so far: steps, writes to the data
+// path, failed writes and retries, model updates.
+func (a *Agent) Stats() drive.Stats { return a.drv.Stats() }
 
 // Run runs the agent until ctx ends: the receiver in the background, a
 // step every mechanism period, the HTTP server if configured. It closes
-// the socket and the loss counter before it returns; with Restore it
-// removes its limits. The error is nil when ctx ended it.
+// the socket and the data path before it returns; with Restore it
+// removes its limits first. The error is nil when ctx ended it.
 func (a *Agent) Run(ctx context.Context) (err error) {
 	defer func() {
-		err = errors.Join(err, a.traceErr)
-		if a.cfg.Loss != nil {
-			if cerr := a.cfg.Loss.Close(); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
-		}
+		err = errors.Join(err, a.traceErr, a.cfg.Path.Close())
 	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer a.conn.Close()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		a.receive()
-	}()
+	if a.conn != nil {
+		defer a.conn.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.receive()
+		}()
+	}
 	if a.cfg.HTTP != "" {
 		srv, ln, err := a.httpServer()
 		if err != nil {
@@ -263,105 +387,69 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.cfg.Restore {
 		defer a.restore()
 	}
-	period := a.mech.Period()
-	if period <= 0 {
-		return fmt.Errorf("agent %s: mechanism period %v", a.cfg.Host, period)
-	}
 	a.start = time.Now()
 	if err := a.baseline(); err != nil {
 		return err
 	}
+	period := a.drv.Period()
 	a.log.Info("agent running", "period", period, "listen", a.Addr(), "vms", len(a.vms))
-	// Steps are due every period from the start. A step that runs late
-	// (a busy machine) does not make the next window short: it is at
-	// least half a period after the previous reading, since counters
-	// advance by whole offload packets (up to 64 KB) and a tiny window
-	// would show absurd rates.
-	timer := time.NewTimer(period)
-	defer timer.Stop()
-	due := a.start.Add(period)
-	for {
-		select {
-		case <-ctx.Done():
-			a.log.Info("agent stopped", "steps", a.met.nSteps.Load())
-			return nil
-		case <-timer.C:
-		}
-		now := time.Now()
-		if late := now.Sub(due); late > period {
+	_ = drive.Pace(ctx, drive.NewPacer(a.start, period), func(now time.Time, skipped bool) {
+		if skipped {
 			a.met.late.Inc()
-			due = now // skip the periods missed
 		}
-		due = due.Add(period)
-		next := due
-		if earliest := now.Add(period / 2); next.Before(earliest) {
-			next = earliest
-		}
-		timer.Reset(time.Until(next))
 		if err := a.step(now); err != nil {
-			// A failed read or write of the data plane is logged and
-			// counted; the next period tries again.
+			// A failed read or write of the data path is logged and
+			// counted; the next period tries again (the driver core
+			// re-applies what was refused).
 			a.met.errors.WithLabelValues("step").Inc()
 			a.log.Warn("step", "err", err)
 		}
-	}
+	})
+	a.log.Info("agent stopped", "steps", a.met.nSteps.Load())
+	return nil
 }
 
-// step is one period: observe, step the mechanism, apply, send.
+// Apply builds an agent without a socket, steps its mechanism once on a
+// first observation (no traffic measured yet), applies what it sets and
+// closes it: the settings a mechanism makes from the model alone (a
+// reservation mechanism's limits, a scheduler's weights), with no agent
+// left running. Messages to other hosts are dropped.
+func Apply(cfg Config) (drive.Stats, error) {
+	cfg.Listen, cfg.HTTP, cfg.Restore = nil, "", false
+	a, err := New(cfg)
+	if err != nil {
+		return drive.Stats{}, err
+	}
+	a.start = time.Now()
+	err = a.step(a.start)
+	return a.Stats(), errors.Join(err, a.Close())
+}
+
+// step is one period: observe, step the mechanism through the driver
+// core (which applies its settings), send its messages.
 func (a *Agent) step(now time.Time) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	t0 := time.Now()
 	obs, err := a.observe(now)
 	if err != nil {
 		return err
 	}
-	a.inMu.Lock()
-	inbox := a.inbox
-	a.inbox = nil
-	a.inMu.Unlock()
-	act := a.mech.Step(obs, inbox)
-	aerr := a.apply(&act)
-	a.send(act.Messages)
+	inbox := a.delivered.Swap(0)
+	msgs, serr := a.drv.Step(obs)
+	if serr != nil {
+		a.met.errors.WithLabelValues("apply").Inc()
+	}
+	a.send(msgs)
 	a.met.step()
 	took := time.Since(t0)
 	a.met.stepNanos.Add(int64(took))
 	a.met.stepSeconds.Observe(took.Seconds())
-	a.record(obs, len(inbox), len(act.Messages))
+	a.record(obs, int(inbox), len(msgs))
 	if a.cfg.Trace != nil && a.traceErr == nil {
 		a.trace(obs)
 	}
-	return aerr
-}
-
-// apply sets the schedulers, then the limits.
-func (a *Agent) apply(act *mech.Actions) error {
-	var errs []error
-	for _, s := range act.Schedulers {
-		sch := a.sched(s.Dir)
-		if sch == nil {
-			errs = append(errs, fmt.Errorf("agent %s: no device for a %s scheduler", a.cfg.Host, dirName(s.Dir)))
-			continue
-		}
-		w := map[string]float64{}
-		for vm, x := range s.Weights {
-			w[vm] = x
-		}
-		rate := s.Rate
-		if !math.IsInf(rate, 1) {
-			rate *= a.cfg.Scale
-		}
-		if err := sch.Set(rate, w); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		a.log.Info("scheduler set", "dir", dirName(s.Dir), "rate", rate, "weights", w)
-	}
-	for _, l := range act.Limits {
-		if err := a.applyLimit(l); err != nil {
-			a.met.errors.WithLabelValues("limit").Inc()
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return serr
 }
 
 func dirName(d mech.Direction) string {
@@ -371,96 +459,18 @@ func dirName(d mech.Direction) string {
 	return "egress"
 }
 
-func (a *Agent) sched(d mech.Direction) *Scheduler {
-	if d == mech.Ingress {
-		return a.rxSched
-	}
-	return a.txSched
-}
-
-// wire converts a rate in scenario units to bits/s on the wire.
-func (a *Agent) wire(r float64) float64 {
-	if math.IsInf(r, 1) {
-		return r
-	}
-	return r * a.cfg.Scale
-}
-
-func (a *Agent) applyLimit(l mech.Limit) error {
-	if math.IsNaN(l.Rate) || l.Rate < 0 {
-		return fmt.Errorf("agent %s: invalid rate %v", a.cfg.Host, l.Rate)
-	}
-	t0 := time.Now()
-	switch l.Kind {
-	case mech.PairLimit:
-		v := a.vms[l.Pair.Src]
-		if v == nil || v.TX == nil {
-			return fmt.Errorf("agent %s: pair %s->%s: no limiter for its source here", a.cfg.Host, l.Pair.Src, l.Pair.Dst)
-		}
-		p, ok := a.pairAddr(l.Pair)
-		if !ok {
-			return fmt.Errorf("agent %s: pair %s->%s: unknown VM", a.cfg.Host, l.Pair.Src, l.Pair.Dst)
-		}
-		if _, has := v.TX.ClassOf(p); !has {
-			return fmt.Errorf("agent %s: pair %s->%s has no limiter class (not a declared pair)", a.cfg.Host, l.Pair.Src, l.Pair.Dst)
-		}
-		if err := v.TX.SetPairRate(p, a.wire(l.Rate)); err != nil {
-			return fmt.Errorf("agent %s: %w", a.cfg.Host, err)
-		}
-		a.limits[l.Pair] = l.Rate
-	case mech.VMEgress, mech.VMIngress:
-		dir := mech.Egress
-		if l.Kind == mech.VMIngress {
-			dir = mech.Ingress
-		}
-		sch := a.sched(dir)
-		if sch == nil {
-			return fmt.Errorf("agent %s: VM %s: no device for %s limits", a.cfg.Host, l.VM, dirName(dir))
-		}
-		if err := sch.SetLimit(l.VM, a.wire(l.Rate)); err != nil {
-			return err
-		}
-		a.vmLimits[dir][l.VM] = l.Rate
-	default:
-		return fmt.Errorf("agent %s: limit of unknown kind %d", a.cfg.Host, l.Kind)
-	}
-	took := time.Since(t0)
-	a.met.limitUpdates.Inc()
-	a.met.nUpdates.Add(1)
-	a.met.updateNano.Add(int64(took))
-	a.met.limitSeconds.Observe(took.Seconds())
-	return nil
-}
-
-// restore removes the agent's limits and schedulers (best effort).
-func (a *Agent) restore() {
-	for id := range a.limits {
-		if err := a.applyLimit(mech.Limit{Kind: mech.PairLimit, Pair: id, Rate: mech.Unlimited}); err != nil {
-			a.log.Warn("restore", "err", err)
-		}
-	}
-	for _, s := range []*Scheduler{a.txSched, a.rxSched} {
-		if s != nil && s.Installed() {
-			if err := s.Set(mech.Unlimited, nil); err != nil {
-				a.log.Warn("restore", "err", err)
-			}
-		}
-	}
-}
-
 // send encodes and sends the mechanism's messages; one to this host is
 // queued for the next step directly.
 func (a *Agent) send(msgs []mech.Message) {
 	for _, m := range msgs {
-		m.From = a.cfg.Host
 		if m.To == a.cfg.Host {
 			a.deliver(m)
 			continue
 		}
-		to, ok := a.cfg.Peers[m.To]
-		if !ok {
+		to, ok := a.cfg.Peers(m.To)
+		if !ok || a.conn == nil {
 			a.met.sendErrors.WithLabelValues("unknown-host").Inc()
-			a.log.Warn("message to a host without an agent", "to", m.To)
+			a.log.Debug("message to a host without an agent", "to", m.To)
 			continue
 		}
 		a.seq++
@@ -470,7 +480,7 @@ func (a *Agent) send(msgs []mech.Message) {
 			a.log.Warn("encode message", "err", err)
 			continue
 		}
-		if _, err := a.conn.WriteToUDPAddrPort(b, to); err != nil {
+		if _, err := a.conn.WriteTo(b, net.UDPAddrFromAddrPort(to)); err != nil {
 			a.met.sendErrors.WithLabelValues("send").Inc()
 			a.log.Debug("send message", "to", m.To, "err", err)
 			continue
@@ -480,14 +490,14 @@ func (a *Agent) send(msgs []mech.Message) {
 	}
 }
 
+// deliver queues a message for the next step (the driver core bounds the
+// inbox: drive.MaxInbox).
 func (a *Agent) deliver(m mech.Message) bool {
-	a.inMu.Lock()
-	defer a.inMu.Unlock()
-	if len(a.inbox) >= maxInbox {
+	if !a.drv.Deliver(m) {
 		a.met.drop(DropOverflow)
 		return false
 	}
-	a.inbox = append(a.inbox, m)
+	a.delivered.Add(1)
 	return true
 }
 
@@ -495,7 +505,7 @@ func (a *Agent) deliver(m mech.Message) bool {
 func (a *Agent) receive() {
 	buf := make([]byte, 65536)
 	for {
-		n, from, err := a.conn.ReadFromUDPAddrPort(buf)
+		n, from, err := a.conn.ReadFrom(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -503,7 +513,7 @@ func (a *Agent) receive() {
 			a.log.Warn("receive", "err", err)
 			continue
 		}
-		a.handle(buf[:n], from)
+		a.handle(buf[:n], addrPort(from))
 	}
 }
 
@@ -512,7 +522,7 @@ func (a *Agent) receive() {
 func (a *Agent) handle(b []byte, from netip.AddrPort) {
 	e, err := DecodeMessage(b, a.cfg.Host)
 	if err == nil {
-		peer, ok := a.cfg.Peers[e.From]
+		peer, ok := a.cfg.Peers(e.From)
 		switch {
 		case !ok || e.From == a.cfg.Host:
 			err = wireErr(DropSender, "unknown sender %q", e.From)
@@ -544,13 +554,8 @@ func (a *Agent) handle(b []byte, from netip.AddrPort) {
 }
 
 // sortedVMs returns the host's VMs by name.
-func (a *Agent) sortedVMs() []*VM {
-	out := make([]*VM, 0, len(a.vms))
-	for _, v := range a.vms {
-		out = append(out, v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+func (a *Agent) sortedVMs() []*vmPath {
+	return slices.SortedFunc(maps.Values(a.vms), func(x, y *vmPath) int { return strings.Compare(x.name, y.name) })
 }
 
 // trace writes the step's egress pairs to cfg.Trace.
@@ -558,14 +563,14 @@ func (a *Agent) trace(obs *mech.HostObs) {
 	var b []byte
 	for _, o := range obs.Egress {
 		lim := o.Limit
-		if l, ok := a.limits[o.Pair]; ok {
+		if l, ok := a.enf.limits[o.Pair]; ok {
 			lim = l // after this step's changes
 		}
 		b = fmt.Appendf(b, "%.3f,%s,%s,%s,%.1f,%.1f,%t,%g\n", obs.Now.Seconds(), a.cfg.Host, o.Pair.Src, o.Pair.Dst,
 			o.Rate/1e6, lim/1e6, o.LimiterBound, o.Losses)
 	}
 	for _, v := range obs.VMs {
-		lim, ok := a.vmLimits[mech.Egress][v.VM]
+		lim, ok := a.enf.vmLimits[mech.Egress][v.VM]
 		if !ok && v.InDrops == 0 {
 			continue
 		}

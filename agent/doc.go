@@ -1,61 +1,66 @@
 // Package agent is Bulkhead's host agent: the real-traffic driver of a
 // mechanism's per-host mech.Agent, the counterpart of the simulator's
-// engine. One agent runs per server (hypervisor); every mechanism period
-// it
+// engine. One agent runs per server (hypervisor). It is configured from
+// the declared model (model.Model: tenants, VMs with their hosts,
+// addresses, devices and guarantees), its host's name, its peers and a
+// data path (datapath.Host); every mechanism period it
 //
-//  1. reads the server's counters into a mech.HostObs (obs.go): per VM
-//     pair the bytes its limiter class sent (dataplane.Limiter on the
-//     source VM's interface) and the bytes delivered into the destination
-//     VM (counting classes on its veth), whether the pair's limiter held
-//     it back (a limited class with a backlog, overlimits or drops in the
-//     period), the losses of a LossCounter, and per VM its sent and
-//     received rates and, with an ingress scheduler, its drops;
-//  2. steps the mechanism (the same mech/elasticswitch, mech/gatekeeper,
-//     mech/static or mech/none code as the simulator, built by mech/all)
-//     with the observation and the messages received since the last step;
-//  3. applies the Limits it returns — pair limits as HTB class rate
-//     changes (dataplane.Limiter.SetPairRate, one netlink request), VM
-//     egress and ingress limits and mech.Scheduler settings as per-VM HTB
-//     trees on the server's IFBs (Scheduler);
-//  4. sends its Messages to the other agents over UDP (wire.go): one JSON
-//     envelope per datagram with a format version, sender, recipient,
-//     sender epoch and sequence number, and the mechanism's body. A
-//     datagram that is malformed, of another version, from an unknown
-//     sender or address, for another host, with a body that is not an
-//     object with a valid kind, not newer than the last one accepted from
-//     its sender, or beyond a full inbox is counted by reason
-//     (bulkhead_agent_messages_dropped_total) and dropped; nothing a peer
-//     sends can stop the agent.
+//  1. reads the server's counters through the data path into a
+//     mech.HostObs (obs.go): per VM pair the bytes its limiter sent and
+//     the bytes delivered into the destination VM, whether the pair's
+//     limiter held it back (a limited queue with a backlog, overlimits or
+//     drops in the period), the losses of the loss counter on the side it
+//     sees them, and per VM its sent and received rates and, with an
+//     ingress scheduler, its drops;
+//  2. steps the mechanism through the driver core (drive.Host) with the
+//     observation and the messages received since the last step; the
+//     core checks the limits and schedulers it returns and applies them
+//     through the agent's enforcer (enforce.go: pair limits on the source
+//     VM's pair limiter, VM limits and schedulers on the server's per-VM
+//     schedulers, rates × Scale), keeps them as desired state and
+//     re-applies, at the next step, every setting the data path refused
+//     or lost (a queue missing from the counters, or whose rate changed
+//     since it was set);
+//  3. sends the mechanism's messages to the other agents over UDP
+//     (wire.go): one JSON envelope per datagram with a format version,
+//     sender, recipient, sender epoch and sequence number, and the
+//     mechanism's body. A datagram that is malformed, of another version,
+//     from an unknown sender or address, for another host, with a body
+//     that is not an object with a valid kind, not newer than the last
+//     one accepted from its sender, or beyond a full inbox is counted by
+//     reason (bulkhead_agent_messages_dropped_total) and dropped; nothing
+//     a peer sends can stop the agent.
 //
-// Rates on the wire are Scale × the scenario's units; the mechanism works
-// in the scenario's units.
+// Steps are paced by drive.Pacer. Update hands a new model to the
+// mechanism between two steps (tenants and VMs added or removed, the
+// host's new VMs attached to the data path, those that left detached and
+// their limits removed), for mechanisms whose agents take one
+// (mech.Capabilities.LiveTenants). Apply steps a mechanism once and
+// leaves what it set (a reservation mechanism's limits) without an agent
+// running.
+//
+// Rates on the data path are Scale × the model's units; the mechanism
+// works in the model's units.
 //
 // It logs with log/slog, and with Config.HTTP serves Prometheus metrics
 // (its own registry: steps, step time, limiter updates and their latency,
-// messages sent, received and dropped, per-pair rates and limits) at
-// /metrics, its latest observation and limits as JSON at /state, and
-// /healthz. Run ends cleanly when its context is cancelled (socket, HTTP
-// server, loss counter closed; with Config.Restore its limits removed).
+// writes, failures and retries of the driver core, messages sent,
+// received and dropped, per-pair rates and limits) at /metrics, its
+// latest observation and limits as JSON at /state, and /healthz. Run
+// ends cleanly when its context is cancelled (socket, HTTP server, data
+// path closed; with Config.Restore its limits removed).
 //
-// # Losses
-//
-// LossCounter is the seam for per-pair loss detection. SeqGaps is
-// ElasticSwitch §6's: eBPF programs (dataplane/seqloss) stamp a per-pair
-// sequence number in the IP ID of every packet leaving the server on its
-// uplinks and count the gaps at the receivers' veths; it sees TCP and UDP
-// losses in the network (not the pair limiters' own), at the destination
-// (AtDestination), so ElasticSwitch runs with congestion: receiver and
-// the destination's agent feeds the losses back to the source's. The
-// testbed uses it by default for ElasticSwitch and Seawall (testbed.LossSeq).
-// TCPRetransmits reads the sender VMs' TCP retransmissions through
-// sock_diag instead (testbed.LossTCP); it sees no UDP losses.
+// The agent knows no mechanism and no Linux: the data path is an
+// interface (package datapath; datapath/linux on servers, datapath/fake
+// in tests), the socket comes from Config.Listen (the testbed opens it
+// inside the server's namespace; tests on the loopback interface).
 //
 // # Where agents run
 //
 // The testbed (testbed.Run, `bulkhead testbed run`) runs one agent per
-// server as goroutines of its own process, each bound to its server's
-// namespace (netlink handles and UDP socket opened inside it), sharing the
-// testbed's limiters. `bulkhead agent` runs the same Agent as a process
-// for one server of a testbed that is up (testbed.AttachAgent), e.g. under
-// `ip netns exec`; it then creates the server's limiters itself.
+// server as goroutines of its own process, each on its server's data path
+// (datapath/linux over the testbed's limiters, socket opened inside the
+// server's namespace). `bulkhead agent` runs the same Agent as a process
+// for one server of a testbed that is up (testbed.AttachAgent), e.g.
+// under `ip netns exec`; it then creates the server's limiters itself.
 package agent

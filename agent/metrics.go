@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/drive"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -52,9 +53,13 @@ func (m *agentMetrics) step() {
 	m.nSteps.Add(1)
 }
 
-func newMetrics(host string) *agentMetrics {
+func newMetrics(host string, drv *drive.Host) *agentMetrics {
 	reg := prometheus.NewRegistry()
 	c := prometheus.Labels{"host": host}
+	stat := func(name, help string, f func(drive.Stats) int64) prometheus.CounterFunc {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: c},
+			func() float64 { return float64(f(drv.Stats())) })
+	}
 	m := &agentMetrics{
 		reg: reg,
 		steps: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_steps_total",
@@ -67,7 +72,7 @@ func newMetrics(host string) *agentMetrics {
 		limitUpdates: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_limit_updates_total",
 			Help: "Limiter settings applied.", ConstLabels: c}),
 		limitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bulkhead_agent_limit_update_seconds",
-			Help: "Time to apply one limiter setting through netlink.", ConstLabels: c,
+			Help: "Time to apply one limiter setting on the data path.", ConstLabels: c,
 			Buckets: prometheus.ExponentialBuckets(2e-6, 2, 12)}),
 		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_messages_sent_total",
 			Help: "Control messages sent to other agents.", ConstLabels: c}),
@@ -80,14 +85,25 @@ func newMetrics(host string) *agentMetrics {
 		sendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bulkhead_agent_send_errors_total",
 			Help: "Messages not sent, by reason.", ConstLabels: c}, []string{"reason"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bulkhead_agent_errors_total",
-			Help: "Failed data-plane operations, by stage.", ConstLabels: c}, []string{"stage"}),
+			Help: "Failed data-path operations, by stage.", ConstLabels: c}, []string{"stage"}),
 		pairRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkhead_agent_pair_rate_bps",
 			Help: "Measured rate of a VM pair in the last period (scenario units), by side.", ConstLabels: c}, []string{"src", "dst", "side"}),
 		pairLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkhead_agent_pair_limit_bps",
 			Help: "Pair limiter in force (scenario units; +Inf: none).", ConstLabels: c}, []string{"src", "dst"}),
 	}
 	reg.MustRegister(m.steps, m.late, m.stepSeconds, m.limitUpdates, m.limitSeconds, m.sent, m.sentBytes, m.received,
-		m.dropped, m.sendErrors, m.errors, m.pairRate, m.pairLimit)
+		m.dropped, m.sendErrors, m.errors, m.pairRate, m.pairLimit,
+		stat("bulkhead_agent_writes_total", "Limits and schedulers written to the data path.",
+			func(s drive.Stats) int64 { return s.Writes }),
+		stat("bulkhead_agent_write_failures_total", "Writes the data path refused (each is retried at the next step).",
+			func(s drive.Stats) int64 { return s.Failed }),
+		stat("bulkhead_agent_retries_total", "Writes of settings the mechanism had already asked for: after a refused write, or because the data path lost them.",
+			func(s drive.Stats) int64 { return s.Retries }),
+		stat("bulkhead_agent_invalid_settings_total", "Settings of the mechanism refused by the driver core's checks.",
+			func(s drive.Stats) int64 { return s.Invalid }),
+		stat("bulkhead_agent_model_updates_total", "Model changes handed to the mechanism.",
+			func(s drive.Stats) int64 { return s.Updates }),
+	)
 	m.nDrops = map[string]*atomic.Int64{}
 	for _, r := range []string{DropMalformed, DropSize, DropVersion, DropSender, DropRecipient, DropBody, DropStale, DropOverflow} {
 		m.dropped.WithLabelValues(r)
@@ -157,10 +173,10 @@ func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
 	vms := make([]VMState, 0, len(obs.VMs))
 	for _, v := range obs.VMs {
 		s := VMState{VM: v.VM, InArrival: v.InArrival, InRate: v.InRate, InDrops: v.InDrops, OutRate: v.OutRate, DropSrc: v.DropSrc}
-		if l, ok := a.vmLimits[mech.Egress][v.VM]; ok {
+		if l, ok := a.enf.vmLimits[mech.Egress][v.VM]; ok {
 			s.EgressLimit = finite(l)
 		}
-		if l, ok := a.vmLimits[mech.Ingress][v.VM]; ok {
+		if l, ok := a.enf.vmLimits[mech.Ingress][v.VM]; ok {
 			s.IngressLimit = finite(l)
 		}
 		vms = append(vms, s)

@@ -19,7 +19,7 @@ const MaxDatagram = 60000
 // Envelope is one agent-to-agent message on the wire: a JSON object in a
 // UDP datagram. Body is a mechanism's message body (mech.Message.Body
 // encoded to JSON): an object with a "kind" naming its type, such as
-// "elasticswitch.guarantees" or "gatekeeper.congestion"; the agent hands
+// "MECHANISM.guarantees.v1" (mech.Body.MessageKind); the agent hands
 // it to the mechanism as a json.RawMessage, which the mechanisms decode
 // and check themselves.
 //

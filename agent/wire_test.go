@@ -2,33 +2,47 @@ package agent
 
 import (
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
-	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch/ra"
-	"github.com/bulkhead-dc/bulkhead/mech/gatekeeper"
+	"github.com/bulkhead-dc/bulkhead/mech/all"
+	"github.com/bulkhead-dc/bulkhead/mech/drive"
 )
 
-// testAgent is an agent with only what handle needs: host s1, peers s2
-// (10.201.0.2) and s3 (10.201.0.3).
-func testAgent() *Agent {
-	return &Agent{
-		cfg: Config{Host: "s1", Peers: map[string]netip.AddrPort{
-			"s2": netip.MustParseAddrPort("10.201.0.2:7471"),
-			"s3": netip.MustParseAddrPort("10.201.0.3:7471"),
-		}},
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), met: newMetrics("s1"), peerSeq: map[string]*sequence{},
+// testAgent is an agent without a socket for what handle needs: host
+// s1, peers s2 (10.201.0.2) and s3 (10.201.0.3), a script mechanism.
+func testAgent(t testing.TB) *Agent {
+	t.Helper()
+	peers := map[string]netip.AddrPort{
+		"s2": netip.MustParseAddrPort("10.201.0.2:7471"),
+		"s3": netip.MustParseAddrPort("10.201.0.3:7471"),
 	}
+	m := testModel(vmSpec{"x1", "T", "s1", "10.0.0.1", 1e6, 1e6}, vmSpec{"x2", "T", "s2", "10.0.0.2", 1e6, 1e6},
+		vmSpec{"x3", "T", "s3", "10.0.0.3", 1e6, 1e6})
+	a, err := New(Config{Host: "s1", Model: m, Mechanism: &script{}, Path: fakePath(mech.LossAtSource), Peers: PeerMap(peers)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+// inbox steps the agent's mechanism and returns the messages it was
+// given.
+func inbox(t testing.TB, a *Agent) []mech.Message {
+	t.Helper()
+	if _, err := a.drv.Step(&mech.HostObs{}); err != nil {
+		t.Fatal(err)
+	}
+	in := a.cfg.Mechanism.(*script).agent("s1").inbox
+	return in[len(in)-1]
 }
 
 var fromS2 = netip.MustParseAddrPort("10.201.0.2:7471")
 
-func mustEncode(t *testing.T, from, to string, epoch int64, seq uint64, body any) []byte {
+func mustEncode(t testing.TB, from, to string, epoch int64, seq uint64, body any) []byte {
 	t.Helper()
 	b, err := EncodeMessage(from, to, epoch, seq, body)
 	if err != nil {
@@ -37,43 +51,57 @@ func mustEncode(t *testing.T, from, to string, epoch int64, seq uint64, body any
 	return b
 }
 
-// TestMechanismBodiesRoundTrip: the bodies of ElasticSwitch and Gatekeeper
-// go through the wire and are decoded by the mechanisms' own decoders
-// from the json.RawMessage the agent delivers.
-func TestMechanismBodiesRoundTrip(t *testing.T) {
-	a := testAgent()
-	g := elasticswitch.Guarantees{Pairs: []elasticswitch.RemoteGuarantee{{Src: "a", Dst: "b", Share: 450e6, Unbounded: true}}}
-	fb := ra.Feedback{Pairs: []ra.PairLoss{{Src: "a", Dst: "b", Lost: 3}}}
-	n := gatekeeper.Notification{VM: "a", Dst: "b", DropRate: 30e6}
-	for i, body := range []any{g, fb, n} {
+// rateBody is a test message body (mech.Body).
+type rateBody struct {
+	Pair string  `json:"pair"`
+	Rate float64 `json:"rate"`
+}
+
+func (rateBody) MessageKind() string { return "test.rate.v1" }
+
+func (b rateBody) MarshalJSON() ([]byte, error) {
+	type fields rateBody
+	return mech.MarshalBody(b.MessageKind(), fields(b))
+}
+
+// TestBodiesRoundTrip: a body goes through the wire and reaches the
+// mechanism as the JSON the sender encoded, a json.RawMessage that the
+// mechanism decodes itself (mech.DecodeBody).
+func TestBodiesRoundTrip(t *testing.T) {
+	a := testAgent(t)
+	bodies := []any{
+		rateBody{Pair: "a->b", Rate: 450e6},
+		map[string]any{"kind": "test.shares.v1", "pairs": []map[string]any{{"src": "a", "dst": "b", "share": 1e6}}},
+	}
+	for i, body := range bodies {
 		a.handle(mustEncode(t, "s2", "s1", 1, uint64(i+1), body), fromS2)
 	}
-	if len(a.inbox) != 3 {
-		t.Fatalf("inbox has %d messages, want 3 (dropped %v)", len(a.inbox), a.Dropped())
+	got := inbox(t, a)
+	if len(got) != len(bodies) {
+		t.Fatalf("inbox has %d messages, want %d (dropped %v)", len(got), len(bodies), a.Dropped())
 	}
-	for _, m := range a.inbox {
+	for i, m := range got {
 		if m.From != "s2" || m.To != "s1" {
 			t.Errorf("message %+v", m)
 		}
-		if _, ok := m.Body.(json.RawMessage); !ok {
-			t.Errorf("body %T, want json.RawMessage", m.Body)
+		raw, ok := m.Body.(json.RawMessage)
+		if !ok {
+			t.Fatalf("body %T, want json.RawMessage", m.Body)
+		}
+		want, _ := json.Marshal(bodies[i])
+		if string(raw) != string(want) {
+			t.Errorf("body %s, want %s", raw, want)
 		}
 	}
-	if got, ok := mech.DecodeBody[elasticswitch.Guarantees](a.inbox[0].Body); !ok || got.Pairs[0] != g.Pairs[0] {
-		t.Errorf("guarantees: %+v %v", got, ok)
-	}
-	if got, ok := mech.DecodeBody[ra.Feedback](a.inbox[1].Body); !ok || got.Pairs[0] != fb.Pairs[0] {
-		t.Errorf("feedback: %+v %v", got, ok)
-	}
-	if got, ok := gatekeeper.Decode(a.inbox[2].Body); !ok || got != n {
-		t.Errorf("notification: %+v %v", got, ok)
+	if b, ok := mech.DecodeBody[rateBody](got[0].Body); !ok || b != bodies[0] {
+		t.Errorf("decoded %+v %v", b, ok)
 	}
 }
 
 // TestBadDatagramsDropped: malformed and unexpected datagrams are counted
 // by reason and dropped; none reaches the mechanism.
 func TestBadDatagramsDropped(t *testing.T) {
-	body := map[string]any{"kind": "elasticswitch.guarantees", "pairs": []any{}}
+	body := map[string]any{"kind": "test.shares", "pairs": []any{}}
 	good := func(from, to string, epoch int64, seq uint64) []byte {
 		return mustEncode(t, from, to, epoch, seq, body)
 	}
@@ -105,10 +133,10 @@ func TestBadDatagramsDropped(t *testing.T) {
 		{"bad kind", env(`"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"Drop Table"}`), fromS2, DropBody},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := testAgent()
+			a := testAgent(t)
 			a.handle(tc.data, tc.from)
-			if len(a.inbox) != 0 {
-				t.Errorf("delivered %+v", a.inbox)
+			if in := inbox(t, a); len(in) != 0 {
+				t.Errorf("delivered %+v", in)
 			}
 			d := a.Dropped()
 			if d[tc.reason] != 1 {
@@ -121,8 +149,8 @@ func TestBadDatagramsDropped(t *testing.T) {
 // TestSequence: duplicates and messages older than the newest accepted
 // are dropped as stale; a restarted sender (larger epoch) starts anew.
 func TestSequence(t *testing.T) {
-	a := testAgent()
-	body := map[string]any{"kind": "gatekeeper.congestion"}
+	a := testAgent(t)
+	body := map[string]any{"kind": "test.congestion"}
 	for _, m := range []struct {
 		epoch int64
 		seq   uint64
@@ -130,9 +158,8 @@ func TestSequence(t *testing.T) {
 	}{
 		{5, 1, true}, {5, 1, false}, {5, 3, true}, {5, 2, false}, {4, 9, false}, {6, 1, true}, {6, 2, true},
 	} {
-		before := len(a.inbox)
 		a.handle(mustEncode(t, "s2", "s1", m.epoch, m.seq, body), fromS2)
-		if got := len(a.inbox) > before; got != m.ok {
+		if got := len(inbox(t, a)) > 0; got != m.ok {
 			t.Errorf("epoch %d seq %d: accepted %v, want %v", m.epoch, m.seq, got, m.ok)
 		}
 	}
@@ -152,30 +179,49 @@ func TestEncodeRejects(t *testing.T) {
 	}
 }
 
-// TestInboxBounded: a flood is cut at maxInbox messages per step.
+// TestInboxBounded: a flood is cut at drive.MaxInbox messages per step.
 func TestInboxBounded(t *testing.T) {
-	a := testAgent()
+	a := testAgent(t)
 	body := map[string]any{"kind": "x"}
-	for i := 1; i <= maxInbox+10; i++ {
+	for i := 1; i <= drive.MaxInbox+10; i++ {
 		a.handle(mustEncode(t, "s2", "s1", 1, uint64(i), body), fromS2)
 	}
-	if len(a.inbox) != maxInbox || a.Dropped()[DropOverflow] != 10 {
-		t.Errorf("inbox %d, dropped %v", len(a.inbox), a.Dropped())
+	if in := inbox(t, a); len(in) != drive.MaxInbox || a.Dropped()[DropOverflow] != 10 {
+		t.Errorf("inbox %d, dropped %v", len(in), a.Dropped())
 	}
 }
 
-// FuzzHandle: no datagram makes the agent panic, and whatever is
-// delivered is a valid envelope from a known peer.
+// FuzzHandle: no datagram makes the agent panic, whatever is delivered
+// is a valid envelope from a known peer, and the agents of every
+// mechanism host agents run take it without panicking.
 func FuzzHandle(f *testing.F) {
-	f.Add([]byte(`{"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"elasticswitch.guarantees","pairs":[]}}`))
+	f.Add([]byte(`{"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x.y","pairs":[]}}`))
 	f.Add([]byte(`{"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x","pairs":[{"src":"a","share":1e400}]}}`))
 	f.Add([]byte(`{"v":2}`))
 	f.Add([]byte(`{"v":1,"body":{"kind":null}}`))
 	f.Add([]byte{0xff, 0xfe, '{'})
+	env := mech.Env{Host: "s1", VMs: []mech.VM{{Name: "a", Tenant: "T", Host: "s1", In: 1e8, Out: 1e8},
+		{Name: "b", Tenant: "T", Host: "s2", In: 1e8, Out: 1e8}}}
+	var agents []mech.Agent
+	for _, name := range all.Names() {
+		m, err := all.New(name, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if ok, _ := m.Capabilities().RealTraffic(); !ok {
+			continue
+		}
+		ma, err := m.NewAgent(env)
+		if err != nil {
+			f.Fatal(err)
+		}
+		agents = append(agents, ma)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		a := testAgent()
+		a := testAgent(t)
 		a.handle(b, fromS2)
-		for _, m := range a.inbox {
+		in := inbox(t, a)
+		for _, m := range in {
 			if m.From != "s2" || m.To != "s1" {
 				t.Fatalf("delivered %+v", m)
 			}
@@ -183,10 +229,10 @@ func FuzzHandle(f *testing.F) {
 			if err := checkBody(raw); err != nil {
 				t.Fatalf("delivered an invalid body: %v", err)
 			}
-			// the mechanisms' decoders must not panic on it either
-			mech.DecodeBody[elasticswitch.Guarantees](raw)
-			mech.DecodeBody[ra.Feedback](raw)
-			gatekeeper.Decode(raw)
+		}
+		// the mechanisms' agents must not panic on it either
+		for _, ma := range agents {
+			ma.Step(&mech.HostObs{}, in)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -37,6 +38,19 @@ func ValidPrefix(p string) error {
 		return fmt.Errorf("run prefix %q: want 2 to %d lowercase letters or digits, starting with a letter", p, MaxPrefix)
 	}
 	return nil
+}
+
+// RandomPrefix returns a fresh run prefix: lead (a lowercase letter and
+// one more letter or digit) and five random lowercase letters or digits.
+func RandomPrefix(lead string) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 5)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	p := []byte(lead)
+	for _, c := range b {
+		p = append(p, alphabet[int(c)%len(alphabet)])
+	}
+	return string(p)
 }
 
 // NSPrefix is the name prefix of a run's namespaces.

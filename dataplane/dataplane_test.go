@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"math"
 	"net/netip"
@@ -36,16 +35,7 @@ func needIperf3(tb testing.TB) {
 // everything of it and fails the test if anything is left.
 func newPrefix(tb testing.TB) string {
 	tb.Helper()
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
-	p := []byte("dt")
-	for _, c := range b {
-		p = append(p, alphabet[int(c)%len(alphabet)])
-	}
-	prefix := string(p)
+	prefix := RandomPrefix("dt")
 	tb.Cleanup(func() { cleanupAndCheck(tb, prefix) })
 	return prefix
 }

@@ -57,3 +57,44 @@ func TestLimiterClearsDebt(t *testing.T) {
 		t.Errorf("classes after recreation: %v, %v", cs, err)
 	}
 }
+
+// TestLimiterRecreatesLostClass: the counters carry each class's rate in
+// force (what a host agent verifies its limits with); a pair whose class
+// and classifier were deleted behind the limiter's back reads as rate 0,
+// and setting its rate again makes them anew.
+func TestLimiterRecreatesLostClass(t *testing.T) {
+	needRoot(t)
+	prefix := newPrefix(t)
+	c := newChain(t, prefix)
+	p := c.pair
+	if err := c.lim.SetPairRate(p, 40e6); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := c.lim.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cs[p]; got.Rate != 40e6 || got.Ceil != 40e6 {
+		t.Fatalf("counters %+v, want rate and ceil 40 Mbit/s", got)
+	}
+	h, _ := c.lim.ClassOf(p)
+	if err := c.h.DeleteU32(prefix+"hx", TCHandle(1, 0), uint16(h&0xffff)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.h.DeleteClass(prefix+"hx", TCHandle(1, 0), h); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err = c.lim.Counters(); err != nil || cs[p].Rate != 0 {
+		t.Fatalf("counters of the deleted class: %+v, %v; want rate 0", cs[p], err)
+	}
+	if err := c.lim.SetPairRate(p, 60e6); err != nil {
+		t.Fatalf("setting the rate of a lost class: %v", err)
+	}
+	if cs, err = c.lim.Counters(); err != nil || cs[p].Rate != 60e6 {
+		t.Errorf("counters after the class was made anew: %+v, %v", cs[p], err)
+	}
+	all, err := c.h.ClassCounters(prefix + "hx")
+	if err != nil || len(all) != 1 {
+		t.Errorf("classes on the limiter: %v, %v; want one", all, err)
+	}
+}

@@ -1,22 +1,23 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
-	"sort"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/bulkhead-dc/bulkhead/datapath"
 )
 
-// Pair is a VM pair by IPv4 address: source and destination.
-type Pair struct {
-	Src, Dst netip.Addr
-}
+// Pair is a VM pair by IPv4 address: source and destination (the data
+// path's pair, datapath.Pair).
+type Pair = datapath.Pair
 
-func (p Pair) String() string { return p.Src.String() + "->" + p.Dst.String() }
-
-func (p Pair) match() Match {
+func pairMatch(p Pair) Match {
 	return Match{Src: netip.PrefixFrom(p.Src, 32), Dst: netip.PrefixFrom(p.Dst, 32)}
 }
 
@@ -118,6 +119,8 @@ func (l *Limiter) class(minor uint16, bps float64) HTBClass {
 // netlink class change, except when raising a rate slow enough to leave
 // the class in a long token debt (see DebtLimit): the class is then
 // recreated, which drops what it had queued and restarts its counters.
+// A class change that fails (the class was deleted behind the limiter's
+// back) also recreates the class.
 func (l *Limiter) SetPairRate(p Pair, bps float64) error {
 	if math.IsNaN(bps) || bps < 0 {
 		return fmt.Errorf("limiter %s: pair %s: rate %v bits/s", l.dev, p, bps)
@@ -129,10 +132,17 @@ func (l *Limiter) SetPairRate(p Pair, bps float64) error {
 	defer l.mu.Unlock()
 	if pc, ok := l.pairs[p]; ok {
 		if !indebted(pc.rate, bps) {
-			if err := l.ns.changeHTBClass(l.idx, l.dev, l.class(pc.minor, bps)); err != nil {
-				return fmt.Errorf("limiter: pair %s: %w", p, err)
+			cerr := l.ns.changeHTBClass(l.idx, l.dev, l.class(pc.minor, bps))
+			if cerr == nil {
+				pc.rate = bps
+				return nil
 			}
-			pc.rate = bps
+			// The class, its queue or its classifier is gone: make
+			// them anew (what remains of them is removed first).
+			l.forget(p, pc)
+			if err := l.create(p, bps); err != nil {
+				return errors.Join(fmt.Errorf("limiter: pair %s: %w", p, cerr), err)
+			}
 			return nil
 		}
 		// Raised from a rate at which one offload packet costs a long
@@ -144,6 +154,20 @@ func (l *Limiter) SetPairRate(p Pair, bps float64) error {
 		}
 		l.recreated++
 	}
+	return l.create(p, bps)
+}
+
+// forget removes what is left of a pair's class (best effort) and frees
+// its minor.
+func (l *Limiter) forget(p Pair, pc *pairClass) {
+	_ = l.ns.DeleteU32(l.dev, TCHandle(l.major, 0), pc.minor)
+	_ = l.ns.DeleteClass(l.dev, TCHandle(l.major, 0), TCHandle(l.major, pc.minor))
+	delete(l.pairs, p)
+	l.free = append(l.free, pc.minor)
+}
+
+// create makes the pair's class, queue and classifier (l.mu held).
+func (l *Limiter) create(p Pair, bps float64) error {
 	var minor uint16
 	if n := len(l.free); n > 0 {
 		minor = l.free[n-1]
@@ -161,7 +185,7 @@ func (l *Limiter) SetPairRate(p Pair, bps float64) error {
 		err = l.ns.ReplaceFIFO(l.dev, c.Handle, TCHandle(0x8000|minor, 0), l.queue)
 	}
 	if err == nil {
-		err = l.ns.addU32(l.idx, l.dev, U32Filter{Parent: TCHandle(l.major, 0), Prio: filterPrio, Node: minor, Match: p.match(), ClassID: c.Handle})
+		err = l.ns.addU32(l.idx, l.dev, U32Filter{Parent: TCHandle(l.major, 0), Prio: filterPrio, Node: minor, Match: pairMatch(p), ClassID: c.Handle})
 	}
 	if err != nil {
 		_ = l.ns.DeleteClass(l.dev, c.Parent, c.Handle)
@@ -234,12 +258,7 @@ func (l *Limiter) removePair(p Pair, pc *pairClass) error {
 func (l *Limiter) Pairs() []Pair {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Pair, 0, len(l.pairs))
-	for p := range l.pairs {
-		out = append(out, p)
-	}
-	sortPairs(out)
-	return out
+	return slices.SortedFunc(maps.Keys(l.pairs), datapath.ComparePairs)
 }
 
 // Counters returns every pair class's counters (one netlink dump).
@@ -255,13 +274,4 @@ func (l *Limiter) Counters() (map[Pair]Counters, error) {
 		out[p] = cs[TCHandle(l.major, pc.minor)]
 	}
 	return out, nil
-}
-
-func sortPairs(ps []Pair) {
-	sort.Slice(ps, func(i, j int) bool {
-		if c := ps[i].Src.Compare(ps[j].Src); c != 0 {
-			return c < 0
-		}
-		return ps[i].Dst.Less(ps[j].Dst)
-	})
 }

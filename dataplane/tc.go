@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/netip"
 
+	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -405,14 +406,10 @@ func (n *NS) RedirectIngress(dev, to string, prio uint16) error {
 	return n.AddU32(dev, U32Filter{Parent: Ingress.parent(), Prio: prio, Node: 1, RedirectTo: toIdx})
 }
 
-// Counters are the counters of an HTB class.
-type Counters struct {
-	Bytes, Packets uint64 // sent
-	Drops          uint32 // dropped at the class's queue
-	Overlimits     uint32 // times the class was over its rate
-	Backlog        uint32 // bytes queued now
-	Qlen           uint32 // packets queued now
-}
+// Counters are the counters of an HTB class (datapath.Counters: bytes
+// and packets sent, drops at its queue, times it was over its rate,
+// bytes and packets queued now, its rate and ceiling).
+type Counters = datapath.Counters
 
 // ClassCounters returns the counters of every class on dev by handle.
 func (n *NS) ClassCounters(dev string) (map[uint32]Counters, error) {
@@ -439,6 +436,9 @@ func (n *NS) classCounters(idx int, dev string) (map[uint32]Counters, error) {
 			if s.Queue != nil {
 				k.Drops, k.Overlimits, k.Backlog, k.Qlen = s.Queue.Drops, s.Queue.Overlimits, s.Queue.Backlog, s.Queue.Qlen
 			}
+		}
+		if h, ok := c.(*netlink.HtbClass); ok {
+			k.Rate, k.Ceil = float64(h.Rate)*8, float64(h.Ceil)*8
 		}
 		out[a.Handle] = k
 	}

@@ -105,8 +105,10 @@ type Limit struct {
 }
 
 // Message is a control message between agents (e.g. ElasticSwitch's
-// remote-guarantee packets, Gatekeeper's congestion feedback). Body must be
-// a value that encodes to JSON, so that host agents can send it over UDP.
+// remote-guarantee packets, Gatekeeper's congestion feedback). A mechanism
+// sends a Body (a named, versioned type; see message.go); a host agent
+// delivers what it read from the wire as json.RawMessage, which the
+// mechanism decodes with DecodeBody.
 type Message struct {
 	From, To string // hosts
 	Body     any

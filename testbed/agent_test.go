@@ -9,7 +9,6 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/agent"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
-	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
 	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/vishvananda/netlink"
@@ -80,7 +79,7 @@ func TestElasticSwitchCoreCongestion(t *testing.T) {
 	for _, tc := range []struct {
 		mech string
 		dur  time.Duration
-	}{{MechNone, 6 * time.Second}, {"elasticswitch", 12 * time.Second}} {
+	}{{"none", 6 * time.Second}, {"elasticswitch", 12 * time.Second}} {
 		t.Run(tc.mech, func(t *testing.T) {
 			sc, tp := loadScenario(t, "../scenarios/elasticswitch-real-fig5.yaml")
 			sc.Duration = spec.Duration(tc.dur)
@@ -110,7 +109,7 @@ func TestElasticSwitchCoreCongestion(t *testing.T) {
 				t.Errorf("agents dropped %.0f reordered control messages in %d steps: more than the network's occasional reordering", stale, steps)
 			}
 			switch tc.mech {
-			case MechNone:
+			case "none":
 				if m["X"] >= 450 {
 					t.Errorf("none: X got %.0f Mbps, want below its 450 Mbps guarantee", m["X"])
 				}
@@ -232,7 +231,7 @@ func TestAttachAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tb.Close()
-	m, err := elasticswitch.New(nil)
+	m, err := NewMechanism("elasticswitch", nil, LossTCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,13 +246,12 @@ func TestAttachAgent(t *testing.T) {
 	src, _ := plan.VM("a-tx")
 	dst, _ := plan.VM("a-rx")
 	for _, server := range []string{src.Server, dst.Server} {
-		cfg, release, err := AttachAgent(plan, server, m, LossTCP, nil)
+		cfg, err := AttachAgent(plan, server, m, LossTCP, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer release()
 		cfg.Restore = true
-		a, err := agent.New(cfg)
+		a, err := agent.New(cfg) // the agent owns the data path and its namespaces
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,33 +6,64 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
-	"sort"
 	"strconv"
 	"sync"
 
 	"github.com/bulkhead-dc/bulkhead/agent"
+	"github.com/bulkhead-dc/bulkhead/datapath"
+	"github.com/bulkhead-dc/bulkhead/datapath/linux"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
-	"github.com/bulkhead-dc/bulkhead/mech/gatekeeper"
-	"github.com/bulkhead-dc/bulkhead/mech/none"
-	"github.com/bulkhead-dc/bulkhead/mech/seawall"
-	"github.com/bulkhead-dc/bulkhead/mech/static"
+	"github.com/bulkhead-dc/bulkhead/mech/all"
 )
 
-// Env returns the mechanism environment of a server: every VM of the
-// scenario and the declared pairs.
-func (p *Plan) Env(server string) mech.Env {
-	env := mech.Env{Host: server}
-	for _, v := range p.VMs {
-		env.VMs = append(env.VMs, mech.VM{Name: v.Name, Tenant: v.Tenant, Host: v.Server, In: v.In, Out: v.Out})
+// Mechanisms lists the registered mechanisms the testbed's host agents
+// can run (mech.Capabilities.RealTraffic).
+func Mechanisms() []string {
+	var out []string
+	for _, n := range all.Names() {
+		if m, err := all.New(n, nil); err == nil {
+			if ok, _ := m.Capabilities().RealTraffic(); ok {
+				out = append(out, n)
+			}
+		}
 	}
-	sort.Slice(env.VMs, func(i, j int) bool { return env.VMs[i].Name < env.VMs[j].Name })
-	for _, pr := range p.Pairs {
-		env.Pattern = append(env.Pattern, mech.PairID{Src: pr.Src, Dst: pr.Dst})
+	return out
+}
+
+// NewMechanism builds a mechanism from the registry for the testbed's
+// host agents: it must run on real traffic (mech.Capabilities.RealTraffic)
+// and, when its agents react to losses, it is set up for the side where
+// the loss counter (loss: LossSeq or LossTCP) sees them (mech.LossAdapter).
+func NewMechanism(name string, params map[string]any, loss string) (mech.Mechanism, error) {
+	side, err := LossSide(loss)
+	if err != nil {
+		return nil, err
 	}
-	return env
+	m, err := all.New(name, params)
+	if err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	caps := m.Capabilities()
+	if ok, why := caps.RealTraffic(); !ok {
+		return nil, fmt.Errorf("testbed: mechanism %s runs in the simulator only: %s", name, why)
+	}
+	if la, ok := m.(mech.LossAdapter); ok && caps.Losses {
+		if m, err = la.ForLosses(side); err != nil {
+			return nil, fmt.Errorf("testbed: mechanism %s with the %s loss counter (--loss %s sees losses at the %s): %w", name, lossName(loss), lossName(loss), side, err)
+		}
+	}
+	return m, nil
+}
+
+// Needs returns what the data plane must have for a mechanism's agents:
+// pair limiters (mech.Capabilities.PairLimits) and per-VM schedulers
+// (Schedulers).
+func Needs(m mech.Mechanism) (limiters, schedulers bool) {
+	c := m.Capabilities()
+	return c.PairLimits, c.Schedulers
 }
 
 // Agents lists the servers that run a host agent: those with VMs.
@@ -46,131 +77,149 @@ func (p *Plan) Agents() []*NodePlan {
 	return out
 }
 
+// peers resolves the host agents' addresses: each server's control
+// address.
+func (p *Plan) peers(host string) (netip.AddrPort, bool) {
+	n, ok := p.Node(host)
+	if !ok || !n.Ctl.IsValid() {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(n.Ctl, AgentPort), true
+}
+
 // agentBase is the part of an agent's configuration that only depends on
-// the plan.
-func (p *Plan) agentBase(server string, m mech.Mechanism) (agent.Config, *NodePlan, error) {
+// the plan: the model, pattern, mechanism, scale and peers; the socket
+// opened inside the server's namespace ns at its control address.
+func (p *Plan) agentBase(server string, m mech.Mechanism, ns *dataplane.NS) (agent.Config, *NodePlan, error) {
 	n, ok := p.Node(server)
 	if !ok || !n.Ctl.IsValid() {
 		return agent.Config{}, nil, fmt.Errorf("testbed: %q is not a server with VMs", server)
 	}
+	listen := netip.AddrPortFrom(n.Ctl, AgentPort)
 	cfg := agent.Config{
-		Host: server, Mechanism: m, Env: p.Env(server), Scale: p.Scale,
-		Addrs:  map[string]netip.Addr{},
-		Listen: netip.AddrPortFrom(n.Ctl, AgentPort),
-		Peers:  map[string]netip.AddrPort{},
-		TXIFB:  n.TXIFB, RXIFB: n.RXIFB,
-	}
-	for _, sh := range n.Shapes {
-		cfg.Links = append(cfg.Links, sh.Dev)
-	}
-	for _, v := range p.VMs {
-		cfg.Addrs[v.Name] = v.Addr
-	}
-	for _, o := range p.Agents() {
-		if o != n {
-			cfg.Peers[o.Name] = netip.AddrPortFrom(o.Ctl, AgentPort)
-		}
+		Host: server, Model: p.Model, Pattern: p.Pattern(), Mechanism: m, Scale: p.Scale, Peers: p.peers,
+		Listen: func() (net.PacketConn, error) {
+			var c net.PacketConn
+			err := ns.Do(func() (err error) {
+				c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(listen))
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%s in netns %s: %w", listen, ns.Name, err)
+			}
+			return c, nil
+		},
 	}
 	return cfg, n, nil
 }
 
+// linuxConfig is the part of a server's data path that only depends on
+// the plan: its namespace, scheduler devices and links.
+func (p *Plan) linuxConfig(n *NodePlan, ns *dataplane.NS) linux.Config {
+	lc := linux.Config{NS: ns, VMs: map[string]linux.Limiters{}, TXIFB: n.TXIFB, RXIFB: n.RXIFB}
+	for _, sh := range n.Shapes {
+		lc.Links = append(lc.Links, sh.Dev)
+	}
+	return lc
+}
+
 // AgentConfig returns the configuration of the host agent of a server of
-// this testbed, sharing the testbed's namespace handles and limiters (for
-// agents run inside the testbed's process). The loss counter is
-// agent.TCPRetransmits over the server's VMs.
+// this testbed, on a data path that shares the testbed's namespace
+// handles and limiters (for agents run inside the testbed's process). A
+// mechanism that reacts to losses gets the testbed's loss counter.
 func (tb *Testbed) AgentConfig(server string, m mech.Mechanism, log *slog.Logger) (agent.Config, error) {
-	cfg, n, err := tb.plan.agentBase(server, m)
+	return tb.agentConfig(server, m, log, m.Capabilities().Losses)
+}
+
+func (tb *Testbed) agentConfig(server string, m mech.Mechanism, log *slog.Logger, losses bool) (agent.Config, error) {
+	var ns *dataplane.NS
+	if n, ok := tb.plan.Node(server); ok {
+		ns = tb.ns[n.NS]
+	}
+	cfg, n, err := tb.plan.agentBase(server, m, ns)
 	if err != nil {
 		return cfg, err
 	}
-	cfg.NS = tb.ns[n.NS]
 	cfg.Logger = log
-	nsAddr := map[string]netip.Addr{}
+	lc := tb.plan.linuxConfig(n, ns)
 	for _, vi := range n.VMs {
 		v := tb.plan.VMs[vi]
-		cfg.VMs = append(cfg.VMs, agent.VM{Name: v.Name, Addr: v.Addr, HostDev: v.HostDev, TX: tb.tx[v.Name], RX: tb.rx[v.Name]})
-		nsAddr[v.NS] = v.Addr
+		lc.VMs[v.Name] = linux.Limiters{TX: tb.tx[v.Name], RX: tb.rx[v.Name]}
 	}
-	if readsLosses(m.Name()) {
-		var hostDevs []string
-		for _, vi := range n.VMs {
-			hostDevs = append(hostDevs, tb.plan.VMs[vi].HostDev)
-		}
-		if cfg.Loss, err = newLossCounter(tb.loss, cfg.NS, cfg.Links, hostDevs, nsAddr); err != nil {
+	if losses {
+		if lc.Loss, err = tb.plan.lossCounter(tb.loss, n, ns); err != nil {
 			return cfg, err
 		}
+	}
+	if cfg.Path, err = linux.NewHost(lc); err != nil {
+		return cfg, errors.Join(err, closeLoss(lc.Loss))
 	}
 	return cfg, nil
 }
 
-// readsLosses says whether a mechanism's agents react to per-pair losses
-// (ElasticSwitch and Seawall); only theirs get a loss counter.
-func readsLosses(mechanism string) bool {
-	return mechanism == elasticswitch.Name || mechanism == seawall.Name
+func closeLoss(l datapath.LossCounter) error {
+	if l == nil {
+		return nil
+	}
+	return l.Close()
 }
 
 // Loss counters of the host agents (Options.Loss; "" is LossSeq).
 const (
 	// LossTCP counts the sender VMs' TCP retransmissions
-	// (agent.TCPRetransmits): at the source, TCP only.
+	// (linux.TCPRetransmits): at the source, TCP only.
 	LossTCP = "tcp"
 	// LossSeq counts gaps in per-pair sequence numbers stamped by eBPF
-	// (agent.SeqGaps, ElasticSwitch §6): at the destination, TCP and UDP.
-	// ElasticSwitch and Seawall then take their congestion from the
-	// receivers' feedback (parameter congestion: receiver, set by
-	// LossParams).
+	// (linux.SeqGaps, ElasticSwitch §6): at the destination, TCP and UDP.
+	// Mechanisms that react at the source then take their congestion
+	// from the receivers' feedback (mech.LossAdapter; NewMechanism).
 	LossSeq = "seq"
 )
 
 // CheckLoss says whether name is a loss counter ("" is LossSeq).
 func CheckLoss(name string) error {
+	_, err := LossSide(name)
+	return err
+}
+
+// LossSide returns where a loss counter sees losses ("" is LossSeq).
+func LossSide(name string) (mech.LossSide, error) {
 	switch name {
-	case "", LossTCP, LossSeq:
-		return nil
+	case "", LossSeq:
+		return mech.LossAtDestination, nil
+	case LossTCP:
+		return mech.LossAtSource, nil
 	}
-	return fmt.Errorf("testbed: loss counter %q: want %q (TCP retransmissions at the sender) or %q (eBPF sequence-number gaps at the receiver)", name, LossTCP, LossSeq)
+	return 0, fmt.Errorf("testbed: loss counter %q: want %q (TCP retransmissions at the sender) or %q (eBPF sequence-number gaps at the receiver)", name, LossTCP, LossSeq)
 }
 
-// LossParams returns the mechanism parameters that go with a loss
-// counter: with LossSeq, losses are seen at the destination, so
-// ElasticSwitch and Seawall must read them from the receivers' feedback
-// (congestion: receiver, unless params already say receiver or both). A
-// params that asks for the source's own count is an error: it would see
-// no loss at all; so is receiver feedback with LossTCP, which counts at the
-// senders.
-func LossParams(loss, mechanism string, params map[string]any) (map[string]any, error) {
-	if !readsLosses(mechanism) {
-		return params, nil
+func lossName(name string) string {
+	if name == "" {
+		return LossSeq
 	}
-	if loss == LossTCP {
-		if c := params["congestion"]; c == "receiver" {
-			return nil, fmt.Errorf("testbed: mechanism.params.congestion is receiver, but the %s loss counter sees losses at the senders only: use egress (default) or both, or --loss %s", LossTCP, LossSeq)
-		}
-		return params, nil
-	}
-	out := make(map[string]any, len(params)+1)
-	for k, v := range params {
-		out[k] = v
-	}
-	switch c, ok := params["congestion"]; {
-	case !ok:
-		out["congestion"] = "receiver"
-	case c == "receiver" || c == "both":
-	default:
-		return nil, fmt.Errorf("testbed: mechanism.params.congestion is %v, but the %s loss counter sees losses at the receivers: use receiver or both", c, LossSeq)
-	}
-	return out, nil
+	return name
 }
 
-// newLossCounter makes a server agent's loss counter: nsAddr maps its VMs'
-// namespaces to their addresses (LossTCP); uplinks are the server's link
-// devices and hostDevs its VMs' veths in the server (LossSeq).
-func newLossCounter(loss string, ns *dataplane.NS, uplinks, hostDevs []string, nsAddr map[string]netip.Addr) (agent.LossCounter, error) {
+// lossCounter makes the loss counter of server n (namespace ns):
+// sequence-number gaps stamped on its links and counted at its VMs'
+// veths (LossSeq), or its VMs' TCP retransmissions (LossTCP).
+func (p *Plan) lossCounter(loss string, n *NodePlan, ns *dataplane.NS) (datapath.LossCounter, error) {
 	switch loss {
 	case "", LossSeq:
-		return agent.NewSeqGaps(ns, uplinks, hostDevs)
+		var uplinks, hostDevs []string
+		for _, sh := range n.Shapes {
+			uplinks = append(uplinks, sh.Dev)
+		}
+		for _, vi := range n.VMs {
+			hostDevs = append(hostDevs, p.VMs[vi].HostDev)
+		}
+		return linux.NewSeqGaps(ns, uplinks, hostDevs)
 	case LossTCP:
-		return agent.NewTCPRetransmits(nsAddr)
+		nsAddr := map[string]netip.Addr{}
+		for _, vi := range n.VMs {
+			nsAddr[p.VMs[vi].NS] = p.VMs[vi].Addr
+		}
+		return linux.NewTCPRetransmits(nsAddr)
 	}
 	return nil, CheckLoss(loss)
 }
@@ -180,17 +229,18 @@ func newLossCounter(loss string, ns *dataplane.NS, uplinks, hostDevs []string, n
 // agent`): the server's and its VMs' namespaces, and its own limiters —
 // it replaces the root qdiscs of its VMs' interfaces (pair limiters) and
 // of their veths in the server (receive counters) with new ones, so it
-// owns them. close releases the namespaces.
-func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slog.Logger) (_ agent.Config, _ func(), err error) {
+// owns them. The agent owns the data path: closing it (agent.Run,
+// Agent.Close, a failed agent.New) releases the namespaces.
+func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slog.Logger) (_ agent.Config, err error) {
 	if err := CheckLoss(loss); err != nil {
-		return agent.Config{}, nil, err
+		return agent.Config{}, err
 	}
-	if err := Supported(m.Name()); err != nil {
-		return agent.Config{}, nil, fmt.Errorf("testbed: %w", err)
+	if ok, why := m.Capabilities().RealTraffic(); !ok {
+		return agent.Config{}, fmt.Errorf("testbed: mechanism %s runs in the simulator only: %s", m.Name(), why)
 	}
-	cfg, n, err := p.agentBase(server, m)
-	if err != nil {
-		return cfg, nil, err
+	n, ok := p.Node(server)
+	if !ok || !n.Ctl.IsValid() {
+		return agent.Config{}, fmt.Errorf("testbed: %q is not a server with VMs", server)
 	}
 	var opened []*dataplane.NS
 	release := func() {
@@ -198,8 +248,10 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slo
 			ns.Close()
 		}
 	}
+	var lc linux.Config
 	defer func() {
 		if err != nil {
+			err = errors.Join(err, closeLoss(lc.Loss))
 			release()
 		}
 	}()
@@ -213,98 +265,93 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slo
 	}
 	srv, err := open(n.NS)
 	if err != nil {
-		return cfg, nil, err
+		return agent.Config{}, err
 	}
-	cfg.NS, cfg.Logger = srv, log
+	cfg, n, err := p.agentBase(server, m, srv)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Logger = log
+	lc = p.linuxConfig(n, srv)
 	sends, recvs := map[string][]dataplane.Pair{}, map[string][]dataplane.Pair{}
 	for _, pr := range p.Pairs {
 		dp, err := p.dpPair(pr.Src, pr.Dst)
 		if err != nil {
-			return cfg, nil, err
+			return cfg, err
 		}
 		sends[pr.Src] = append(sends[pr.Src], dp)
 		recvs[pr.Dst] = append(recvs[pr.Dst], dp)
 	}
-	nsAddr := map[string]netip.Addr{}
 	for _, vi := range n.VMs {
 		v := p.VMs[vi]
-		av := agent.VM{Name: v.Name, Addr: v.Addr, HostDev: v.HostDev}
+		var l linux.Limiters
 		if len(recvs[v.Name]) > 0 {
 			// HTB cannot be changed in place: remove what is there first
 			if err := srv.DeleteRootQdisc(v.HostDev); err != nil {
-				return cfg, nil, err
+				return cfg, err
 			}
-			if av.RX, err = dataplane.NewLimiter(srv, dataplane.LimiterConfig{Dev: v.HostDev}); err != nil {
-				return cfg, nil, err
+			if l.RX, err = dataplane.NewLimiter(srv, dataplane.LimiterConfig{Dev: v.HostDev}); err != nil {
+				return cfg, err
 			}
 			for _, dp := range recvs[v.Name] {
-				if err := av.RX.SetPairRate(dp, mech.Unlimited); err != nil {
-					return cfg, nil, err
+				if err := l.RX.SetPairRate(dp, mech.Unlimited); err != nil {
+					return cfg, err
 				}
 			}
 		}
 		if p.Limiters && len(sends[v.Name]) > 0 {
 			vns, err := open(v.NS)
 			if err != nil {
-				return cfg, nil, err
+				return cfg, err
 			}
 			if err := vns.Do(limitTSQ); err != nil {
-				return cfg, nil, fmt.Errorf("netns %s: %w", v.NS, err)
+				return cfg, fmt.Errorf("netns %s: %w", v.NS, err)
 			}
 			if err := vns.DeleteRootQdisc(v.Dev); err != nil {
-				return cfg, nil, err
+				return cfg, err
 			}
-			if av.TX, err = dataplane.NewLimiter(vns, dataplane.LimiterConfig{Dev: v.Dev, QueueBytes: VMLimiterQueue}); err != nil {
-				return cfg, nil, err
+			if l.TX, err = dataplane.NewLimiter(vns, dataplane.LimiterConfig{Dev: v.Dev, QueueBytes: VMLimiterQueue}); err != nil {
+				return cfg, err
 			}
 			for _, dp := range sends[v.Name] {
-				if err := av.TX.SetPairRate(dp, mech.Unlimited); err != nil {
-					return cfg, nil, err
+				if err := l.TX.SetPairRate(dp, mech.Unlimited); err != nil {
+					return cfg, err
 				}
 			}
 		}
-		cfg.VMs = append(cfg.VMs, av)
-		nsAddr[v.NS] = v.Addr
+		lc.VMs[v.Name] = l
 	}
-	if readsLosses(m.Name()) {
-		var hostDevs []string
-		for _, vi := range n.VMs {
-			hostDevs = append(hostDevs, p.VMs[vi].HostDev)
-		}
-		if cfg.Loss, err = newLossCounter(loss, srv, cfg.Links, hostDevs, nsAddr); err != nil {
-			return cfg, nil, err
+	if m.Capabilities().Losses {
+		if lc.Loss, err = p.lossCounter(loss, n, srv); err != nil {
+			return cfg, err
 		}
 	}
-	return cfg, release, nil
+	lc.Release = release
+	if cfg.Path, err = linux.NewHost(lc); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
 }
 
-// Supported says whether the testbed's host agents can run a mechanism:
-// the per-host mechanisms whose observations and actions the data plane
-// provides (none, static, seawall, elasticswitch, gatekeeper). Central
-// controllers (Pulsar, QShare, DRX's distributed variants) and DRX's
-// local variants (per-VM demands and SLAs the agents do not measure) run
-// in the simulator only.
-func Supported(name string) error {
-	switch name {
-	case none.Name, static.Name, seawall.Name, elasticswitch.Name, gatekeeper.Name:
-		return nil
+// Apply steps the mechanism's agent of every server with VMs once, on a
+// first observation (no traffic yet), and leaves what it set on the data
+// plane, with no agent running: what a mechanism sets from the model
+// alone (a reservation mechanism's pair limits, a scheduler's weights).
+// Messages between the agents are dropped.
+func (tb *Testbed) Apply(m mech.Mechanism) error {
+	for _, n := range tb.plan.Agents() {
+		// a first step measures no loss: no loss counter
+		cfg, err := tb.agentConfig(n.Name, m, tb.log, false)
+		if err != nil {
+			return err
+		}
+		st, err := agent.Apply(cfg)
+		if err != nil {
+			return fmt.Errorf("testbed: apply %s on %s: %w", m.Name(), n.Name, err)
+		}
+		tb.log.Info("mechanism applied", "mechanism", m.Name(), "server", n.Name, "writes", st.Writes)
 	}
-	return fmt.Errorf("mechanism %q runs in the simulator only; the testbed's host agents run %s, %s, %s, %s and %s",
-		name, none.Name, static.Name, seawall.Name, elasticswitch.Name, gatekeeper.Name)
-}
-
-// Needs returns what the data plane must have for a mechanism's agents:
-// pair limiters (every mechanism but none and Gatekeeper) and per-VM
-// schedulers (Gatekeeper: its egress and ingress schedulers and VM
-// limits).
-func Needs(name string) (limiters, schedulers bool) {
-	switch name {
-	case none.Name:
-		return false, false
-	case gatekeeper.Name:
-		return false, true
-	}
-	return true, false
+	return nil
 }
 
 // agents runs the host agents of a testbed as goroutines.
@@ -355,11 +402,8 @@ func (tb *Testbed) startAgents(ctx context.Context, m mech.Mechanism, httpBase s
 		}
 		cfg.Trace = trace
 		cfg.Restore = true
-		a, err := agent.New(cfg)
+		a, err := agent.New(cfg) // closes cfg.Path on error
 		if err != nil {
-			if cfg.Loss != nil {
-				err = errors.Join(err, cfg.Loss.Close())
-			}
 			return fail(err)
 		}
 		as.list = append(as.list, a)

@@ -36,13 +36,13 @@ type Options struct {
 	// the losses a connection sees are the network's, not the limiter's.
 	Limiters bool
 	// Schedulers adds two IFBs to every server with VMs for per-VM
-	// schedulers (Gatekeeper's): PREFIXtx receives by mirred redirection
+	// schedulers (mech.Capabilities.Schedulers): PREFIXtx receives by mirred redirection
 	// everything the server's VMs send, PREFIXrx everything arriving on
 	// the server's links. They pass traffic unshaped until an agent
 	// installs a scheduler.
 	Schedulers bool
 	// Loss is the loss counter of the agents of mechanisms that react to
-	// losses (ElasticSwitch, Seawall): LossSeq (default: eBPF
+	// losses (mech.Capabilities.Losses): LossSeq (default: eBPF
 	// sequence-number gaps at the receivers) or LossTCP (see the
 	// constants).
 	Loss string

@@ -21,7 +21,7 @@
 //   - on the server side of every VM that receives a declared pair, an
 //     HTB with an unlimited class per pair: the receive counters the
 //     measurements come from;
-//   - with Limiters (every mechanism but none and gatekeeper), on the
+//   - with Limiters (mechanisms whose agents set pair limits), on the
 //     interface of every VM that sends a declared pair, a
 //     dataplane.Limiter with a class per pair: the pair limiters a host
 //     agent sets. They sit on the emulated vNIC's transmit queue, so TCP
@@ -29,7 +29,8 @@
 //     VMTSQBytes in the VMs) instead of losing packets to the limiter —
 //     the backpressure a real vNIC gives — and the losses its
 //     connections see are the network's;
-//   - with Schedulers (gatekeeper), two IFBs per server with VMs:
+//   - with Schedulers (mechanisms whose agents install per-VM
+//     schedulers), two IFBs per server with VMs:
 //     PREFIXtx receives by mirred redirection everything the server's VMs
 //     send, PREFIXrx everything arriving on its links (one redirection
 //     filter per local VM, whose counters are the VM's arrivals, and one
@@ -47,9 +48,13 @@
 // # Mechanisms and workloads
 //
 // Run starts one host agent (package agent) per server with VMs, as
-// goroutines of its process, each bound to its server's namespace, running
-// the mechanism through mech/all — none, static, elasticswitch, seawall,
-// gatekeeper (central controllers are not supported). `bulkhead agent`
+// goroutines of its process, each on its server's data path
+// (datapath/linux over the testbed's limiters, IFBs and links; its
+// socket opened in the server's namespace), running
+// the mechanism through mech/all — any whose needs host agents meet
+// (mech.Capabilities.RealTraffic: no central controller, appliance
+// enforcement or VMs' demands); its declared capabilities say which data
+// plane to build and whether it needs a loss counter. `bulkhead agent`
 // runs the same agent as a process against a testbed that is up
 // (AttachAgent). Flows run as iperf3 clients and servers (one process
 // each) or, with RunOptions.Workload "builtin", in the built-in generator

@@ -1,56 +1,91 @@
 package testbed
 
 import (
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
 )
 
-func TestLossParams(t *testing.T) {
-	tests := []struct {
-		loss, mech string
-		params     map[string]any
-		want       map[string]any
-		err        string
-	}{
-		{"", "elasticswitch", nil, map[string]any{"congestion": "receiver"}, ""},
-		{LossSeq, "seawall", map[string]any{"rate_allocation_period": "15ms"}, map[string]any{"rate_allocation_period": "15ms", "congestion": "receiver"}, ""},
-		{LossSeq, "elasticswitch", map[string]any{"congestion": "both"}, map[string]any{"congestion": "both"}, ""},
-		{LossSeq, "elasticswitch", map[string]any{"congestion": "egress"}, nil, "sees losses at the receivers"},
-		{LossTCP, "elasticswitch", nil, nil, ""},
-		{LossTCP, "elasticswitch", map[string]any{"congestion": "receiver"}, nil, "senders only"},
-		{LossSeq, "gatekeeper", nil, nil, ""},
-		{LossSeq, "static", map[string]any{}, map[string]any{}, ""},
-	}
-	for _, tc := range tests {
-		got, err := LossParams(tc.loss, tc.mech, tc.params)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("LossParams(%q, %q, %v): err %v, want one containing %q", tc.loss, tc.mech, tc.params, err, tc.err)
-			}
+// TestNewMechanismLosses: every mechanism whose agents react to losses is
+// set up for the side where the loss counter sees them
+// (mech.LossAdapter): with the default or explicit receiver feedback
+// under LossSeq (at the destination), with its own count under LossTCP
+// (at the source); parameters that would read the side the counter does
+// not see are refused with a clear message.
+func TestNewMechanismLosses(t *testing.T) {
+	lossy := 0
+	for _, name := range Mechanisms() {
+		m, err := NewMechanism(name, nil, "")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !m.Capabilities().Losses {
 			continue
 		}
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("LossParams(%q, %q, %v) = %v, %v; want %v", tc.loss, tc.mech, tc.params, got, err, tc.want)
+		if _, ok := m.(mech.LossAdapter); !ok {
+			t.Errorf("%s reacts to losses but cannot be set up for where they are seen", name)
+			continue
+		}
+		lossy++
+		for _, tc := range []struct {
+			loss   string
+			params map[string]any
+			err    string
+		}{
+			{LossSeq, nil, ""},
+			{LossSeq, map[string]any{"congestion": "receiver"}, ""},
+			{LossSeq, map[string]any{"congestion": "both"}, ""},
+			{LossSeq, map[string]any{"congestion": "egress"}, "sees losses at the receivers"},
+			{LossTCP, nil, ""},
+			{LossTCP, map[string]any{"congestion": "receiver"}, "senders only"},
+		} {
+			_, err := NewMechanism(name, tc.params, tc.loss)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Errorf("%s, %v, --loss %s: %v; want error %q", name, tc.params, tc.loss, err, tc.err)
+			}
 		}
 	}
-	// The caller's map is never changed.
-	in := map[string]any{"alpha": 0.4}
-	if _, err := LossParams(LossSeq, "elasticswitch", in); err != nil || len(in) != 1 {
-		t.Errorf("LossParams changed its input: %v (%v)", in, err)
+	if lossy == 0 {
+		t.Error("no mechanism reacts to losses: the test tests nothing")
 	}
 }
 
 func TestCheckLoss(t *testing.T) {
-	for _, ok := range []string{"", LossSeq, LossTCP} {
-		if err := CheckLoss(ok); err != nil {
-			t.Errorf("CheckLoss(%q): %v", ok, err)
+	for _, tc := range []struct {
+		name string
+		side mech.LossSide
+	}{{"", mech.LossAtDestination}, {LossSeq, mech.LossAtDestination}, {LossTCP, mech.LossAtSource}} {
+		if s, err := LossSide(tc.name); err != nil || s != tc.side {
+			t.Errorf("LossSide(%q) = %v, %v; want %v", tc.name, s, err, tc.side)
 		}
 	}
 	if err := CheckLoss("ebpf"); err == nil || !strings.Contains(err.Error(), `"seq"`) {
 		t.Errorf("CheckLoss(ebpf) = %v, want an error naming the choices", err)
 	}
-	if !readsLosses("elasticswitch") || !readsLosses("seawall") || readsLosses("gatekeeper") || readsLosses("static") || readsLosses("none") {
-		t.Error("readsLosses: only elasticswitch and seawall react to pair losses")
+	if _, err := NewMechanism(Mechanisms()[0], nil, "ebpf"); err == nil {
+		t.Error("NewMechanism accepted an unknown loss counter")
+	}
+}
+
+// TestMechanisms: the mechanisms the testbed offers are those host
+// agents can run; the others are refused with the reason.
+func TestMechanisms(t *testing.T) {
+	offered := map[string]bool{}
+	for _, n := range Mechanisms() {
+		offered[n] = true
+	}
+	for _, n := range []string{"none", "static", "elasticswitch", "seawall", "gatekeeper"} {
+		if !offered[n] {
+			t.Errorf("%s not offered (offered: %v)", n, Mechanisms())
+		}
+	}
+	for _, n := range []string{"pulsar", "qshare", "drx", "drx-eb-local"} {
+		if offered[n] {
+			t.Errorf("%s offered", n)
+		}
+		if _, err := NewMechanism(n, nil, ""); err == nil || !strings.Contains(err.Error(), "simulator only") {
+			t.Errorf("NewMechanism(%s): %v, want refused", n, err)
+		}
 	}
 }

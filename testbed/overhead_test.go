@@ -9,7 +9,6 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"golang.org/x/sys/unix"
 )
@@ -48,7 +47,7 @@ func benchUp(b *testing.B, y string, o Options) (*spec.Scenario, *Testbed) {
 type pollOnly struct{}
 
 func (pollOnly) Name() string                                     { return "poll-only" }
-func (pollOnly) Capabilities() mech.Capabilities                  { return mech.Capabilities{PairLimits: true} }
+func (pollOnly) Capabilities() mech.Capabilities                  { return mech.Capabilities{} }
 func (pollOnly) NewAgent(mech.Env) (mech.Agent, error)            { return pollAgent{}, nil }
 func (pollAgent) Period() time.Duration                           { return 15 * time.Millisecond }
 func (pollAgent) Step(*mech.HostObs, []mech.Message) mech.Actions { return mech.Actions{} }
@@ -186,7 +185,7 @@ func processCPU() time.Duration {
 // thousandths of a core) with the agents running minus without (the
 // generator alone), and the agents' own time in their steps.
 func BenchmarkAgentCPU(b *testing.B) {
-	m, err := elasticswitch.New(nil)
+	m, err := NewMechanism("elasticswitch", nil, "")
 	if err != nil {
 		b.Fatal(err)
 	}

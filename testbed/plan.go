@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
 )
@@ -66,6 +67,10 @@ type Plan struct {
 	VMs        []*VMPlan   // in scenario order
 	Links      []*LinkPlan // physical links
 	Pairs      []PairPlan  // declared VM pairs (the scenario's workloads)
+	// Model is the scenario's declared model with what the testbed gives
+	// each VM: its address and its device in its server (HostDev, whose
+	// counters are the VM's). The host agents are configured from it.
+	Model *model.Model
 
 	nodeIdx map[string]int
 	vmIdx   map[string]int
@@ -144,16 +149,7 @@ func (p *Plan) VM(name string) (*VMPlan, bool) {
 
 // NewPrefix returns a fresh random run prefix: "bh" and five letters or
 // digits.
-func NewPrefix() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 5)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	p := []byte("bh")
-	for _, c := range b {
-		p = append(p, alphabet[int(c)%len(alphabet)])
-	}
-	return string(p)
-}
+func NewPrefix() string { return dataplane.RandomPrefix("bh") }
 
 var safeName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
 
@@ -233,31 +229,33 @@ func NewPlan(sc *spec.Scenario, tp *topo.Topology, o PlanOptions) (*Plan, error)
 		a.Shapes = append(a.Shapes, Shape{Dev: lp.DevA, Rate: lp.Capacity * o.Scale, Link: lp.AB})
 		b.Shapes = append(b.Shapes, Shape{Dev: lp.DevB, Rate: lp.Capacity * o.Scale, Link: lp.BA})
 	}
-	for ti := range sc.Tenants {
-		t := &sc.Tenants[ti]
+	p.Model = sc.Model()
+	for ti := range p.Model.Tenants {
+		t := &p.Model.Tenants[ti]
 		for vi := range t.VMs {
 			v := &t.VMs[vi]
 			i := len(p.VMs)
 			if i >= MaxVMs {
 				return nil, fmt.Errorf("testbed: more than %d VMs", MaxVMs)
 			}
-			srv, ok := p.Node(v.Server)
+			srv, ok := p.Node(v.Host)
 			if !ok || !srv.Server {
-				return nil, fmt.Errorf("testbed: VM %q: unknown server %q", v.Name, v.Server)
+				return nil, fmt.Errorf("testbed: VM %q: unknown server %q", v.Name, v.Host)
 			}
 			if _, dup := p.vmIdx[v.Name]; dup {
 				return nil, fmt.Errorf("testbed: duplicate VM %q", v.Name)
 			}
-			in, out := t.Hose(v)
 			is := strconv.Itoa(i)
 			p.vmIdx[v.Name] = i
 			srv.VMs = append(srv.VMs, i)
-			p.VMs = append(p.VMs, &VMPlan{
-				Name: v.Name, Tenant: t.Name, Server: v.Server, NS: nsName(o.Prefix, "v", v.Name, i),
+			vp := &VMPlan{
+				Name: v.Name, Tenant: t.Name, Server: v.Host, NS: nsName(o.Prefix, "v", v.Name, i),
 				Addr: addrAt(VMNet, 2*i+1), Gateway: addrAt(VMNet, 2*i),
 				Dev: o.Prefix + "v" + is, HostDev: o.Prefix + "v" + is + "h",
-				In: in, Out: out,
-			})
+				In: v.In, Out: v.Out,
+			}
+			p.VMs = append(p.VMs, vp)
+			v.Addrs, v.Interface = []netip.Addr{vp.Addr}, vp.HostDev
 		}
 	}
 	ctl := 0
@@ -421,6 +419,16 @@ func (p *Plan) Namespaces() []string {
 	}
 	for _, v := range p.VMs {
 		out = append(out, v.NS)
+	}
+	return out
+}
+
+// Pattern returns the declared pairs (the scenario's workloads) as the
+// mechanisms name them.
+func (p *Plan) Pattern() []mech.PairID {
+	out := make([]mech.PairID, len(p.Pairs))
+	for i, pr := range p.Pairs {
+		out[i] = mech.PairID{Src: pr.Src, Dst: pr.Dst}
 	}
 	return out
 }

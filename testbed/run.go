@@ -12,16 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/agent"
-	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/mech/all"
-	"github.com/bulkhead-dc/bulkhead/mech/static"
 	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
@@ -31,18 +27,13 @@ import (
 // 10 ms windows is too bursty for per-sample compliance.
 const DefaultSample = 100 * time.Millisecond
 
-// Mechanism names the testbed knows without the registry.
-const (
-	MechNone   = "none"
-	MechStatic = "static"
-)
-
 // RunOptions configure Run.
 type RunOptions struct {
 	Options
 	// Mechanism is run by host agents, one per server with VMs, as
-	// goroutines of this process (default: the scenario's). Central
-	// controllers (Pulsar) are not supported.
+	// goroutines of this process (default: the scenario's). Mechanisms
+	// host agents cannot run (mech.Capabilities.RealTraffic: a central
+	// controller, VMs' demands, appliances) are refused.
 	Mechanism string
 	// Params are the mechanism's parameters (default: the scenario's
 	// mechanism.params when Mechanism is the scenario's mechanism).
@@ -162,20 +153,11 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if o.Params == nil && o.Mechanism == sc.Mechanism.Name {
 		o.Params = sc.Mechanism.Params
 	}
-	if o.Params, err = LossParams(o.Loss, o.Mechanism, o.Params); err != nil {
+	m, err := NewMechanism(o.Mechanism, o.Params, o.Loss)
+	if err != nil {
 		return nil, err
 	}
-	m, err := all.New(o.Mechanism, o.Params)
-	if err != nil {
-		return nil, fmt.Errorf("testbed: %w", err)
-	}
-	if _, central := m.(mech.Central); central {
-		return nil, fmt.Errorf("testbed: mechanism %s has a central controller; the testbed runs host agents only", o.Mechanism)
-	}
-	if err := Supported(o.Mechanism); err != nil {
-		return nil, fmt.Errorf("testbed: %w", err)
-	}
-	o.Limiters, o.Schedulers = Needs(o.Mechanism)
+	o.Limiters, o.Schedulers = Needs(m)
 	if o.Sample == 0 {
 		o.Sample = max(time.Duration(sc.Outputs.Sample), DefaultSample)
 	}
@@ -289,32 +271,6 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	tb.log.Info("host agents done", "steps", steps, "messages_dropped", dropped)
 	in.Mechanism = o.Mechanism
 	return in, nil
-}
-
-// ApplyStatic sets every declared pair's limiter to its static reservation
-// (mech/static.Reservations: the hose-model max-min of the declared
-// pattern). The testbed needs Limiters.
-func (tb *Testbed) ApplyStatic() error {
-	env := mech.Env{}
-	for _, v := range tb.plan.VMs {
-		env.VMs = append(env.VMs, mech.VM{Name: v.Name, Tenant: v.Tenant, Host: v.Server, In: v.In, Out: v.Out})
-	}
-	sort.Slice(env.VMs, func(i, j int) bool { return env.VMs[i].Name < env.VMs[j].Name })
-	for _, p := range tb.plan.Pairs {
-		env.Pattern = append(env.Pattern, mech.PairID{Src: p.Src, Dst: p.Dst})
-	}
-	res, err := static.Reservations(env)
-	if err != nil {
-		return fmt.Errorf("testbed: %w", err)
-	}
-	for _, p := range env.Pattern {
-		r := res[p]
-		if err := tb.SetPairRate(p.Src, p.Dst, r); err != nil {
-			return err
-		}
-		tb.log.Info("static reservation", "pair", p.Src+"->"+p.Dst, "rate", spec.FormatRate(r))
-	}
-	return nil
 }
 
 // workers runs the iperf3 processes of a run.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/model"
 )
 
 // StateDir holds one JSON file per run (PREFIX.json), written before the
@@ -39,6 +40,9 @@ type State struct {
 	Schedulers bool        `json:"schedulers,omitempty"`
 	Nodes      []StateNode `json:"nodes,omitempty"`
 	VMs        []StateVM   `json:"vms,omitempty"`
+	// Model is the declared model the run enforces (Plan.Model: VMs with
+	// their addresses and devices).
+	Model *model.Model `json:"model,omitempty"`
 }
 
 // StateNode is a server or switch of a run.
@@ -61,7 +65,8 @@ func statePath(prefix string) string { return filepath.Join(StateDir, prefix+".j
 
 func newState(p *Plan, ephemeral bool) *State {
 	s := &State{Prefix: p.Prefix, Scenario: p.Scenario, Created: time.Now().UTC(), Ephemeral: ephemeral,
-		OwnerPID: os.Getpid(), OwnerStart: startTime(os.Getpid()), Scale: p.Scale, Limiters: p.Limiters, Schedulers: p.Schedulers}
+		OwnerPID: os.Getpid(), OwnerStart: startTime(os.Getpid()), Scale: p.Scale, Limiters: p.Limiters, Schedulers: p.Schedulers,
+		Model: p.Model}
 	for _, n := range p.Nodes {
 		s.Nodes = append(s.Nodes, StateNode{Name: n.Name, Server: n.Server, NS: n.NS})
 	}

@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/bulkhead-dc/bulkhead/agent"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
-	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/testbed"
 	"github.com/spf13/cobra"
@@ -25,9 +24,11 @@ func newAgentCmd() *cobra.Command {
 testbed up SCENARIO.yaml --mechanism M'): every mechanism period it reads
 the server's counters (pair limiters on its VMs' interfaces, receive
 counters on their veths, per-VM schedulers), steps the mechanism (the same
-code the simulator runs), applies the limits and schedulers it returns with
-netlink, and exchanges the mechanism's messages with the other servers'
-agents over UDP (port 7471 on each server's control address, in band).
+code the simulator runs, through the same driver core), applies the limits
+and schedulers it returns with netlink (re-applying any that a write
+failed to set), and exchanges the mechanism's messages with the other
+servers' agents over UDP (port 7471 on each server's control address, in
+band).
 
 The agent takes over its server's limiters (it replaces their qdiscs) and
 puts them back to unlimited when it stops (SIGINT, SIGTERM, SIGHUP). It
@@ -36,13 +37,13 @@ namespace, e.g. 'ip netns exec PREFIX-n-SERVER bulkhead agent ...', which
 also makes 'testbed down' stop it. With --http it serves /metrics
 (Prometheus), /state (JSON) and /healthz (in the namespace it runs in).
 
-Losses (for ElasticSwitch and Seawall) come, with --loss seq (default),
-from gaps in per-pair sequence numbers that eBPF programs stamp in the IP
-ID on the server's uplinks and count at its VMs' veths (ElasticSwitch §6;
-the mechanism then reads them from the receivers' feedback, congestion:
-receiver), or, with --loss tcp, from the senders' TCP retransmissions
-(sock_diag in the VMs' namespaces). Every agent of a run must use the same.`,
-		Example: `  bulkhead testbed up scenarios/elasticswitch-real-fig5.yaml --mechanism elasticswitch --prefix demo
+Losses (for mechanisms that react to them) come, with --loss seq
+(default), from gaps in per-pair sequence numbers that eBPF programs stamp
+in the IP ID on the server's uplinks and count at its VMs' veths
+(ElasticSwitch §6; the mechanism then reads them at the receivers), or,
+with --loss tcp, from the senders' TCP retransmissions (sock_diag in the
+VMs' namespaces). Every agent of a run must use the same.`,
+		Example: `  bulkhead testbed up scenarios/elasticswitch-real-fig5.yaml --prefix demo
   for s in s1 s2 s6 s7 s8 s9 s10; do
     ip netns exec demo-n-$s bulkhead agent scenarios/elasticswitch-real-fig5.yaml --prefix demo --server $s --http 127.0.0.1:9100 &
   done`,
@@ -75,20 +76,11 @@ receiver), or, with --loss tcp, from the senders' TCP retransmissions
 			if name == s.Spec.Mechanism.Name {
 				params = s.Spec.Mechanism.Params
 			}
-			if err := testbed.CheckLoss(loss); err != nil {
-				return fmt.Errorf("agent: --loss: %w", err)
-			}
-			if params, err = testbed.LossParams(loss, name, params); err != nil {
-				return fmt.Errorf("agent: %s: %w", args[0], err)
-			}
-			m, err := all.New(name, params)
+			m, err := testbed.NewMechanism(name, params, loss)
 			if err != nil {
 				return fmt.Errorf("agent: %s: %w", args[0], err)
 			}
-			if _, central := m.(mech.Central); central {
-				return fmt.Errorf("agent: mechanism %s has a central controller; host agents alone cannot run it", name)
-			}
-			limiters, schedulers := testbed.Needs(name)
+			limiters, schedulers := testbed.Needs(m)
 			if schedulers && !st.Schedulers {
 				return fmt.Errorf("agent: mechanism %s needs the per-VM scheduler devices: bring the testbed up with --mechanism %s", name, name)
 			}
@@ -96,17 +88,13 @@ receiver), or, with --loss tcp, from the senders' TCP retransmissions
 			if err != nil {
 				return err
 			}
-			cfg, closeNS, err := testbed.AttachAgent(plan, server, m, loss, slog.Default())
+			cfg, err := testbed.AttachAgent(plan, server, m, loss, slog.Default())
 			if err != nil {
 				return fmt.Errorf("agent: %w", err)
 			}
-			defer closeNS()
 			cfg.HTTP, cfg.Restore = httpAddr, true
-			a, err := agent.New(cfg)
+			a, err := agent.New(cfg) // closes cfg's data path on error
 			if err != nil {
-				if cfg.Loss != nil {
-					_ = cfg.Loss.Close()
-				}
 				return err
 			}
 			return a.Run(ctx)
@@ -114,7 +102,7 @@ receiver), or, with --loss tcp, from the senders' TCP retransmissions
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "the testbed's run prefix")
 	cmd.Flags().StringVar(&server, "server", "", "the server whose agent this is")
-	cmd.Flags().StringVar(&mechanism, "mechanism", "", "mechanism (default: the scenario's; none, static, elasticswitch, gatekeeper, seawall)")
+	cmd.Flags().StringVar(&mechanism, "mechanism", "", "mechanism (default: the scenario's): "+strings.Join(testbed.Mechanisms(), ", "))
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /metrics, /state and /healthz on this address")
 	cmd.Flags().StringVar(&loss, "loss", testbed.LossSeq, "loss counter: tcp (senders' TCP retransmissions) or seq (eBPF sequence-number gaps at the receivers; use the same on every agent)")
 	return cmd

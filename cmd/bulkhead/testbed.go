@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -57,7 +58,7 @@ func (f *testbedFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&f.scale, "scale", 1, "multiply every capacity and rate on the wire (measurements are divided by it)")
 	cmd.Flags().IntVar(&f.queue, "queue", testbed.DefaultQueue, "drop-tail queue of each link direction, bytes")
 	cmd.Flags().IntVar(&f.gso, "gso", 0, "bound the VMs' offload packet size, bytes (0: kernel default)")
-	cmd.Flags().StringVar(&f.mechanism, "mechanism", "", "none, static, elasticswitch, gatekeeper, seawall (default: the scenario's); run by host agents")
+	cmd.Flags().StringVar(&f.mechanism, "mechanism", "", "mechanism run by host agents (default: the scenario's): "+strings.Join(testbed.Mechanisms(), ", "))
 	cmd.Flags().StringVar(&f.loss, "loss", testbed.LossSeq, "agents' loss counter: tcp (senders' TCP retransmissions) or seq (eBPF sequence-number gaps at the receivers, ElasticSwitch §6; sees UDP too)")
 }
 
@@ -78,11 +79,12 @@ func newTestbedUpCmd() *cobra.Command {
 		Short: "Build a scenario's emulated datacenter and leave it up",
 		Long: `Build the scenario's emulated datacenter and leave it running (no
 traffic): use 'ip netns exec NAMESPACE ...' to run programs in a VM, and
-'bulkhead testbed down --prefix PREFIX' to remove it. With --mechanism
-static the declared VM pairs are limited at their static reservations;
-with another mechanism the data plane it needs is built (pair limiters,
-or per-VM scheduler devices for gatekeeper) and 'bulkhead agent' runs
-its host agents.`,
+'bulkhead testbed down --prefix PREFIX' to remove it. The data plane the mechanism (--mechanism, default the
+scenario's) needs is built — pair limiters, per-VM scheduler devices —
+and what it sets from the model alone is applied: every server's agent
+steps once and stops (a reservation mechanism's pair limits, a
+scheduler's weights). 'bulkhead agent' runs its host agents, which adapt
+to the traffic.`,
 		Example: `  bulkhead testbed up scenarios/pulsar-fig3-network.yaml --prefix demo
   ip netns exec demo-v-a-rx iperf3 -s -B 10.200.0.3 &
   ip netns exec demo-v-a-tx iperf3 -c 10.200.0.3
@@ -98,29 +100,43 @@ its host agents.`,
 			if err != nil {
 				return err
 			}
-			mech := f.mechanism
-			if mech == "" {
-				mech = s.Spec.Mechanism.Name
+			name := f.mechanism
+			if name == "" {
+				name = s.Spec.Mechanism.Name
+			}
+			var params map[string]any
+			if name == s.Spec.Mechanism.Name {
+				params = s.Spec.Mechanism.Params
 			}
 			o := f.options()
-			o.Limiters, o.Schedulers = testbed.Needs(mech)
+			m, err := testbed.NewMechanism(name, params, f.loss)
+			switch {
+			case err != nil && f.mechanism != "":
+				return fmt.Errorf("testbed up: %s: %w", args[0], err)
+			case err != nil:
+				// The scenario's mechanism: the emulation is still of use.
+				fmt.Fprintf(cmd.ErrOrStderr(), "%v; the datacenter is built without its data plane\n", err)
+				m = nil
+			default:
+				o.Limiters, o.Schedulers = testbed.Needs(m)
+			}
 			tb, err := testbed.Up(ctx, s.Spec, s.Topo, o)
 			if err != nil {
 				return err
 			}
 			defer tb.Close()
-			if mech == testbed.MechStatic {
-				if err := tb.ApplyStatic(); err != nil {
+			if m != nil {
+				if err := tb.Apply(m); err != nil {
 					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 					defer cancel()
 					return errors.Join(err, tb.Down(cctx))
 				}
 			}
 			printPlan(cmd.OutOrStdout(), tb.Plan())
-			if mech != testbed.MechNone && mech != testbed.MechStatic {
-				fmt.Fprintf(cmd.OutOrStdout(), "\nstart the host agents (%s) with:\n", mech)
+			if o.Limiters || o.Schedulers {
+				fmt.Fprintf(cmd.OutOrStdout(), "\nstart the host agents (%s) with:\n", name)
 				for _, n := range tb.Plan().Agents() {
-					fmt.Fprintf(cmd.OutOrStdout(), "  ip netns exec %s bulkhead agent %s --prefix %s --server %s --mechanism %s &\n", n.NS, args[0], tb.Prefix(), n.Name, mech)
+					fmt.Fprintf(cmd.OutOrStdout(), "  ip netns exec %s bulkhead agent %s --prefix %s --server %s --mechanism %s &\n", n.NS, args[0], tb.Prefix(), n.Name, name)
 				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\nremove it with: bulkhead testbed down --prefix %s\n", tb.Prefix())
@@ -173,7 +189,8 @@ func newTestbedRunCmd() *cobra.Command {
 		Short: "Run a scenario on real traffic in an emulated datacenter and report",
 		Long: `Bring the scenario's datacenter up, start one host agent per server
 (goroutines of this process, the same code as 'bulkhead agent') running
-the mechanism (none, static, elasticswitch, gatekeeper, seawall), run its tcp and udp workloads
+the mechanism (--mechanism, default the scenario's; those without a
+central controller, appliances or VMs' demands), run its tcp and udp workloads
 with iperf3 for the scenario's duration, sample every declared VM pair's
 received throughput from the counters every --sample, tear everything
 down, and write the same report as 'bulkhead sim' (report.json,
@@ -182,7 +199,7 @@ summary.md, timeseries.csv, plots) to DIR.
 Rates are link-layer (Ethernet frame) bits/s divided by --scale, the unit
 the link shapers use; iperf3's goodput is about 5% lower.`,
 		Example: `  bulkhead testbed run scenarios/pulsar-fig3-network.yaml -o out/fig3-real
-  bulkhead testbed run scenarios/pulsar-fig3-network.yaml --mechanism static -o out/fig3-static`,
+  bulkhead testbed run scenarios/elasticswitch-real-fig5.yaml --queue 131072 --gso 16384 -o out/es5-real`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {

@@ -81,19 +81,3 @@ func TestLost(t *testing.T) {
 		}
 	}
 }
-
-func TestSortedPairs(t *testing.T) {
-	ip := netip.MustParseAddr
-	m := map[dataplane.Pair]Sent{
-		{Src: ip("10.0.0.2"), Dst: ip("10.0.0.1")}: {},
-		{Src: ip("10.0.0.1"), Dst: ip("10.0.0.9")}: {},
-		{Src: ip("10.0.0.1"), Dst: ip("10.0.0.3")}: {},
-	}
-	got := SortedPairs(m)
-	want := []string{"10.0.0.1->10.0.0.3", "10.0.0.1->10.0.0.9", "10.0.0.2->10.0.0.1"}
-	for i := range want {
-		if got[i].String() != want[i] {
-			t.Fatalf("SortedPairs = %v, want %v", got, want)
-		}
-	}
-}

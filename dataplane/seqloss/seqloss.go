@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -534,20 +533,4 @@ func (p *Probe) Stats() (Stats, error) {
 		s.Fragments += c.Fragments
 	}
 	return s, nil
-}
-
-// SortedPairs returns the keys of a counter map in a stable order (source,
-// then destination).
-func SortedPairs[V any](m map[dataplane.Pair]V) []dataplane.Pair {
-	out := make([]dataplane.Pair, 0, len(m))
-	for p := range m {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if c := out[i].Src.Compare(out[j].Src); c != 0 {
-			return c < 0
-		}
-		return out[i].Dst.Compare(out[j].Dst) < 0
-	})
-	return out
 }

@@ -2,7 +2,6 @@ package seqloss
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"math"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
+	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 )
 
@@ -23,16 +23,7 @@ import (
 // everything of it and fails the test if anything is left.
 func newPrefix(tb testing.TB) string {
 	tb.Helper()
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
-	p := []byte("sl")
-	for _, c := range b {
-		p = append(p, alphabet[int(c)%len(alphabet)])
-	}
-	prefix := string(p)
+	prefix := dataplane.RandomPrefix("sl")
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -252,7 +243,7 @@ func TestUDPLossMatchesShaperDrops(t *testing.T) {
 		t.Errorf("the receiving socket got %d datagrams, the count program saw %d", got, r.Packets)
 	}
 	if len(sent) != 1 || len(rcv) != 1 {
-		t.Errorf("pairs stamped %v, counted %v: want only %s", SortedPairs(sent), SortedPairs(rcv), p.pair)
+		t.Errorf("pairs stamped %v, counted %v: want only %s", datapath.SortedPairs(sent), datapath.SortedPairs(rcv), p.pair)
 	}
 }
 

@@ -17,6 +17,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/analysis"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated scenarios/elasticswitch-*.yaml files")
@@ -36,12 +39,21 @@ var generated = map[string]func() string{
 }
 
 func init() {
-	for _, v := range fig10Variants {
-		generated["elasticswitch-fig10-"+v.name+".yaml"] = func() string { return fig10(v) }
+	for _, name := range analysis.ESFig10Variants() {
+		generated["elasticswitch-fig10-"+name+".yaml"] = func() string { return fig10(name) }
 	}
 }
 
 func TestGeneratedScenarios(t *testing.T) {
+	names := analysis.ESFig10Variants()
+	for _, name := range names {
+		if _, ok := fig10Variants[name]; !ok {
+			t.Fatalf("Fig. 10 variant %q (analysis.ESFig10Variants) has no parameters in fig10Variants", name)
+		}
+	}
+	if len(fig10Variants) != len(names) {
+		t.Fatalf("fig10Variants has %d variants, analysis.ESFig10Variants %d", len(fig10Variants), len(names))
+	}
 	for name, gen := range generated {
 		path := filepath.Join(scenarioDir, name)
 		want := gen()
@@ -88,15 +100,22 @@ func list(names []string, perLine int, indent string) string {
 	return b.String()
 }
 
+// The layout of the scenarios is the analysis's (analysis.ES*), which
+// reads the runs by it; lengths here in whole seconds.
+const (
+	manyPhase    = int(analysis.ESManyPhase / time.Second)
+	udpPhase     = int(analysis.ESUDPPhase / time.Second)
+	micePhaseLen = int(analysis.ESMicePhaseLen / time.Second)
+	fig8Bulk     = int(analysis.ESFig8Bulk / time.Second)
+)
+
 // Many-to-one (Fig. 5, 6, 10(a), 10(b)): Y's senders join in groups so
 // that manySenders[k] send in phase k, each phase manyPhase long, and all
 // stop for the last phase.
-var manySenders = []int{0, 1, 10, 50, 100, 200, 300, 0}
+var manySenders = analysis.ESManySenders()
 
 // manyIdle is the index of the last phase, in which Y's senders are idle.
 var manyIdle = len(manySenders) - 1
-
-const manyPhase = 4 // seconds
 
 // manyToOne adds one many-to-one setup: tenant <p>X with x (on server
 // rx) receiving from x-src (on server tx) and tenant <p>Y with y (on rx,
@@ -155,9 +174,7 @@ func manyComment() string {
 }
 
 // TCP against UDP (Fig. 2, 10(c)): UDP at udpRates[k] Mbps in phase k.
-var udpRates = []int{0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000}
-
-const udpPhase = 4 // seconds
+var udpRates = analysis.ESUDPRates()
 
 // tcpVsUDP adds tenants <p>T (TCP t-tx → t-rx) and <p>U (UDP u-tx → u-rx),
 // 450 Mbps guarantees each, receivers on server rx, senders on ttx, utx.
@@ -288,22 +305,24 @@ func fig6() string {
 		"mechanism:\n  name: elasticswitch\n")
 }
 
-// Fig. 10: rate-allocation variants (§7.2).
+// Fig. 10: rate-allocation variants (§7.2), by the names of
+// analysis.ESFig10Variants.
 type fig10Variant struct {
-	name, desc string
-	params     []string // YAML lines under params
+	desc   string
+	params []string // YAML lines under params
 }
 
-var fig10Variants = []fig10Variant{
-	{"less-aggr", `"Less Aggr.", the defaults (§7: A 0.5 Mbps, T_S 1.5, Hold-Increase and Rate-Caution)`, nil},
-	{"more-aggr", `"More Aggr." (A 2.5 Mbps, T_S 2.0)`, []string{"aggressive: true"}},
-	{"no-hi", `"No H-I": without Hold-Increase`, []string{"hold_increase: false"}},
-	{"no-rc", `"No R-C": without Rate-Caution`, []string{"rate_caution: false"}},
-	{"no-hi-rc", `"No H-I & R-C": neither (Seawall's rate allocation, with guarantees)`,
+var fig10Variants = map[string]fig10Variant{
+	"less-aggr": {`"Less Aggr.", the defaults (§7: A 0.5 Mbps, T_S 1.5, Hold-Increase and Rate-Caution)`, nil},
+	"more-aggr": {`"More Aggr." (A 2.5 Mbps, T_S 2.0)`, []string{"aggressive: true"}},
+	"no-hi":     {`"No H-I": without Hold-Increase`, []string{"hold_increase: false"}},
+	"no-rc":     {`"No R-C": without Rate-Caution`, []string{"rate_caution: false"}},
+	"no-hi-rc": {`"No H-I & R-C": neither (Seawall's rate allocation, with guarantees)`,
 		[]string{"hold_increase: false", "rate_caution: false"}},
 }
 
-func fig10(v fig10Variant) string {
+func fig10(name string) string {
+	v := fig10Variants[name]
 	var sc scenario
 	// (a) on s1 (x, y), x-src on s2, senders on s3..s77; (b) on s78, x-src
 	// on s79, senders on s80..s154; (c) receivers on s155, senders s156,
@@ -333,8 +352,8 @@ func fig10(v fig10Variant) string {
 #     BX, BY; s78..s154).
 # (c) Fig. 10(c), Fig. 2's TCP against UDP (tenants CT, CU; s155..s157).
 `+manyHosesAB+"#\n# (a), (b): "+manyComment()[2:]+"# (c): "+udpComment()[2:],
-		v.desc), "elasticswitch-fig10-"+v.name,
-		"ElasticSwitch Fig. 10 - sensitivity, "+v.name, d,
+		v.desc), "elasticswitch-fig10-"+name,
+		"ElasticSwitch Fig. 10 - sensitivity, "+name, d,
 		"  kind: two-tier\n  two_tier: {racks: 1, servers_per_rack: 157, edge: 1Gbps}\n", mech)
 }
 
@@ -343,7 +362,6 @@ func fig10(v fig10Variant) string {
 const (
 	fig8Servers   = 44
 	fig8Slots     = 4
-	fig8Bulk      = 12 // seconds of bulk all-to-all TCP (throughput per reducer)
 	fig8Shuffle   = 10 // seconds for the fixed-size shuffle
 	fig8FlowBytes = "1MB"
 )
@@ -513,15 +531,13 @@ tenants:
 	return b.String()
 }
 
-// Fig. 9: mice against an elephant.
-type micePhase struct{ flows, pairs int } // short flows/s, of which to new VM pairs
-
-var micePhases = []micePhase{{0, 0}, {10, 10}, {50, 10}, {100, 10}, {20, 20}, {50, 20}, {100, 20}, {50, 50}, {100, 50}}
+// Fig. 9: mice against an elephant, short flows/s per phase and how many
+// of them go to new VM pairs.
+var micePhases = analysis.ESMicePhases()
 
 const (
-	micePhaseLen = 4   // seconds
-	micePool     = 500 // VMs that receive short flows to new pairs
-	miceHot      = 5   // VMs that receive the other short flows
+	micePool = 500 // VMs that receive short flows to new pairs
+	miceHot  = 5   // VMs that receive the other short flows
 )
 
 func fig9() string {
@@ -549,7 +565,7 @@ func fig9() string {
 	phases := map[key][]int{}
 	var order []key
 	for k, p := range micePhases {
-		for _, kk := range []key{{true, p.pairs}, {false, p.flows - p.pairs}} {
+		for _, kk := range []key{{true, p.NewPairs}, {false, p.Flows - p.NewPairs}} {
 			if kk.rate == 0 {
 				continue
 			}
@@ -580,7 +596,7 @@ func fig9() string {
 	}
 	var desc []string
 	for _, p := range micePhases {
-		desc = append(desc, fmt.Sprintf("%d/%d", p.flows, p.pairs))
+		desc = append(desc, fmt.Sprintf("%d/%d", p.Flows, p.NewPairs))
 	}
 	return sc.write(fmt.Sprintf(`# ElasticSwitch Fig. 9 (§7.1), mice against an elephant: VMs x (tenant X)
 # and y (tenant Y), both with 450 Mbps hoses, compete on one 1 Gbps link,

@@ -1,4 +1,4 @@
-package agent
+package linux
 
 import (
 	"fmt"
@@ -6,17 +6,18 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/dataplane/seqloss"
+	"github.com/bulkhead-dc/bulkhead/mech"
 )
 
-// SeqGaps is the LossCounter of ElasticSwitch §6: every packet leaving the
+// SeqGaps is the datapath.LossCounter of ElasticSwitch §6: every packet leaving the
 // server toward the network carries a per-(source, destination) sequence
 // number in its IP ID, stamped by an eBPF program on the egress of the
 // server's uplinks, and the eBPF program on the egress of each local VM's
 // veth counts the numbers that never arrived (dataplane/seqloss). It sees
 // TCP and UDP alike, and only losses in the network: the pair limiters on
 // the VMs' interfaces sit before the stamp. Losses are detected at the
-// destination (AtDestination): ElasticSwitch needs congestion: receiver,
-// so that the destination's agent feeds them back to the source's.
+// destination (mech.LossAtDestination): a mechanism that reacts at the
+// source takes them from the destination's feedback (mech.LossAdapter).
 //
 // Lost reports per pair the new gaps less the new late arrivals
 // (reordering) since the previous call, accumulated: the counts only grow.
@@ -56,8 +57,8 @@ func NewSeqGaps(ns *dataplane.NS, uplinks, vmDevs []string) (_ *SeqGaps, err err
 	return &SeqGaps{p: p, prev: map[dataplane.Pair]seqloss.Received{}, cum: map[dataplane.Pair]uint64{}}, nil
 }
 
-// Side is AtDestination: gaps are seen where the packets arrive.
-func (s *SeqGaps) Side() Side { return AtDestination }
+// Side is mech.LossAtDestination: gaps are seen where the packets arrive.
+func (s *SeqGaps) Side() mech.LossSide { return mech.LossAtDestination }
 
 // Lost returns the cumulative losses per pair seen at this server.
 func (s *SeqGaps) Lost() (map[dataplane.Pair]uint64, error) {

@@ -1,4 +1,4 @@
-package agent
+package linux
 
 import (
 	"errors"
@@ -8,37 +8,12 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// Side is where a loss counter detects losses.
-type Side int
-
-// Sides of a pair.
-const (
-	// AtSource: losses are known at the source host; the agent reports
-	// them in the pair's egress observation (mech.HostObs.Egress), where
-	// ElasticSwitch's default congestion source ("egress") reads them.
-	AtSource Side = iota
-	// AtDestination: losses are detected at the destination host (e.g.
-	// gaps in per-pair sequence numbers, ElasticSwitch §6); the agent
-	// reports them in the ingress observation, and the mechanism feeds
-	// them back to the source (ElasticSwitch with congestion: receiver).
-	AtDestination
-)
-
-// LossCounter is a source of per-VM-pair packet losses for one host.
-// Lost returns, for the pairs it has seen, the packets detected lost since
-// the counter was made (cumulative counts; the agent takes differences
-// between steps). Pairs are by address.
-type LossCounter interface {
-	Side() Side
-	Lost() (map[dataplane.Pair]uint64, error)
-	Close() error
-}
-
-// TCPRetransmits is a LossCounter of the TCP segments that the sender
+// TCPRetransmits is a datapath.LossCounter of the TCP segments that the sender
 // VMs' connections retransmitted (tcp_info's total_retrans, read through
 // sock_diag netlink in each local VM's namespace), attributed to VM pairs
 // by the connections' addresses. It sees TCP only: an unresponsive UDP
@@ -49,8 +24,8 @@ type LossCounter interface {
 // limiters sit on the VMs' interfaces, where TCP's small-queue budget
 // holds the connection back instead of the limiter's queue dropping, so
 // the retransmissions are the network's losses, not the limiter's. It
-// is the first loss source of the agent, until per-pair sequence-number
-// gaps (ElasticSwitch §6) are counted in eBPF at the receivers.
+// was the agents' first loss source, before per-pair sequence-number gaps
+// (ElasticSwitch §6) counted in eBPF at the receivers (SeqGaps).
 //
 // Connections are found by a sock_diag dump every DiscoverEvery (a dump
 // walks the kernel's whole TCP hash table, about 0.3 ms here whatever the
@@ -114,10 +89,11 @@ func NewTCPRetransmits(vms map[string]netip.Addr) (*TCPRetransmits, error) {
 	return t, nil
 }
 
-// Side implements LossCounter: retransmissions are seen at the source.
-func (t *TCPRetransmits) Side() Side { return AtSource }
+// Side implements datapath.LossCounter: retransmissions are seen at the
+// source.
+func (t *TCPRetransmits) Side() mech.LossSide { return mech.LossAtSource }
 
-// Lost implements LossCounter.
+// Lost implements datapath.LossCounter.
 func (t *TCPRetransmits) Lost() (map[dataplane.Pair]uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -192,7 +168,7 @@ func (t *TCPRetransmits) discover(v *diagVM, first bool) error {
 	return nil
 }
 
-// Close implements LossCounter.
+// Close implements datapath.LossCounter.
 func (t *TCPRetransmits) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()

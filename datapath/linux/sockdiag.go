@@ -1,4 +1,4 @@
-package agent
+package linux
 
 import (
 	"encoding/binary"

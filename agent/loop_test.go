@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/datapath/fake"
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/drive"
+)
+
+// TestPacer: the agent's step timing (drive.Pacer). Steps are due every
+// period from the start; a step a little late keeps the schedule, but the
+// next one is at least half a period after it; a step more than a period
+// late skips the periods missed.
+func TestPacer(t *testing.T) {
+	const p = 100 * time.Millisecond
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	pc := drive.NewPacer(t0, p)
+	if pc.Due() != at(100) {
+		t.Fatalf("first step due at %v", pc.Due())
+	}
+	for i, tc := range []struct {
+		now, next int
+		skipped   bool
+	}{
+		{100, 200, false}, // on time
+		{210, 300, false}, // a little late: the schedule holds
+		{380, 430, false}, // late by 80 ms: due at 400, but not before 380 + 50
+		{430, 500, false},
+		{720, 820, true}, // more than a period late: 600 and 700 are skipped
+		{820, 920, false},
+	} {
+		next, skipped := pc.Step(at(tc.now))
+		if next != at(tc.next) || skipped != tc.skipped {
+			t.Errorf("step %d at %d ms: next %v, skipped %v; want %d ms, %v", i, tc.now, next.Sub(t0), skipped, tc.next, tc.skipped)
+		}
+	}
+}
+
+// TestRunSteps: Run steps the mechanism every period until its context
+// ends, then closes its data path and, with Restore, removes the limits
+// it set.
+func TestRunSteps(t *testing.T) {
+	var mu sync.Mutex
+	steps := 0
+	mc := &script{act: func(_ string, step int, _ *mech.HostObs) mech.Actions {
+		mu.Lock()
+		steps = step
+		mu.Unlock()
+		if step == 1 {
+			return mech.Actions{Limits: []mech.Limit{{Kind: mech.PairLimit, Pair: mech.PairID{Src: "a1", Dst: "b1"}, Rate: 1e6}}}
+		}
+		return mech.Actions{}
+	}}
+	p := fake.New(fake.Options{Limiters: true})
+	a := newTestAgent(t, Config{Host: "h1", Model: testModel(t1VMs...), Mechanism: mc, Path: p, Listen: loopback, Restore: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// 10 ms periods for 200 ms
+	if steps < 5 || int64(steps) != a.Steps() {
+		t.Errorf("%d steps (agent counted %d)", steps, a.Steps())
+	}
+	if !p.Closed() {
+		t.Error("data path not closed")
+	}
+	if got := p.Limits(); len(got) != 0 {
+		t.Errorf("limits %v left after Run with Restore", got)
+	}
+}
+
+// TestApply: Apply steps the mechanism once and leaves its settings on
+// the data path, with no agent running.
+func TestApply(t *testing.T) {
+	mc := &script{act: func(string, int, *mech.HostObs) mech.Actions {
+		return mech.Actions{Limits: []mech.Limit{{Kind: mech.PairLimit, Pair: mech.PairID{Src: "a1", Dst: "b1"}, Rate: 1e6}},
+			Messages: []mech.Message{{To: "h2", Body: map[string]any{"kind": "x"}}}}
+	}}
+	p := fake.New(fake.Options{Limiters: true})
+	st, err := Apply(Config{Host: "h1", Model: testModel(t1VMs...), Mechanism: mc, Path: p, Scale: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Steps != 1 || st.Writes != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	if r, ok := p.Limit(a1b1); !ok || r != 2e6 || !p.Closed() {
+		t.Errorf("limit %v %v, data path closed %v", r, ok, p.Closed())
+	}
+}

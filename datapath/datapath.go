@@ -1,0 +1,152 @@
+// Package datapath is the seam between a host agent and the data path of
+// its server: what the agent reads (per-pair, per-VM and per-device
+// counters, losses) and what it sets (pair limits, per-VM schedulers and
+// VM limits), as interfaces. It imports nothing of Linux: datapath/linux
+// implements it over netlink, HTB, IFB and eBPF (package dataplane);
+// datapath/fake in memory, for tests of the agent without root.
+//
+// Rates here are bits/s on the wire; the agent converts from the
+// mechanism's units. Pairs are named by address; the agent maps them to
+// VM names with the declared model.
+package datapath
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/bulkhead-dc/bulkhead/mech"
+)
+
+// Pair is a VM pair by IPv4 address: source and destination.
+type Pair struct {
+	Src, Dst netip.Addr
+}
+
+func (p Pair) String() string { return p.Src.String() + "->" + p.Dst.String() }
+
+// ComparePairs orders pairs by source, then destination.
+func ComparePairs(a, b Pair) int {
+	if c := a.Src.Compare(b.Src); c != 0 {
+		return c
+	}
+	return a.Dst.Compare(b.Dst)
+}
+
+// SortedPairs returns the keys of a map by pair in ComparePairs order.
+func SortedPairs[V any](m map[Pair]V) []Pair {
+	return slices.SortedFunc(maps.Keys(m), ComparePairs)
+}
+
+// Counters are the counters of one queue of the data path (a pair's
+// limiter, a pair's receive counter, a VM's class in a scheduler) and the
+// rates it was given, as one reading shows them.
+type Counters struct {
+	Bytes, Packets uint64 // sent (delivered) since the queue was made
+	Drops          uint32 // dropped at the queue
+	Overlimits     uint32 // times the queue was held back by its rate
+	Backlog        uint32 // bytes queued at the reading
+	Qlen           uint32 // packets queued at the reading
+	// Rate and Ceil are the queue's guaranteed and largest rates in
+	// force, bits/s (0: unknown, or the queue is gone).
+	Rate, Ceil float64
+}
+
+// DevCounters are a device's byte counters as its server sees them: for
+// a VM's device on the server's side, Rx is what the VM sent and Tx what
+// was delivered to it.
+type DevCounters struct {
+	Rx, Tx uint64
+}
+
+// PairLimiter holds the limiters of the pairs one VM sends, where its
+// traffic leaves it (its interface's transmit queue).
+type PairLimiter interface {
+	// SetPairRate limits the pair to bps bits/s on the wire; +Inf lifts
+	// the limit and keeps the pair's counters.
+	SetPairRate(p Pair, bps float64) error
+	// RemovePair removes the pair's limiter and counters (a no-op for a
+	// pair without one).
+	RemovePair(p Pair) error
+	// Counters reads every pair's counters (those with a limiter).
+	Counters() (map[Pair]Counters, error)
+}
+
+// PairCounters counts, per pair, what was delivered into one VM.
+type PairCounters interface {
+	Counters() (map[Pair]Counters, error)
+}
+
+// SchedQueue is the queue of each VM's class in a server's per-VM
+// scheduler, bytes: Gatekeeper's 160 packets of 1514 bytes (§3.1).
+const SchedQueue = 160 * 1514
+
+// Scheduler is a server's per-VM scheduler on its access link in one
+// direction (mech.Scheduler): a work-conserving weighted share of a rate
+// across the server's VMs, and per-VM limits (mech.VMEgress, VMIngress).
+type Scheduler interface {
+	// SetVMs sets the VMs scheduled (name → address), for a server whose
+	// VMs changed; weights and limits of VMs that left are dropped.
+	SetVMs(vms map[string]netip.Addr) error
+	// Set installs or changes the scheduler at rate bits/s with the VMs'
+	// weights (VMs not in weights get a negligible one); rate +Inf with
+	// no weights removes it (traffic passes unscheduled). VM limits stay.
+	Set(rate float64, weights map[string]float64) error
+	// SetLimit caps one VM at bps bits/s (+Inf: no cap), installing a
+	// scheduler that only limits if none is in place.
+	SetLimit(vm string, bps float64) error
+	// Installed says whether a scheduler is in place.
+	Installed() bool
+	// Counters reads each VM's class (none when not installed).
+	Counters() (map[string]Counters, error)
+	// Arrivals reads the bytes that arrived for each VM before the
+	// scheduler since it was built (nil: not counted; ingress only).
+	Arrivals() (map[string]uint64, error)
+}
+
+// LossCounter counts the packets of each pair lost in the network, on
+// the side of the pair it sees them.
+type LossCounter interface {
+	// Side is where losses are seen: at the source (reported in the
+	// pair's egress observation) or at the destination (ingress).
+	Side() mech.LossSide
+	// Lost returns, per pair seen, the packets detected lost since the
+	// counter was made (cumulative).
+	Lost() (map[Pair]uint64, error)
+	Close() error
+}
+
+// VM is a VM on the server as the data path knows it.
+type VM struct {
+	Name string
+	Addr netip.Addr
+	// Device is the VM's device on the server (whose counters say what
+	// the VM sent and received), "" if unknown.
+	Device string
+}
+
+// VMPath is the data path of one VM.
+type VMPath struct {
+	TX PairLimiter  // the limiters of the pairs it sends (nil: none)
+	RX PairCounters // the counters of the pairs into it (nil: none)
+}
+
+// Host is the data path of one server.
+type Host interface {
+	// Attach returns the data path of a VM on the server (what the
+	// server has for it; both nil if nothing).
+	Attach(vm VM) (VMPath, error)
+	// Detach releases a VM that left the server: its pair limiters are
+	// removed.
+	Detach(vm string) error
+	// Devices reads the server's device counters, by device name.
+	Devices() (map[string]DevCounters, error)
+	// Scheduler returns the per-VM scheduler of a direction (nil: the
+	// server has none).
+	Scheduler(dir mech.Direction) Scheduler
+	// Loss returns the server's loss counter (nil: none).
+	Loss() LossCounter
+	// Close releases what the data path holds for its user (the loss
+	// counter, handles it opened); the enforcement it set stays.
+	Close() error
+}
