@@ -27,8 +27,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 )
 
 // Layout of the reproduction scenarios. The generator writes the scenarios
@@ -132,7 +132,7 @@ const esFig8Guarantee = 56.25
 func ESFig8(r, static *Simulation) ESFig8Stats {
 	w := Window{ESFig8Bulk / 2, ESFig8Bulk}
 	var s ESFig8Stats
-	recv := r.Receivers(w, func(p metrics.Pair) bool { return strings.Contains(p.Dst, "-r") })
+	recv := r.Receivers(w, func(p eval.Pair) bool { return strings.Contains(p.Dst, "-r") })
 	s.MinRatio = math.Inf(1)
 	for _, v := range recv {
 		ratio := v / esFig8Guarantee
@@ -153,7 +153,7 @@ func ESFig8(r, static *Simulation) ESFig8Stats {
 		s.MaxFCT = math.Max(s.MaxFCT, f.Duration.Seconds())
 	}
 	estimate := func(r *Simulation) map[string]float64 {
-		rate, _ := r.PairMeans(w, func(metrics.Pair) bool { return true })
+		rate, _ := r.PairMeans(w, func(eval.Pair) bool { return true })
 		out := map[string]float64{}
 		for p, v := range rate {
 			out[p.Tenant] = math.Max(out[p.Tenant], 8/math.Max(v, 1e-9)) // 1 MB = 8 Mb
@@ -401,7 +401,7 @@ func summary(r *Simulation, victims ...string) []string {
 		fmt.Sprintf("%.3f", r.Report.Jain),
 	}
 	for _, v := range victims {
-		i := slices.IndexFunc(r.Report.Tenants, func(t metrics.TenantReport) bool { return t.Name == v })
+		i := slices.IndexFunc(r.Report.Tenants, func(t eval.TenantReport) bool { return t.Name == v })
 		if i < 0 {
 			c = append(c, "—")
 			continue

@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/sim"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -28,8 +28,8 @@ import (
 // evaluation against the oracle.
 type Simulation struct {
 	File, Mechanism string
-	In              *metrics.Input
-	Report          *metrics.Report
+	In              *eval.Input
+	Report          *eval.Report
 }
 
 // SimulateOptions tune Simulate; the zero value runs the file as it is.
@@ -73,7 +73,7 @@ func Simulate(ctx context.Context, dir, file, mechanism string, o SimulateOption
 	if err != nil {
 		return nil, fmt.Errorf("%s under %s: %w", path, mechanism, err)
 	}
-	rep, err := metrics.Evaluate(*in)
+	rep, err := eval.Evaluate(*in)
 	if err != nil {
 		return nil, fmt.Errorf("%s: evaluate the %s run: %w", path, mechanism, err)
 	}
@@ -98,7 +98,7 @@ type PairKey struct{ Tenant, Src, Dst string }
 // means returns, indexed like r.In.Pairs, the mean rate (Mbps) over w of
 // every pair pick accepts and its mean demand (> 0: it was active), and
 // whether pick accepted it. Rates are NaN when no sample ends in w.
-func (r *Simulation) means(w Window, pick func(p metrics.Pair) bool) (rate, demand []float64, picked []bool) {
+func (r *Simulation) means(w Window, pick func(p eval.Pair) bool) (rate, demand []float64, picked []bool) {
 	np := len(r.In.Pairs)
 	rate, demand, picked = make([]float64, np), make([]float64, np), make([]bool, np)
 	for i, p := range r.In.Pairs {
@@ -130,7 +130,7 @@ func (r *Simulation) means(w Window, pick func(p metrics.Pair) bool) (rate, dema
 // PairMeans returns, for every pair that pick accepts, its mean rate in
 // Mbps over the samples of w, and its mean demand (whether it was active:
 // > 0). Rates are NaN when no sample ends in w.
-func (r *Simulation) PairMeans(w Window, pick func(p metrics.Pair) bool) (rate, demand map[PairKey]float64) {
+func (r *Simulation) PairMeans(w Window, pick func(p eval.Pair) bool) (rate, demand map[PairKey]float64) {
 	rs, ds, picked := r.means(w, pick)
 	rate, demand = map[PairKey]float64{}, map[PairKey]float64{}
 	for i, p := range r.In.Pairs {
@@ -143,7 +143,7 @@ func (r *Simulation) PairMeans(w Window, pick func(p metrics.Pair) bool) (rate, 
 }
 
 // sum is the total mean rate (Mbps) over w of the pairs pick accepts.
-func (r *Simulation) sum(w Window, pick func(p metrics.Pair) bool) float64 {
+func (r *Simulation) sum(w Window, pick func(p eval.Pair) bool) float64 {
 	rate, _, picked := r.means(w, pick)
 	total := 0.0
 	for i, v := range rate {
@@ -156,18 +156,18 @@ func (r *Simulation) sum(w Window, pick func(p metrics.Pair) bool) float64 {
 
 // Tenant returns the mean total rate (Mbps) of a tenant's pairs over w.
 func (r *Simulation) Tenant(w Window, name string) float64 {
-	return r.sum(w, func(p metrics.Pair) bool { return p.Tenant == name })
+	return r.sum(w, func(p eval.Pair) bool { return p.Tenant == name })
 }
 
 // Pair returns the mean rate (Mbps) over w of the pairs from src to dst.
 func (r *Simulation) Pair(w Window, src, dst string) float64 {
-	return r.sum(w, func(p metrics.Pair) bool { return p.Src == src && p.Dst == dst })
+	return r.sum(w, func(p eval.Pair) bool { return p.Src == src && p.Dst == dst })
 }
 
 // JainActive is Jain's index of the mean rates over w of the tenant's pairs
 // that were active (had demand) in w (Fig. 7); NaN when none was.
 func (r *Simulation) JainActive(w Window, tenant string) float64 {
-	rate, demand, picked := r.means(w, func(p metrics.Pair) bool { return p.Tenant == tenant })
+	rate, demand, picked := r.means(w, func(p eval.Pair) bool { return p.Tenant == tenant })
 	var x []float64
 	for i, v := range rate {
 		if picked[i] && demand[i] > 0 {
@@ -177,7 +177,7 @@ func (r *Simulation) JainActive(w Window, tenant string) float64 {
 	if len(x) == 0 {
 		return math.NaN()
 	}
-	return metrics.Jain(x)
+	return eval.Jain(x)
 }
 
 // MinSample is the lowest per-sample total rate (Mbps) of a tenant over w
@@ -201,7 +201,7 @@ func (r *Simulation) MinSample(w Window, tenant string) float64 {
 
 // Receivers returns the mean received rate (Mbps) over w of every VM that
 // receives in the pairs pick accepts, by VM name.
-func (r *Simulation) Receivers(w Window, pick func(p metrics.Pair) bool) map[string]float64 {
+func (r *Simulation) Receivers(w Window, pick func(p eval.Pair) bool) map[string]float64 {
 	rate, _, picked := r.means(w, pick)
 	out := map[string]float64{}
 	for i, p := range r.In.Pairs {

@@ -12,7 +12,7 @@
 // demands of 20 Mbps to Y and unbounded to Z and T, the guarantees are
 // 20/40/40 Mbps.
 //
-// The same computation serves the oracle (package metrics) and the static
+// The same computation serves the oracle (package eval) and the static
 // Oktopus-like reservation baseline (mech/static). Rates are in bits/s, but
 // any consistent unit works.
 package hose

@@ -345,19 +345,19 @@ func (pr *reqParser) request(item *yaml.Node, at string, arrival *float64, names
 	return r, len(pr.errs) == before
 }
 
+// nodeKind names what a node holds for messages: a scalar's value (quoted),
+// "nothing" for null, else its kind (units.YAMLKind) with an article.
 func nodeKind(n *yaml.Node) string {
 	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
 	case yaml.ScalarNode:
 		if n.Tag == "!!null" {
 			return "nothing"
 		}
 		return strconv.Quote(n.Value)
+	case yaml.MappingNode, yaml.SequenceNode:
+		return "a " + units.YAMLKind(n)
+	case yaml.AliasNode:
+		return "an " + units.YAMLKind(n)
 	}
 	return "nothing"
 }

@@ -12,10 +12,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/place"
+	"github.com/bulkhead-dc/bulkhead/report"
 	"github.com/bulkhead-dc/bulkhead/sim"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
@@ -77,7 +78,7 @@ type Options struct {
 // Run simulates the scenario under the named mechanism (the scenario's own
 // parameters apply when the name is the scenario's mechanism) and
 // evaluates it.
-func Run(ctx context.Context, s *Scenario, mechanism string, opts Options) (*metrics.Report, error) {
+func Run(ctx context.Context, s *Scenario, mechanism string, opts Options) (*eval.Report, error) {
 	if mechanism == "" {
 		mechanism = s.Spec.Mechanism.Name
 	}
@@ -97,7 +98,7 @@ func Run(ctx context.Context, s *Scenario, mechanism string, opts Options) (*met
 	if err != nil {
 		return nil, err
 	}
-	rep, err := metrics.Evaluate(*in)
+	rep, err := eval.Evaluate(*in)
 	if err != nil {
 		return nil, fmt.Errorf("%s: evaluate %s run: %w", s.Spec.File, mechanism, err)
 	}
@@ -107,11 +108,11 @@ func Run(ctx context.Context, s *Scenario, mechanism string, opts Options) (*met
 // RunAndReport runs the scenario under each mechanism (one: its report in
 // dir; several: one sub-directory each plus a comparison in dir). Nothing is
 // written unless every run succeeds.
-func RunAndReport(ctx context.Context, s *Scenario, mechanisms []string, dir string, plots bool, opts Options) ([]*metrics.Report, error) {
+func RunAndReport(ctx context.Context, s *Scenario, mechanisms []string, dir string, plots bool, opts Options) ([]*eval.Report, error) {
 	if len(mechanisms) == 0 {
 		mechanisms = []string{s.Spec.Mechanism.Name}
 	}
-	var reps []*metrics.Report
+	var reps []*eval.Report
 	for _, m := range mechanisms {
 		r, err := Run(ctx, s, m, opts)
 		if err != nil {
@@ -123,24 +124,24 @@ func RunAndReport(ctx context.Context, s *Scenario, mechanisms []string, dir str
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
 		existed = false
 	}
-	fail := func(err error) ([]*metrics.Report, error) {
+	fail := func(err error) ([]*eval.Report, error) {
 		if !existed {
 			os.RemoveAll(dir)
 		}
 		return nil, err
 	}
 	if len(reps) == 1 {
-		if err := metrics.WriteReport(dir, reps[0], plots); err != nil {
+		if err := report.WriteReport(dir, reps[0], plots); err != nil {
 			return fail(fmt.Errorf("write report to %s: %w", dir, err))
 		}
 		return reps, nil
 	}
 	for _, r := range reps {
-		if err := metrics.WriteReport(filepath.Join(dir, r.Mechanism), r, plots); err != nil {
+		if err := report.WriteReport(filepath.Join(dir, r.Mechanism), r, plots); err != nil {
 			return fail(fmt.Errorf("write report to %s: %w", dir, err))
 		}
 	}
-	if err := metrics.WriteComparison(dir, reps, plots); err != nil {
+	if err := report.WriteComparison(dir, reps, plots); err != nil {
 		return fail(fmt.Errorf("write comparison to %s: %w", dir, err))
 	}
 	return reps, nil

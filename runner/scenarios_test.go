@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/runner"
 )
 
-func runScenario(t *testing.T, file, mechanism string) *metrics.Report {
+func runScenario(t *testing.T, file, mechanism string) *eval.Report {
 	t.Helper()
 	s, err := runner.Load(filepath.Join("..", "scenarios", file))
 	if err != nil {
@@ -24,7 +24,7 @@ func runScenario(t *testing.T, file, mechanism string) *metrics.Report {
 	return r
 }
 
-func tenant(t *testing.T, r *metrics.Report, name string) metrics.TenantReport {
+func tenant(t *testing.T, r *eval.Report, name string) eval.TenantReport {
 	t.Helper()
 	for _, x := range r.Tenants {
 		if x.Name == name {
@@ -32,7 +32,7 @@ func tenant(t *testing.T, r *metrics.Report, name string) metrics.TenantReport {
 		}
 	}
 	t.Fatalf("no tenant %q in report", name)
-	return metrics.TenantReport{}
+	return eval.TenantReport{}
 }
 
 // Scenario (a): without protection the tenant with 4x the connections takes

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
 )
 
 // appHeader: two tenants on a 40 Gbps rack with a filestore and a
@@ -32,7 +32,7 @@ tenants:
 
 // applianceMean is the mean token throughput (MT/s) of a tenant at an
 // appliance over samples in (from, to] seconds.
-func applianceMean(t *testing.T, in *metrics.Input, tenant, app string, from, to float64) float64 {
+func applianceMean(t *testing.T, in *eval.Input, tenant, app string, from, to float64) float64 {
 	t.Helper()
 	sum, n := 0.0, 0
 	for _, s := range in.Samples {

@@ -6,9 +6,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/drive"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 )
 
 // controllerState drives a mechanism's central controller (mech.Central):
@@ -229,6 +229,6 @@ func (e *engine) recordEstimates(est map[string]float64) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		e.out.Estimates = append(e.out.Estimates, metrics.Estimate{T: e.now, Appliance: n, Tokens: est[n]})
+		e.out.Estimates = append(e.out.Estimates, eval.Estimate{T: e.now, Appliance: n, Tokens: est[n]})
 	}
 }

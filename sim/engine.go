@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/drive"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
@@ -59,7 +59,7 @@ type Update struct {
 
 // Run simulates the scenario on the topology under opts.Mechanism and
 // returns what the evaluation needs (samples of every pair, FCTs).
-func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options) (*metrics.Input, error) {
+func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options) (*eval.Input, error) {
 	e, err := newEngine(sc, tp, opts)
 	if err != nil {
 		return nil, err
@@ -215,7 +215,7 @@ type engine struct {
 	// per-VM demands and I/O for agents and the controller (vmio.go)
 	vmio vmIO
 
-	out *metrics.Input
+	out *eval.Input
 	now time.Duration
 }
 
@@ -479,7 +479,7 @@ func (e *engine) buildAgents() error {
 }
 
 func (e *engine) buildOutput() {
-	in := &metrics.Input{
+	in := &eval.Input{
 		Scenario:     e.sc.Name,
 		Mechanism:    e.opts.Mechanism.Name(),
 		Duration:     time.Duration(e.sc.Duration),
@@ -494,18 +494,18 @@ func (e *engine) buildOutput() {
 		in.LinkNames[i] = l.Name
 	}
 	for _, t := range e.sc.Tenants {
-		mt := metrics.Tenant{Name: t.Name}
+		mt := eval.Tenant{Name: t.Name}
 		for _, v := range t.VMs {
 			vi := e.vms[e.vmIdx[v.Name]]
-			mt.VMs = append(mt.VMs, metrics.VM{Name: v.Name, In: vi.in, Out: vi.out})
+			mt.VMs = append(mt.VMs, eval.VM{Name: v.Name, In: vi.in, Out: vi.out})
 		}
 		in.Tenants = append(in.Tenants, mt)
 	}
 	for _, p := range e.pairs {
-		in.Pairs = append(in.Pairs, metrics.Pair{Tenant: p.tenant, Src: p.id.Src, Dst: p.id.Dst, Links: p.links})
+		in.Pairs = append(in.Pairs, eval.Pair{Tenant: p.tenant, Src: p.id.Src, Dst: p.id.Dst, Links: p.links})
 	}
 	for _, f := range e.rflows {
-		in.RequestFlows = append(in.RequestFlows, metrics.RequestFlow{Tenant: f.tenant, Src: f.id.Src, Appliance: f.id.Dst})
+		in.RequestFlows = append(in.RequestFlows, eval.RequestFlow{Tenant: f.tenant, Src: f.id.Src, Appliance: f.id.Dst})
 	}
 	for _, a := range e.apps {
 		in.Appliances = append(in.Appliances, a.name)

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 )
 
 // satTol is the relative tolerance under which a resource counts as full.
@@ -512,7 +512,7 @@ func (e *engine) account() {
 		if sent >= c.remaining && c.rate > 0 {
 			fin := e.now + secondsToDuration(c.remaining/c.rate)
 			p := &e.pairs[c.pair]
-			e.out.FCTs = append(e.out.FCTs, metrics.FCT{Tenant: p.tenant, Src: p.id.Src, Dst: p.id.Dst,
+			e.out.FCTs = append(e.out.FCTs, eval.FCT{Tenant: p.tenant, Src: p.id.Src, Dst: p.id.Dst,
 				Bytes: c.size, Start: c.start, Duration: fin - c.start})
 			// Count only the bits actually left in this tick.
 			e.pairs[c.pair].partial -= (sent - c.remaining)
@@ -563,10 +563,10 @@ func (e *engine) account() {
 func (e *engine) takeSample(t, span time.Duration) {
 	sec := span.Seconds()
 	ticks := int(math.Round(sec / e.dtSec))
-	s := metrics.Sample{T: t, Pairs: make([]metrics.PairSample, len(e.pairs))}
+	s := eval.Sample{T: t, Pairs: make([]eval.PairSample, len(e.pairs))}
 	for i := range e.pairs {
 		p := &e.pairs[i]
-		ps := metrics.PairSample{Rate: p.sampleBits / sec}
+		ps := eval.PairSample{Rate: p.sampleBits / sec}
 		if ticks > 0 && 2*p.unboundedTicks >= ticks {
 			ps.Demand = math.Inf(1)
 		} else {
@@ -576,11 +576,11 @@ func (e *engine) takeSample(t, span time.Duration) {
 		p.sampleBits, p.unboundedTicks, p.boundedDemandDT = 0, 0, 0
 	}
 	if len(e.rflows) > 0 {
-		s.Requests = make([]metrics.RequestSample, len(e.rflows))
+		s.Requests = make([]eval.RequestSample, len(e.rflows))
 		for i := range e.rflows {
 			f := &e.rflows[i]
 			r := f.sampleReq / sec
-			s.Requests[i] = metrics.RequestSample{Requests: r, Tokens: r * f.e2eTokens}
+			s.Requests[i] = eval.RequestSample{Requests: r, Tokens: r * f.e2eTokens}
 			f.sampleReq = 0
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/sim"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -70,7 +70,7 @@ workloads:
   - {tenant: C, kind: tcp, src: c1, dst: c2, connections: 2}
 `
 
-func runPorts(t *testing.T, yaml string, m portCentral) (*metrics.Input, error) {
+func runPorts(t *testing.T, yaml string, m portCentral) (*eval.Input, error) {
 	t.Helper()
 	sc, err := spec.Parse([]byte(yaml), "test.yaml")
 	if err != nil {

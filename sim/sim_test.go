@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/sim"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -31,7 +31,7 @@ tenants:
     vms: [{name: b-tx, server: s2}, {name: b-rx, server: s3}]
 `
 
-func run(t *testing.T, yaml, mechanism string) *metrics.Input {
+func run(t *testing.T, yaml, mechanism string) *eval.Input {
 	t.Helper()
 	sc, err := spec.Parse([]byte(yaml), "test.yaml")
 	if err != nil {
@@ -54,7 +54,7 @@ func run(t *testing.T, yaml, mechanism string) *metrics.Input {
 
 // meanRate returns the mean rate (Mbps) of the pair src->dst over samples
 // whose end time lies in [from, to) seconds.
-func meanRate(t *testing.T, in *metrics.Input, src, dst string, from, to float64) float64 {
+func meanRate(t *testing.T, in *eval.Input, src, dst string, from, to float64) float64 {
 	t.Helper()
 	idx := -1
 	for i, p := range in.Pairs {

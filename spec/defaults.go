@@ -66,9 +66,7 @@ func (s *Scenario) ApplyDefaults() {
 		t := true
 		s.Outputs.Plots = &t
 	}
-	if tt := s.Topology.TwoTier; tt != nil && tt.Core == 0 && tt.Oversubscription == 0 {
-		tt.Oversubscription = DefaultOversub
-	}
+	s.Topology.applyDefaults()
 	for i := range s.Appliances {
 		s.Appliances[i].ApplyDefaults()
 	}
@@ -104,6 +102,13 @@ func (s *Scenario) ApplyDefaults() {
 				d.Shape = DefaultLognormal
 			}
 		}
+	}
+}
+
+// applyDefaults fills what a topology may leave out (ApplyDefaults).
+func (t *Topology) applyDefaults() {
+	if tt := t.TwoTier; tt != nil && tt.Core == 0 && tt.Oversubscription == 0 {
+		tt.Oversubscription = DefaultOversub
 	}
 }
 

@@ -63,6 +63,54 @@ func Parse(data []byte, file string) (*Scenario, error) {
 	return &s, nil
 }
 
+// ParseTopology decodes a topology file: a document with a topology:
+// section (a scenario, whose other fields are ignored) or the section
+// itself (kind: fat-tree, fat_tree: {k: 16, link: 10Gbps}). Unknown fields
+// of the section are errors; the section gets the scenario defaults
+// (ApplyDefaults) and is validated as in a scenario (Validate). Every
+// problem is a *FieldError with the file and the line (decoding) or the
+// field path (validation):
+//
+//	topo.yaml:2: unknown field "lnk"
+//	topo.yaml: topology.fat_tree.k: must be an even number of at least 2, got 3
+func ParseTopology(data []byte, file string) (Topology, error) {
+	var t Topology
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return t, decodeError(err, file, nil)
+	}
+	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return t, &FieldError{File: file, Msg: "expected a mapping with a topology: section, or the section itself (kind: ...)"}
+	}
+	lines := pathsByLine(&root)
+	wrapped := false
+	for i := 0; i < len(root.Content[0].Content); i += 2 {
+		if root.Content[0].Content[i].Value == "topology" {
+			wrapped = true
+		}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var err error
+	if wrapped {
+		var doc struct {
+			Topology Topology       `yaml:"topology"`
+			Rest     map[string]any `yaml:",inline"`
+		}
+		err = dec.Decode(&doc)
+		t = doc.Topology
+	} else {
+		err = dec.Decode(&t)
+	}
+	if err != nil {
+		return t, decodeError(err, file, lines)
+	}
+	t.applyDefaults()
+	p := &problems{File: file}
+	t.validate(p)
+	return t, p.Err()
+}
+
 var (
 	lineRE      = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 	unknownRE   = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
@@ -71,18 +119,37 @@ var (
 
 // decodeError turns a yaml.v3 error into *FieldErrors with lines and paths.
 func decodeError(err error, file string, lines map[int]string) error {
+	return yamlErrors(err, func(msg string) *FieldError { return lineError(msg, file, lines) })
+}
+
+// yamlErrors turns a yaml.v3 error into one error per problem, each made by
+// fe from yaml.v3's message ("line 3: ...").
+func yamlErrors(err error, fe func(msg string) *FieldError) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		errs := make([]error, 0, len(te.Errors))
 		for _, e := range te.Errors {
-			errs = append(errs, lineError(e, file, lines))
+			errs = append(errs, fe(e))
 		}
 		return errors.Join(errs...)
 	}
-	return lineError(strings.TrimPrefix(err.Error(), "yaml: "), file, lines)
+	return fe(strings.TrimPrefix(err.Error(), "yaml: "))
 }
 
+// lineError is locateError with type mismatches worded as what was
+// expected and what was found.
 func lineError(msg, file string, lines map[int]string) *FieldError {
+	fe := locateError(msg, file, lines)
+	if m := unmarshalRE.FindStringSubmatch(fe.Msg); m != nil {
+		fe.Msg = "expected " + goTypeName(m[3]) + ", got " + yamlTagName(m[1], m[2])
+	}
+	return fe
+}
+
+// locateError turns one yaml.v3 message into a *FieldError with its line,
+// the field path on that line (from lines, if any) and unknown fields
+// named as such.
+func locateError(msg, file string, lines map[int]string) *FieldError {
 	fe := &FieldError{File: file, Msg: msg}
 	if m := lineRE.FindStringSubmatch(msg); m != nil {
 		fe.Line, _ = strconv.Atoi(m[1])
@@ -91,8 +158,6 @@ func lineError(msg, file string, lines map[int]string) *FieldError {
 	}
 	if m := unknownRE.FindStringSubmatch(fe.Msg); m != nil {
 		fe.Msg = fmt.Sprintf("unknown field %q", m[1])
-	} else if m := unmarshalRE.FindStringSubmatch(fe.Msg); m != nil {
-		fe.Msg = "expected " + goTypeName(m[3]) + ", got " + yamlTagName(m[1], m[2])
 	}
 	return fe
 }

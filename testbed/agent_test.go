@@ -9,7 +9,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/agent"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/vishvananda/netlink"
 )
@@ -30,7 +30,7 @@ const (
 
 // tenantRates returns each tenant's mean received rate over samples with
 // from <= T, and the mean of their sum (report units).
-func tenantRates(in *metrics.Input, from time.Duration) (map[string]float64, float64) {
+func tenantRates(in *eval.Input, from time.Duration) (map[string]float64, float64) {
 	sum := map[string]float64{}
 	n := 0
 	for _, s := range in.Samples {

@@ -67,7 +67,7 @@
 //
 // Run samples every declared pair's received bytes every sample interval
 // (default: the scenario's, at least 100 ms) and builds the same
-// metrics.Input as the simulator, so metrics.Evaluate and WriteReport give
+// eval.Input as the simulator, so eval.Evaluate and WriteReport give
 // the same report. Rates are link-layer (Ethernet frame) bits/s — the unit
 // the shapers use — divided by Scale: the scenario's units. iperf3's
 // goodput is about 5% lower (headers). Demands are the workloads' (+Inf for

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"golang.org/x/sys/unix"
 )
@@ -63,15 +63,15 @@ type generator struct {
 
 	received atomic.Int64 // bytes read by the TCP receivers
 
-	seed uint64        // the scenario's: short flows' random streams
-	fcts []metrics.FCT // completed short flows (under mu)
+	seed uint64     // the scenario's: short flows' random streams
+	fcts []eval.FCT // completed short flows (under mu)
 }
 
 // completed returns the completed short flows, by start time.
-func (g *generator) completed() []metrics.FCT {
+func (g *generator) completed() []eval.FCT {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := append([]metrics.FCT(nil), g.fcts...)
+	out := append([]eval.FCT(nil), g.fcts...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out
 }
@@ -262,7 +262,7 @@ func (g *generator) short(ctx, fctx context.Context, f flow, t0 time.Time) error
 				return
 			}
 			g.mu.Lock()
-			g.fcts = append(g.fcts, metrics.FCT{Tenant: f.tenant, Src: f.src, Dst: f.dst, Bytes: float64(bytes),
+			g.fcts = append(g.fcts, eval.FCT{Tenant: f.tenant, Src: f.src, Dst: f.dst, Bytes: float64(bytes),
 				Start: start.Sub(t0), Duration: time.Since(start)})
 			g.mu.Unlock()
 		}()

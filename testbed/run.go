@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/agent"
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
 )
@@ -146,7 +146,7 @@ func (f *flow) active(t time.Duration) bool {
 // pair's received throughput from the counters and tears everything down
 // (also on error and when ctx is cancelled). Rates in the result are in
 // bits/s of link-layer frames, divided by the scale: the scenario's units.
-func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions) (_ *metrics.Input, err error) {
+func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions) (_ *eval.Input, err error) {
 	if o.Mechanism == "" {
 		o.Mechanism = sc.Mechanism.Name
 	}
@@ -437,7 +437,7 @@ func (w *workers) startClient(ctx context.Context, f flow, t0 time.Time, scale f
 
 // measure starts the clients and samples the pairs' received bytes every
 // sample interval for the scenario's duration.
-func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w load) (*metrics.Input, error) {
+func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w load) (*eval.Input, error) {
 	dur := time.Duration(sc.Duration)
 	n := int(dur / o.Sample)
 	in := tb.input(sc, o.Sample)
@@ -479,7 +479,7 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 		}
 		sec := now.Sub(prevT).Seconds()
 		mid := time.Duration(k)*o.Sample - o.Sample/2
-		s := metrics.Sample{T: time.Duration(k) * o.Sample, Pairs: make([]metrics.PairSample, len(cur))}
+		s := eval.Sample{T: time.Duration(k) * o.Sample, Pairs: make([]eval.PairSample, len(cur))}
 		for i := range cur {
 			s.Pairs[i].Rate = float64(cur[i]-prev[i]) * 8 / sec / tb.plan.Scale
 		}
@@ -507,9 +507,9 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 	return in, nil
 }
 
-// input is the run's metrics.Input without samples.
-func (tb *Testbed) input(sc *spec.Scenario, sample time.Duration) *metrics.Input {
-	in := &metrics.Input{
+// input is the run's eval.Input without samples.
+func (tb *Testbed) input(sc *spec.Scenario, sample time.Duration) *eval.Input {
+	in := &eval.Input{
 		Scenario:  sc.Name,
 		Duration:  time.Duration(sc.Duration),
 		Interval:  sample,
@@ -528,15 +528,15 @@ func (tb *Testbed) input(sc *spec.Scenario, sample time.Duration) *metrics.Input
 		in.LinkNames[l.AB], in.LinkNames[l.BA] = l.A+"->"+l.B, l.B+"->"+l.A
 	}
 	for _, t := range sc.Tenants {
-		mt := metrics.Tenant{Name: t.Name}
+		mt := eval.Tenant{Name: t.Name}
 		for _, v := range t.VMs {
 			vp, _ := tp.VM(v.Name)
-			mt.VMs = append(mt.VMs, metrics.VM{Name: v.Name, In: vp.In, Out: vp.Out})
+			mt.VMs = append(mt.VMs, eval.VM{Name: v.Name, In: vp.In, Out: vp.Out})
 		}
 		in.Tenants = append(in.Tenants, mt)
 	}
 	for _, p := range tp.Pairs {
-		in.Pairs = append(in.Pairs, metrics.Pair{Tenant: p.Tenant, Src: p.Src, Dst: p.Dst, Links: p.Links})
+		in.Pairs = append(in.Pairs, eval.Pair{Tenant: p.Tenant, Src: p.Src, Dst: p.Dst, Links: p.Links})
 	}
 	return in
 }

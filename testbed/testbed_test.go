@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
 	"github.com/cilium/ebpf"
@@ -246,9 +246,9 @@ workloads:
 
 // tenantMeans evaluates a run and returns each tenant's mean throughput
 // (report units) and the report.
-func tenantMeans(t *testing.T, in *metrics.Input) (map[string]float64, *metrics.Report) {
+func tenantMeans(t *testing.T, in *eval.Input) (map[string]float64, *eval.Report) {
 	t.Helper()
-	rep, err := metrics.Evaluate(*in)
+	rep, err := eval.Evaluate(*in)
 	if err != nil {
 		t.Fatal(err)
 	}

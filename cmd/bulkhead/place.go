@@ -1,27 +1,17 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strconv"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/place"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
-	"github.com/bulkhead-dc/bulkhead/units"
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 )
 
 type placeFlags struct {
@@ -121,10 +111,10 @@ func runPlace(cmd *cobra.Command, f *placeFlags) error {
 
 	// Inputs.
 	var (
-		top      *topo.Topology
-		sc       *spec.Scenario
-		seed     = f.seed
-		topoDesc string
+		top  *topo.Topology
+		sc   *spec.Scenario
+		seed = f.seed
+		t    spec.Topology
 	)
 	if f.scenario != "" {
 		s, err := spec.Load(f.scenario)
@@ -137,16 +127,18 @@ func runPlace(cmd *cobra.Command, f *placeFlags) error {
 		if err := place.Admit(s, top); err != nil {
 			return err
 		}
-		sc, seed, topoDesc = s, s.Seed, describeTopology(s.Topology)
+		sc, seed, t = s, s.Seed, s.Topology
 	} else {
-		t, err := loadTopologyFile(f.topology)
+		data, err := os.ReadFile(f.topology)
 		if err != nil {
+			return fmt.Errorf("--topology: %w", err)
+		}
+		if t, err = spec.ParseTopology(data, f.topology); err != nil {
 			return err
 		}
 		if top, err = topo.FromSpec(t); err != nil {
 			return fmt.Errorf("%s: %w", f.topology, err)
 		}
-		topoDesc = describeTopology(t)
 	}
 	data, err := os.ReadFile(f.tenants)
 	if err != nil {
@@ -176,135 +168,26 @@ func runPlace(cmd *cobra.Command, f *placeFlags) error {
 	if err != nil {
 		return err
 	}
-	rep := buildPlaceReport(p, f, alg, seed, topoDesc, reserved, events)
+	rep := place.BuildReport(p, events, place.ReportOptions{Algorithm: alg, Topology: t, Slots: f.slots, Seed: seed, Queues: f.queues, Reserved: reserved})
 
+	// Output.
 	w := cmd.OutOrStdout()
-	switch f.out {
-	case "":
-		writePlaceTable(w, rep)
-	case "-":
-		js, err := marshalReport(rep)
-		if err != nil {
-			return err
-		}
+	if f.out == "" {
+		return rep.WriteTable(w)
+	}
+	js, err := rep.JSON()
+	if err != nil {
+		return err
+	}
+	if f.out == "-" {
 		_, err = w.Write(js)
 		return err
-	default:
-		js, err := marshalReport(rep)
-		if err != nil {
-			return err
-		}
-		if err := writeFileAtomic(f.out, js); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "%s; written to %s\n", rep.Summary.line(), f.out)
 	}
+	if err := writeFileAtomic(f.out, js); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s; written to %s\n", rep.Summary.Line(), f.out)
 	return nil
-}
-
-// marshalReport is the report as indented JSON, "->" in link names kept
-// as is.
-func marshalReport(rep *placeReport) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		return nil, fmt.Errorf("place: report: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// describeTopology names a topology for reports.
-func describeTopology(t spec.Topology) string {
-	switch {
-	case t.Kind == spec.TopoFatTree && t.FatTree != nil:
-		return fmt.Sprintf("fat-tree k=%d, %s links", t.FatTree.K, t.FatTree.Link)
-	case t.Kind == spec.TopoTwoTier && t.TwoTier != nil:
-		tt := t.TwoTier
-		core := "core " + tt.Core.String()
-		if tt.Core == 0 {
-			core = fmt.Sprintf("oversubscription %g", tt.Oversubscription)
-		}
-		return fmt.Sprintf("two-tier %d racks × %d servers, edge %s, %s", tt.Racks, tt.ServersPerRack, tt.Edge, core)
-	case t.Kind == spec.TopoExplicit && t.Explicit != nil:
-		return fmt.Sprintf("explicit, %d nodes, %d links", len(t.Explicit.Nodes), len(t.Explicit.Links))
-	}
-	return t.Kind
-}
-
-var (
-	unknownFieldRE = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
-	lineMsgRE      = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-)
-
-// loadTopologyFile reads a topology: a document with a topology: section
-// (other fields ignored) or the section itself. Problems are
-// *model.FieldErrors with the file, line where known, and field path.
-func loadTopologyFile(path string) (spec.Topology, error) {
-	var t spec.Topology
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return t, fmt.Errorf("--topology: %w", err)
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return t, yamlFieldError(err.Error(), path)
-	}
-	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
-		return t, &model.FieldError{File: path, Msg: "expected a mapping with a topology: section, or the section itself (kind: ...)"}
-	}
-	wrapped := false
-	for i := 0; i < len(root.Content[0].Content); i += 2 {
-		if root.Content[0].Content[i].Value == "topology" {
-			wrapped = true
-		}
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if wrapped {
-		var doc struct {
-			Topology spec.Topology  `yaml:"topology"`
-			Rest     map[string]any `yaml:",inline"`
-		}
-		err = dec.Decode(&doc)
-		t = doc.Topology
-	} else {
-		err = dec.Decode(&t)
-	}
-	if err != nil {
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			errs := make([]error, len(te.Errors))
-			for i, e := range te.Errors {
-				errs[i] = yamlFieldError(e, path)
-			}
-			return t, errors.Join(errs...)
-		}
-		return t, yamlFieldError(err.Error(), path)
-	}
-	// Validate the section as part of a scenario, keeping only its problems.
-	s := spec.Scenario{Name: "place", Duration: units.Duration(time.Second), Topology: t, File: path}
-	s.ApplyDefaults()
-	var errs []error
-	for _, fe := range model.FieldErrors(s.Validate()) {
-		if strings.HasPrefix(fe.Path, "topology") {
-			errs = append(errs, fe)
-		}
-	}
-	return s.Topology, errors.Join(errs...)
-}
-
-func yamlFieldError(msg, file string) *model.FieldError {
-	fe := &model.FieldError{File: file, Msg: strings.TrimPrefix(msg, "yaml: ")}
-	if m := lineMsgRE.FindStringSubmatch(fe.Msg); m != nil {
-		fe.Line, _ = strconv.Atoi(m[1])
-		fe.Msg = m[2]
-	}
-	if m := unknownFieldRE.FindStringSubmatch(fe.Msg); m != nil {
-		fe.Msg = fmt.Sprintf("unknown field %q", m[1])
-	}
-	return fe
 }
 
 // writeFileAtomic writes data to a temporary file next to path and renames
@@ -326,270 +209,4 @@ func writeFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("-o: %w", err)
 	}
 	return nil
-}
-
-// The JSON report. Rates are in bits/s.
-type placeReport struct {
-	Algorithm      string        `json:"algorithm"`
-	Topology       string        `json:"topology"`
-	Hierarchical   bool          `json:"hierarchical"`
-	Servers        int           `json:"servers"`
-	SlotsPerServer int           `json:"slots_per_server"`
-	Seed           int64         `json:"seed"`
-	Reserved       []string      `json:"reserved_from_scenario,omitempty"`
-	Events         []placeEvent  `json:"events"`
-	Links          []placeLink   `json:"links"`
-	Ports          placePorts    `json:"ports"`
-	Summary        placeSummary  `json:"summary"`
-	Tenants        []placeTenant `json:"tenants"`
-}
-
-type placeEvent struct {
-	Time          float64     `json:"time"`
-	Tenant        string      `json:"tenant"`
-	Event         string      `json:"event"` // accepted, rejected, departed
-	VMs           int         `json:"vms,omitempty"`
-	Layer         *int        `json:"layer,omitempty"`
-	Root          string      `json:"root,omitempty"`
-	Candidates    int         `json:"candidates,omitempty"`
-	BandwidthCost float64     `json:"bandwidth_cost,omitempty"`
-	QueueCost     int         `json:"queue_cost,omitempty"`
-	Alpha         *float64    `json:"alpha,omitempty"`
-	Compact       bool        `json:"compact,omitempty"`
-	Layout        []placeVM   `json:"layout,omitempty"`
-	Reservations  []placeRate `json:"reservations,omitempty"`
-	Resource      string      `json:"resource,omitempty"` // link, slots
-	Reason        string      `json:"reason,omitempty"`
-	Link          string      `json:"link,omitempty"`       // rejected: the link that ran out,
-	Load          float64     `json:"load,omitempty"`       // what it would carry,
-	Capacity      float64     `json:"capacity,omitempty"`   // its capacity
-	Need          int         `json:"need_slots,omitempty"` // rejected: slots needed,
-	Free          int         `json:"free_slots,omitempty"` // usable free slots
-}
-
-type placeVM struct {
-	Name   string  `json:"name"`
-	Server string  `json:"server"`
-	In     float64 `json:"in"`
-	Out    float64 `json:"out"`
-}
-
-type placeRate struct {
-	Link string  `json:"link"`
-	Rate float64 `json:"rate"`
-}
-
-type placeTenant struct {
-	Name   string `json:"name"`
-	VMs    int    `json:"vms"`
-	Layout string `json:"layout"`
-}
-
-type placeLink struct {
-	Link     string       `json:"link"`
-	Capacity float64      `json:"capacity"`
-	Reserved float64      `json:"reserved"`
-	Tenants  []placeShare `json:"tenants"`
-}
-
-type placeShare struct {
-	Tenant string  `json:"tenant"`
-	Rate   float64 `json:"rate"`
-}
-
-type placePorts struct {
-	Queues      int             `json:"queues"`
-	SwitchPorts int             `json:"switch_ports"`
-	MaxTenants  int             `json:"max_tenants"`
-	OverQueues  int             `json:"over_queues"` // switch ports with more tenants than queues
-	Histogram   []portHistogram `json:"histogram"`   // switch ports by tenant count
-	PerPort     []portTenants   `json:"per_port"`    // every port (switch or NIC) with tenants
-}
-
-type portHistogram struct {
-	Tenants int `json:"tenants"`
-	Ports   int `json:"ports"`
-}
-
-type portTenants struct {
-	Port    string `json:"port"`
-	Switch  bool   `json:"switch"`
-	Tenants int    `json:"tenants"`
-}
-
-type placeSummary struct {
-	Requests   int            `json:"requests"`
-	Accepted   int            `json:"accepted"`
-	Rejected   int            `json:"rejected"`
-	ByResource map[string]int `json:"rejected_by_resource"`
-	Departed   int            `json:"departed"`
-	Current    int            `json:"current_tenants"`
-	SlotLoad   float64        `json:"slot_load"`
-	LinkLoad   float64        `json:"link_load"`
-	MeanTimeUS float64        `json:"place_time_mean_us"`
-	MaxTimeUS  float64        `json:"place_time_max_us"`
-}
-
-func (s placeSummary) line() string {
-	return fmt.Sprintf("%d requests: %d accepted, %d rejected (link %d, slots %d), %d departed; %d tenants placed, %.1f%% of slots and %.1f%% of link capacity reserved; placement %.0f µs mean, %.0f µs max",
-		s.Requests, s.Accepted, s.Rejected, s.ByResource["link"], s.ByResource["slots"], s.Departed, s.Current,
-		100*s.SlotLoad, 100*s.LinkLoad, s.MeanTimeUS, s.MaxTimeUS)
-}
-
-func buildPlaceReport(p *place.Placer, f *placeFlags, alg place.Algorithm, seed int64, desc string, reserved []string, events []place.Event) *placeReport {
-	rep := &placeReport{
-		Algorithm: string(alg), Topology: desc, Hierarchical: p.Hierarchical(),
-		Servers: len(p.Topology().Servers()), SlotsPerServer: f.slots, Seed: seed, Reserved: reserved,
-		Events: []placeEvent{}, Links: []placeLink{}, Tenants: []placeTenant{},
-	}
-	sum := &rep.Summary
-	sum.ByResource = map[string]int{"link": 0, "slots": 0}
-	var total time.Duration
-	for _, e := range events {
-		ev := placeEvent{Time: e.Time, Tenant: e.Tenant, VMs: e.VMs}
-		switch {
-		case e.Departure:
-			ev.Event = "departed"
-			sum.Departed++
-		case e.Rejection != nil:
-			ev.Event, ev.Resource = "rejected", e.Rejection.Resource
-			ev.Reason = strings.TrimPrefix(e.Rejection.Error(), fmt.Sprintf("tenant %q: rejected: ", e.Tenant))
-			rj := e.Rejection
-			ev.Link, ev.Load, ev.Capacity, ev.Need, ev.Free = rj.Link, rj.Load, rj.Capacity, rj.Need, rj.Free
-			sum.Rejected++
-			sum.ByResource[e.Rejection.Resource]++
-		default:
-			pl := e.Placement
-			layer := pl.Layer
-			ev.Event, ev.VMs, ev.Layer, ev.Root = "accepted", len(pl.VMs), &layer, pl.Root
-			ev.Candidates, ev.BandwidthCost, ev.QueueCost, ev.Compact = pl.Candidates, pl.BandwidthCost, pl.QueueCost, pl.Compact
-			if alg == place.QShare && !pl.Compact {
-				a := pl.Alpha
-				ev.Alpha = &a
-			}
-			for _, v := range pl.VMs {
-				ev.Layout = append(ev.Layout, placeVM{Name: v.Name, Server: v.Server, In: v.In, Out: v.Out})
-			}
-			for _, r := range pl.Links {
-				ev.Reservations = append(ev.Reservations, placeRate{Link: r.Name, Rate: r.Rate})
-			}
-			sum.Accepted++
-		}
-		if !e.Departure {
-			sum.Requests++
-			total += e.Elapsed
-			sum.MaxTimeUS = max(sum.MaxTimeUS, float64(e.Elapsed)/1e3)
-		}
-		rep.Events = append(rep.Events, ev)
-	}
-	if sum.Requests > 0 {
-		sum.MeanTimeUS = float64(total) / 1e3 / float64(sum.Requests)
-	}
-	for _, pl := range p.Tenants() {
-		rep.Tenants = append(rep.Tenants, placeTenant{Name: pl.Tenant, VMs: len(pl.VMs), Layout: compactLayout(pl.VMs)})
-	}
-	sum.Current = len(rep.Tenants)
-	sum.SlotLoad, sum.LinkLoad = p.Load()
-	for _, r := range p.Links() {
-		l := placeLink{Link: r.Name, Capacity: r.Capacity, Reserved: r.Total}
-		for _, t := range r.Tenants {
-			l.Tenants = append(l.Tenants, placeShare{Tenant: t.Tenant, Rate: t.Rate})
-		}
-		rep.Links = append(rep.Links, l)
-	}
-	ports := &rep.Ports
-	ports.Queues = f.queues
-	hist := map[int]int{}
-	ports.PerPort = []portTenants{}
-	for _, pc := range p.Ports() {
-		if pc.Switch {
-			ports.SwitchPorts++
-			hist[pc.Tenants]++
-			ports.MaxTenants = max(ports.MaxTenants, pc.Tenants)
-			if pc.Tenants > f.queues {
-				ports.OverQueues++
-			}
-		}
-		if pc.Tenants > 0 {
-			ports.PerPort = append(ports.PerPort, portTenants{Port: pc.Name, Switch: pc.Switch, Tenants: pc.Tenants})
-		}
-	}
-	for k, n := range hist {
-		ports.Histogram = append(ports.Histogram, portHistogram{Tenants: k, Ports: n})
-	}
-	sort.Slice(ports.Histogram, func(i, j int) bool { return ports.Histogram[i].Tenants < ports.Histogram[j].Tenants })
-	return rep
-}
-
-// compactLayout writes a layout as "s1×4 s2×2" (servers in order of first
-// use).
-func compactLayout(vms []place.PlacedVM) string {
-	var order []string
-	n := map[string]int{}
-	for _, v := range vms {
-		if n[v.Server] == 0 {
-			order = append(order, v.Server)
-		}
-		n[v.Server]++
-	}
-	parts := make([]string, len(order))
-	for i, s := range order {
-		parts[i] = fmt.Sprintf("%s×%d", s, n[s])
-	}
-	return strings.Join(parts, " ")
-}
-
-func writePlaceTable(w io.Writer, rep *placeReport) {
-	fmt.Fprintf(w, "%s placement on %s: %d servers × %d slots, seed %d\n", rep.Algorithm, rep.Topology, rep.Servers, rep.SlotsPerServer, rep.Seed)
-	if len(rep.Reserved) > 0 {
-		fmt.Fprintf(w, "reserved first (scenario): %s\n", strings.Join(rep.Reserved, ", "))
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "time\ttenant\tresult\tVMs\tlayer\troot\tlayout or reason")
-	for _, e := range rep.Events {
-		switch e.Event {
-		case "accepted":
-			root := e.Root
-			if e.Compact {
-				root += " (compact)"
-			}
-			layout := make([]place.PlacedVM, len(e.Layout))
-			for i, v := range e.Layout {
-				layout[i] = place.PlacedVM{Name: v.Name, Server: v.Server}
-			}
-			fmt.Fprintf(tw, "%g\t%s\taccepted\t%d\t%d\t%s\t%s\n", e.Time, e.Tenant, e.VMs, *e.Layer, root, compactLayout(layout))
-		case "rejected":
-			fmt.Fprintf(tw, "%g\t%s\trejected\t%d\t\t\t%s\n", e.Time, e.Tenant, e.VMs, e.Reason)
-		default:
-			fmt.Fprintf(tw, "%g\t%s\tdeparted\t\t\t\t\n", e.Time, e.Tenant)
-		}
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	if len(rep.Links) == 0 {
-		fmt.Fprintln(w, "no link reservations")
-	} else {
-		fmt.Fprintln(w, "link reservations (final):")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "link\treserved\tcapacity\ttenants")
-		for _, l := range rep.Links {
-			parts := make([]string, len(l.Tenants))
-			for i, t := range l.Tenants {
-				parts[i] = t.Tenant + " " + units.FormatRate(t.Rate)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d: %s\n", l.Link, units.FormatRate(l.Reserved), units.FormatRate(l.Capacity), len(l.Tenants), strings.Join(parts, ", "))
-		}
-		tw.Flush()
-	}
-	fmt.Fprintln(w)
-	pp := rep.Ports
-	hist := make([]string, len(pp.Histogram))
-	for i, h := range pp.Histogram {
-		hist[i] = fmt.Sprintf("%d:%d", h.Tenants, h.Ports)
-	}
-	fmt.Fprintf(w, "switch ports: %d; most tenants on one port: %d; ports with more tenants than %d queues: %d\n",
-		pp.SwitchPorts, pp.MaxTenants, pp.Queues, pp.OverQueues)
-	fmt.Fprintf(w, "switch ports by tenant count (tenants:ports): %s\n", strings.Join(hist, " "))
-	fmt.Fprintln(w, rep.Summary.line())
 }

@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
+	"github.com/bulkhead-dc/bulkhead/report"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/testbed"
 	"github.com/spf13/cobra"
@@ -241,11 +242,11 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 					return err
 				}
 			}
-			rep, err := metrics.Evaluate(*in)
+			rep, err := eval.Evaluate(*in)
 			if err != nil {
 				return fmt.Errorf("%s: evaluate testbed run: %w", args[0], err)
 			}
-			if err := metrics.WriteReport(out, rep, !noPlots); err != nil {
+			if err := report.WriteReport(out, rep, !noPlots); err != nil {
 				return fmt.Errorf("write report to %s: %w", out, err)
 			}
 			w := cmd.OutOrStdout()

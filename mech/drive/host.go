@@ -22,6 +22,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
@@ -82,7 +83,7 @@ type Host struct {
 
 	// desired state: what the mechanism last asked for, by enforcement
 	// point; pending: settings whose last write failed
-	limits  map[limitKey]mech.Limit
+	limits  map[limitKey]*desired
 	pending map[limitKey]bool
 	scheds  [2]*mech.Scheduler
 	spend   [2]bool
@@ -93,8 +94,13 @@ type Host struct {
 	inbox  []mech.Message
 	maxBox int // 0: unbounded
 
-	statMu sync.Mutex
-	stats  Stats
+	steps, writes, failed, retries, invalid, dropped, updates atomic.Int64
+}
+
+// desired is a limit the mechanism wants, and the step that last set it.
+type desired struct {
+	l    mech.Limit
+	step int64
 }
 
 // limitKey is one enforcement point.
@@ -132,7 +138,7 @@ func NewHost(m mech.Mechanism, env mech.Env, enf Enforcer) (*Host, error) {
 		return nil, fmt.Errorf("mechanism %s: agent on %s: non-positive period %v", m.Name(), env.Host, p)
 	}
 	h := &Host{name: env.Host, mname: m.Name(), agent: a, enf: enf, per: p,
-		limits: map[limitKey]mech.Limit{}, pending: map[limitKey]bool{}, maxBox: MaxInbox}
+		limits: map[limitKey]*desired{}, pending: map[limitKey]bool{}, maxBox: MaxInbox}
 	h.setEnv(env)
 	return h, nil
 }
@@ -175,15 +181,8 @@ func (h *Host) Due(now time.Duration) bool { return now >= h.next }
 
 // Stats returns the counts so far.
 func (h *Host) Stats() Stats {
-	h.statMu.Lock()
-	defer h.statMu.Unlock()
-	return h.stats
-}
-
-func (h *Host) count(f func(*Stats)) {
-	h.statMu.Lock()
-	f(&h.stats)
-	h.statMu.Unlock()
+	return Stats{Steps: h.steps.Load(), Writes: h.writes.Load(), Failed: h.failed.Load(), Retries: h.retries.Load(),
+		Invalid: h.invalid.Load(), Dropped: h.dropped.Load(), Updates: h.updates.Load()}
 }
 
 // BoundInbox sets how many messages may wait for a step (0: no bound; the
@@ -201,7 +200,7 @@ func (h *Host) Deliver(m mech.Message) bool {
 	h.inMu.Lock()
 	defer h.inMu.Unlock()
 	if h.maxBox > 0 && len(h.inbox) >= h.maxBox {
-		h.count(func(s *Stats) { s.Dropped++ })
+		h.dropped.Add(1)
 		return false
 	}
 	h.inbox = append(h.inbox, m)
@@ -222,34 +221,42 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 	h.inMu.Unlock()
 	act := h.agent.Step(obs, inbox)
 	h.next = obs.Now + h.per
-	h.count(func(s *Stats) { s.Steps++ })
+	step := h.steps.Add(1)
 	var errs []error
-	touched := map[limitKey]bool{}
+	keep := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	var schedTouched [2]bool
 	for _, s := range act.Schedulers {
 		if err := CheckScheduler(&h.env, s); err != nil {
-			h.count(func(st *Stats) { st.Invalid++ })
-			errs = append(errs, h.errf("%w", err))
+			h.invalid.Add(1)
+			keep(h.errf("%w", err))
 			continue
 		}
 		d := s.Dir
 		s.Weights = cloneWeights(s.Weights)
 		h.scheds[d] = &s
 		schedTouched[d] = true
-		errs = append(errs, h.writeScheduler(d, false))
+		keep(h.writeScheduler(d, false))
 	}
 	for _, l := range act.Limits {
 		if err := CheckLimit(&h.env, l); err != nil {
-			h.count(func(st *Stats) { st.Invalid++ })
-			errs = append(errs, h.errf("%w", err))
+			h.invalid.Add(1)
+			keep(h.errf("%w", err))
 			continue
 		}
 		k := keyOf(l)
-		touched[k] = true
-		h.limits[k] = l
-		errs = append(errs, h.writeLimit(k, false))
+		d := h.limits[k]
+		if d == nil {
+			d = &desired{}
+			h.limits[k] = d
+		}
+		d.l, d.step = l, step
+		keep(h.writeLimit(k, false))
 	}
-	errs = append(errs, h.reconcile(touched, schedTouched))
+	keep(h.reconcile(step, schedTouched))
 	for i := range act.Messages {
 		m := &act.Messages[i]
 		m.From = h.name
@@ -267,22 +274,16 @@ func (h *Host) errf(format string, args ...any) error {
 // writeLimit writes the desired limit k; an Unlimited one that reached the
 // data path is no longer desired state.
 func (h *Host) writeLimit(k limitKey, retry bool) error {
-	l := h.limits[k]
+	l := h.limits[k].l
 	err := h.enf.SetLimit(l)
-	h.count(func(s *Stats) {
-		s.Writes++
-		if retry {
-			s.Retries++
-		}
-		if err != nil {
-			s.Failed++
-		}
-	})
+	h.tally(retry, err)
 	if err != nil {
 		h.pending[k] = true
 		return h.errf("%w", err)
 	}
-	delete(h.pending, k)
+	if len(h.pending) > 0 {
+		delete(h.pending, k)
+	}
 	if math.IsInf(l.Rate, 1) {
 		delete(h.limits, k)
 	}
@@ -292,15 +293,7 @@ func (h *Host) writeLimit(k limitKey, retry bool) error {
 func (h *Host) writeScheduler(d mech.Direction, retry bool) error {
 	s := h.scheds[d]
 	err := h.enf.SetScheduler(*s)
-	h.count(func(st *Stats) {
-		st.Writes++
-		if retry {
-			st.Retries++
-		}
-		if err != nil {
-			st.Failed++
-		}
-	})
+	h.tally(retry, err)
 	h.spend[d] = err != nil
 	if err != nil {
 		return h.errf("%w", err)
@@ -311,11 +304,22 @@ func (h *Host) writeScheduler(d mech.Direction, retry bool) error {
 	return nil
 }
 
+// tally counts one write.
+func (h *Host) tally(retry bool, err error) {
+	h.writes.Add(1)
+	if retry {
+		h.retries.Add(1)
+	}
+	if err != nil {
+		h.failed.Add(1)
+	}
+}
+
 // reconcile re-applies the desired settings not written in this step that
 // the data path does not hold: those whose last write failed and, with a
 // Verifier, those it reports lost. Schedulers go first (VM limits may
 // live in them), limits in a fixed order.
-func (h *Host) reconcile(touched map[limitKey]bool, schedTouched [2]bool) error {
+func (h *Host) reconcile(step int64, schedTouched [2]bool) error {
 	var errs []error
 	for d := range h.scheds {
 		if h.scheds[d] != nil && h.spend[d] && !schedTouched[d] {
@@ -329,11 +333,11 @@ func (h *Host) reconcile(touched map[limitKey]bool, schedTouched [2]bool) error 
 	}
 	ver, _ := h.enf.(Verifier)
 	var redo []limitKey
-	for k, l := range h.limits {
-		if touched[k] {
+	for k, d := range h.limits {
+		if d.step == step {
 			continue
 		}
-		if h.pending[k] || (ver != nil && !ver.HoldsLimit(l)) {
+		if h.pending[k] || (ver != nil && !ver.HoldsLimit(d.l)) {
 			redo = append(redo, k)
 		}
 	}
@@ -352,7 +356,7 @@ func compareKeys(a, b limitKey) int {
 // Reconcile re-applies, between steps, the desired settings the data path
 // does not hold (after an agent restart found its classes gone, say).
 func (h *Host) Reconcile() error {
-	return h.reconcile(nil, [2]bool{})
+	return h.reconcile(-1, [2]bool{})
 }
 
 // Desired returns the limits the mechanism currently wants in force,
@@ -366,7 +370,7 @@ func (h *Host) Desired() []mech.Limit {
 	slices.SortFunc(keys, compareKeys)
 	out := make([]mech.Limit, len(keys))
 	for i, k := range keys {
-		out[i] = h.limits[k]
+		out[i] = h.limits[k].l
 	}
 	return out
 }
@@ -404,7 +408,7 @@ func (h *Host) Update(env mech.Env) error {
 		return fmt.Errorf("mechanism %s: agent on %s: update: %w", h.mname, h.name, err)
 	}
 	h.setEnv(env)
-	h.count(func(s *Stats) { s.Updates++ })
+	h.updates.Add(1)
 	var gone []limitKey
 	for k := range h.limits {
 		if (k.kind == mech.PairLimit && (!h.local[k.pair.Src] || !h.known[k.pair.Dst])) ||
@@ -415,9 +419,7 @@ func (h *Host) Update(env mech.Env) error {
 	slices.SortFunc(gone, compareKeys)
 	var errs []error
 	for _, k := range gone {
-		l := h.limits[k]
-		l.Rate = mech.Unlimited
-		h.limits[k] = l
+		h.limits[k].l.Rate = mech.Unlimited
 		errs = append(errs, h.writeLimit(k, false))
 	}
 	return errors.Join(errs...)

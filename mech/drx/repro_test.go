@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/mech/drx"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/sim"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -44,7 +44,7 @@ var tenants = []string{"Nectere", "Hadoop", "Linpack"}
 // simulateWith runs scenarios/<file>, changed by edit if set, under the
 // named mechanism with params (rec, if set, records a DRX variant's
 // prices, caps and degradations).
-func simulateWith(t *testing.T, file, name string, params map[string]any, rec *drx.Recorder, edit func(*spec.Scenario)) *metrics.Input {
+func simulateWith(t *testing.T, file, name string, params map[string]any, rec *drx.Recorder, edit func(*spec.Scenario)) *eval.Input {
 	t.Helper()
 	sc, err := spec.Load(filepath.Join("..", "..", "scenarios", file))
 	if err != nil {
@@ -88,7 +88,7 @@ func simulateWith(t *testing.T, file, name string, params map[string]any, rec *d
 // degradation is a tenant's performance degradation over (from, to]: 1 −
 // its I/O over its demand (every connection of the scenarios is
 // rate-bound).
-func degradation(t *testing.T, in *metrics.Input, tenant string, from, to time.Duration) float64 {
+func degradation(t *testing.T, in *eval.Input, tenant string, from, to time.Duration) float64 {
 	t.Helper()
 	rate, dem := 0.0, 0.0
 	for _, s := range in.Samples {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/spec"
 )
@@ -14,7 +14,7 @@ import (
 
 // steady is a tenant's mean throughput (report units) over the samples
 // that end after from.
-func steady(t *testing.T, r *metrics.Report, tenant string, from time.Duration) float64 {
+func steady(t *testing.T, r *eval.Report, tenant string, from time.Duration) float64 {
 	t.Helper()
 	for _, tr := range r.Tenants {
 		if tr.Name != tenant {
@@ -36,7 +36,7 @@ func steady(t *testing.T, r *metrics.Report, tenant string, from time.Duration) 
 	return 0
 }
 
-func runScenario(t *testing.T, s *runner.Scenario, mechanism string) *metrics.Report {
+func runScenario(t *testing.T, s *runner.Scenario, mechanism string) *eval.Report {
 	t.Helper()
 	r, err := runner.Run(context.Background(), s, mechanism, runner.Options{})
 	if err != nil {

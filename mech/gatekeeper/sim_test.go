@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/spec"
 )
@@ -52,7 +52,7 @@ var (
 	esMech     = variant{"elasticswitch", "elasticswitch", nil}
 )
 
-func run(t *testing.T, s *runner.Scenario, v variant) *metrics.Report {
+func run(t *testing.T, s *runner.Scenario, v variant) *eval.Report {
 	t.Helper()
 	sc := *s.Spec
 	sc.Mechanism = spec.Mechanism{Name: v.mech, Params: v.params}
@@ -63,7 +63,7 @@ func run(t *testing.T, s *runner.Scenario, v variant) *metrics.Report {
 	return r
 }
 
-func tenantReport(t *testing.T, r *metrics.Report, name string) metrics.TenantReport {
+func tenantReport(t *testing.T, r *eval.Report, name string) eval.TenantReport {
 	t.Helper()
 	for _, tr := range r.Tenants {
 		if tr.Name == name {
@@ -71,12 +71,12 @@ func tenantReport(t *testing.T, r *metrics.Report, name string) metrics.TenantRe
 		}
 	}
 	t.Fatalf("no tenant %q in the report", name)
-	return metrics.TenantReport{}
+	return eval.TenantReport{}
 }
 
 // mean is a tenant's mean achieved (and ideal) throughput, in report
 // units, over the samples ending in (from, to].
-func mean(t *testing.T, r *metrics.Report, tenant string, from, to float64) (achieved, ideal float64) {
+func mean(t *testing.T, r *eval.Report, tenant string, from, to float64) (achieved, ideal float64) {
 	t.Helper()
 	tr := tenantReport(t, r, tenant)
 	n := 0
@@ -230,7 +230,7 @@ func TestSimCore(t *testing.T) {
 
 // hadoopResult is one run of a Hadoop scenario.
 type hadoopResult struct {
-	fct               *metrics.FCTStats
+	fct               *eval.FCTStats
 	netperf, hadoop   float64 // mean throughput while the job runs (0-20 s), Mbps
 	finished          int
 	workConservation  float64
@@ -273,7 +273,7 @@ func allocation(hadoop float64, background bool) func(*spec.Scenario) {
 	}
 }
 
-func fmtFCT(f *metrics.FCTStats, started int) string {
+func fmtFCT(f *eval.FCTStats, started int) string {
 	if f == nil {
 		return fmt.Sprintf("0/%d finished", started)
 	}

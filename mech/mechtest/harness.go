@@ -14,6 +14,8 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
+	"github.com/bulkhead-dc/bulkhead/mech/drive"
+	"github.com/bulkhead-dc/bulkhead/model"
 )
 
 // Harness is the state of one script: the environment, the mechanism, its
@@ -318,7 +320,7 @@ func (h *Harness) cmdAgent(args *kv) (string, error) {
 		if _, dup := h.agents[host]; dup {
 			return "", args.l.errorf("host %s already has an agent", host)
 		}
-		env := mech.Env{Host: host, VMs: slices.Clone(h.vms), Pattern: slices.Clone(h.pattern), SLA: maps.Clone(h.sla)}
+		env := drive.Env(h.model(), host, slices.Clone(h.pattern))
 		a, err := h.mech.NewAgent(env)
 		if err != nil {
 			w.linef("%s: error: %v", host, err)
@@ -328,6 +330,23 @@ func (h *Harness) cmdAgent(args *kv) (string, error) {
 		w.linef("%s: period %s", host, durString(a.Period()))
 	}
 	return w.String(), nil
+}
+
+// model is the declared model of the script's env: its tenants in the
+// order they first appear, with their VMs and SLAs.
+func (h *Harness) model() *model.Model {
+	m := &model.Model{}
+	idx := map[string]int{}
+	for _, v := range h.vms {
+		i, ok := idx[v.Tenant]
+		if !ok {
+			i = len(m.Tenants)
+			idx[v.Tenant] = i
+			m.Tenants = append(m.Tenants, model.Tenant{Name: v.Tenant, SLA: h.sla[v.Tenant]})
+		}
+		m.Tenants[i].VMs = append(m.Tenants[i].VMs, model.VM{Name: v.Name, Tenant: v.Tenant, Host: v.Host, In: v.In, Out: v.Out})
+	}
+	return m
 }
 
 // pickAgent returns the agent named by host= (the only agent if there is

@@ -12,10 +12,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/sim"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -24,7 +24,7 @@ import (
 // run is one simulation of a scenario file under a mechanism.
 type run struct {
 	sc  *spec.Scenario
-	rep *metrics.Report
+	rep *eval.Report
 	// phases[appliance][k] is the capacity estimator's phase after the
 	// controller's step k+1 (pulsar mechanisms only).
 	phases map[string][]pulsar.Phase
@@ -94,7 +94,7 @@ func simulate(t *testing.T, file, mechanism string) *run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.rep, err = metrics.Evaluate(*in); err != nil {
+	if r.rep, err = eval.Evaluate(*in); err != nil {
 		t.Fatal(err)
 	}
 	return r

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/spec"
 )
 
@@ -160,7 +160,7 @@ var fctBins = []struct {
 
 // meanFCT returns the mean FCT (s) and count of the tenant's flows in each
 // of fctBins.
-func meanFCT(in *metrics.Input, tenant string) (mean []float64, n []int) {
+func meanFCT(in *eval.Input, tenant string) (mean []float64, n []int) {
 	mean, n = make([]float64, len(fctBins)), make([]int, len(fctBins))
 	for _, f := range in.FCTs {
 		if f.Tenant != tenant {

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
-	"github.com/bulkhead-dc/bulkhead/metrics"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/sim"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -19,7 +19,7 @@ const scenarioDir = "../../scenarios"
 // parameters apply when it is the scenario's mechanism) after edit, if
 // any, changed the parsed scenario; the controller gets admission's
 // reservations as with `bulkhead sim`.
-func simulate(t testing.TB, file, mechanism string, edit func(*spec.Scenario)) *metrics.Input {
+func simulate(t testing.TB, file, mechanism string, edit func(*spec.Scenario)) *eval.Input {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(scenarioDir, file))
 	if err != nil {
@@ -60,7 +60,7 @@ func simulate(t testing.TB, file, mechanism string, edit func(*spec.Scenario)) *
 
 // linkRates returns, per sample, the total rate (bits/s) on the named link
 // and each tenant's share of it.
-func linkRates(t testing.TB, in *metrics.Input, link string) (total []float64, byTenant []map[string]float64) {
+func linkRates(t testing.TB, in *eval.Input, link string) (total []float64, byTenant []map[string]float64) {
 	t.Helper()
 	id := -1
 	for i, n := range in.LinkNames {
@@ -94,7 +94,7 @@ func linkRates(t testing.TB, in *metrics.Input, link string) (total []float64, b
 }
 
 // linkCapacity returns the named link's capacity.
-func linkCapacity(t testing.TB, in *metrics.Input, link string) float64 {
+func linkCapacity(t testing.TB, in *eval.Input, link string) float64 {
 	for i, n := range in.LinkNames {
 		if n == link {
 			return in.LinkCapacity[i]

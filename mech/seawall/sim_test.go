@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkhead-dc/bulkhead/metrics"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/spec"
 )
 
-func steady(t *testing.T, r *metrics.Report, tenant string, from time.Duration) float64 {
+func steady(t *testing.T, r *eval.Report, tenant string, from time.Duration) float64 {
 	t.Helper()
 	for _, tr := range r.Tenants {
 		if tr.Name != tenant {
@@ -33,7 +33,7 @@ func steady(t *testing.T, r *metrics.Report, tenant string, from time.Duration) 
 	return 0
 }
 
-func run(t *testing.T, s *runner.Scenario, mechanism string) *metrics.Report {
+func run(t *testing.T, s *runner.Scenario, mechanism string) *eval.Report {
 	t.Helper()
 	r, err := runner.Run(context.Background(), s, mechanism, runner.Options{})
 	if err != nil {

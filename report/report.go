@@ -1,4 +1,7 @@
-package metrics
+// Package report writes what a run produced: an eval.Report as report.json,
+// summary.md, timeseries.csv, appliances.csv and PNG/SVG plots, and the
+// comparison of several runs' reports.
+package report
 
 import (
 	"bytes"
@@ -11,6 +14,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/bulkhead-dc/bulkhead/eval"
 )
 
 // Report file names, written by WriteReport.
@@ -30,13 +35,13 @@ const (
 // fct_cdf.png/.svg (if it has flow completion times). Everything is rendered in memory first, then written to
 // temporary files in dir and renamed into place; on error nothing it wrote
 // is left behind (nor dir, if this call created it).
-func WriteReport(dir string, r *Report, plots bool) error {
+func WriteReport(dir string, r *eval.Report, plots bool) error {
 	if r == nil {
-		return errors.New("metrics: nil report")
+		return errors.New("report: nil report")
 	}
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return fmt.Errorf("metrics: %s: %w", ReportJSON, err)
+		return fmt.Errorf("report: %s: %w", ReportJSON, err)
 	}
 	files := []outFile{
 		{ReportJSON, append(js, '\n')},
@@ -51,7 +56,7 @@ func WriteReport(dir string, r *Report, plots bool) error {
 		files = append(files, outFile{AppliancesCSV, applianceCSV(r)})
 	}
 	if plots {
-		type maker func(*Report) (*figure, error)
+		type maker func(*eval.Report) (*figure, error)
 		names := []string{TenantsPlot}
 		makers := []maker{tenantsPlot}
 		if len(r.Times) > 0 {
@@ -94,7 +99,7 @@ func writeFiles(dir string, files []outFile) (err error) {
 		created = true
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("metrics: %w", err)
+		return fmt.Errorf("report: %w", err)
 	}
 	var temps, done []string
 	defer func() {
@@ -114,25 +119,25 @@ func writeFiles(dir string, files []outFile) (err error) {
 	for _, f := range files {
 		tf, err := os.CreateTemp(dir, "."+f.name+".tmp*")
 		if err != nil {
-			return fmt.Errorf("metrics: %w", err)
+			return fmt.Errorf("report: %w", err)
 		}
 		temps = append(temps, tf.Name())
 		_, werr := tf.Write(f.data)
 		cerr := tf.Close()
 		if werr != nil {
-			return fmt.Errorf("metrics: writing %s: %w", f.name, werr)
+			return fmt.Errorf("report: writing %s: %w", f.name, werr)
 		}
 		if cerr != nil {
-			return fmt.Errorf("metrics: writing %s: %w", f.name, cerr)
+			return fmt.Errorf("report: writing %s: %w", f.name, cerr)
 		}
 		if err := os.Chmod(tf.Name(), 0o644); err != nil {
-			return fmt.Errorf("metrics: %w", err)
+			return fmt.Errorf("report: %w", err)
 		}
 	}
 	for i, f := range files {
 		target := filepath.Join(dir, f.name)
 		if err := os.Rename(temps[i], target); err != nil {
-			return fmt.Errorf("metrics: %w", err)
+			return fmt.Errorf("report: %w", err)
 		}
 		done = append(done, target)
 		temps[i] = ""
@@ -174,7 +179,7 @@ func secs(v float64) string {
 
 func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
-func hasFCTs(r *Report) bool {
+func hasFCTs(r *eval.Report) bool {
 	for _, t := range r.Tenants {
 		if len(t.FCTs) > 0 {
 			return true
@@ -184,7 +189,7 @@ func hasFCTs(r *Report) bool {
 }
 
 // summary renders the report as Markdown.
-func summary(r *Report) []byte {
+func summary(r *eval.Report) []byte {
 	var b bytes.Buffer
 	title := r.Scenario
 	if title == "" {
@@ -212,7 +217,7 @@ func summary(r *Report) []byte {
 	}
 	if r.FCT != nil {
 		b.WriteString("Flow completion times:\n\n| tenant | flows | mean | median | p99 | max |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
-		row := func(name string, f *FCTStats) {
+		row := func(name string, f *eval.FCTStats) {
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", mdEscape(name), f.Count, secs(f.MeanS), secs(f.MedianS), secs(f.P99S), secs(f.MaxS))
 		}
 		for _, t := range r.Tenants {
@@ -256,14 +261,14 @@ Definitions: a pair's *guarantee* is its hose-model guarantee for its current de
 
 // compliancePct is the hose compliance, or "n/a" when no VM had a
 // guaranteed rate to serve.
-func compliancePct(r *Report) string {
+func compliancePct(r *eval.Report) string {
 	if r.VMSeconds == 0 {
 		return "n/a"
 	}
 	return pct(r.Compliance)
 }
 
-func sentence(r *Report, t *TenantReport) string {
+func sentence(r *eval.Report, t *eval.TenantReport) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "- **%s** averaged %s %s against a guarantee of %s (ideal %s)", mdEscape(t.Name), num(t.MeanThroughput), r.Units, num(t.Guarantee), num(t.IdealThroughput))
 	if t.VMSeconds > 0 {
@@ -286,7 +291,7 @@ func sentence(r *Report, t *TenantReport) string {
 // end-to-end tokens, TokenUnits), "guarantee", "utilization" (0–1),
 // "capacity" (for the mix served, TokenUnits) or "estimate" (the
 // controller's capacity estimate at its step at t_s).
-func applianceCSV(r *Report) []byte {
+func applianceCSV(r *eval.Report) []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	_ = w.Write([]string{"t_s", "appliance", "what", "tenant", "value"})
@@ -318,7 +323,7 @@ func applianceCSV(r *Report) []byte {
 
 // timeseries renders per-tenant totals per sample as CSV (long format):
 // t_s,tenant,achieved,guarantee,ideal, throughputs in the report's units.
-func timeseries(r *Report) ([]byte, error) {
+func timeseries(r *eval.Report) ([]byte, error) {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	_ = w.Write([]string{"t_s", "tenant", "achieved", "guarantee", "ideal"})
@@ -329,7 +334,7 @@ func timeseries(r *Report) ([]byte, error) {
 		}
 		s := t.Series
 		if len(s.Achieved) != len(r.Times) || len(s.Guarantee) != len(r.Times) || len(s.Ideal) != len(r.Times) {
-			return nil, fmt.Errorf("metrics: tenant %q: time series missing (report not from Evaluate?)", t.Name)
+			return nil, fmt.Errorf("report: tenant %q: time series missing (report not from Evaluate?)", t.Name)
 		}
 	}
 	for k, tm := range r.Times {
@@ -339,7 +344,7 @@ func timeseries(r *Report) ([]byte, error) {
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
-		return nil, fmt.Errorf("metrics: %s: %w", TimeseriesCSV, err)
+		return nil, fmt.Errorf("report: %s: %w", TimeseriesCSV, err)
 	}
 	return b.Bytes(), nil
 }

@@ -1,4 +1,4 @@
-package metrics
+package eval
 
 import (
 	"fmt"
@@ -85,7 +85,7 @@ func NewOracle(tenants []Tenant, pairs []Pair, linkCapacity []float64) (*Oracle,
 		}
 		net, err := hose.NewNetwork(vms)
 		if err != nil {
-			return nil, fmt.Errorf("metrics: tenant %q: %w", t.Name, err)
+			return nil, fmt.Errorf("eval: tenant %q: %w", t.Name, err)
 		}
 		o.tenants[i].net = net
 		byName[t.Name] = i
@@ -98,16 +98,16 @@ func NewOracle(tenants []Tenant, pairs []Pair, linkCapacity []float64) (*Oracle,
 	for i, p := range pairs {
 		ti, ok := byName[p.Tenant]
 		if !ok {
-			return nil, fmt.Errorf("metrics: pair %d (%s->%s): unknown tenant %q", i, p.Src, p.Dst, p.Tenant)
+			return nil, fmt.Errorf("eval: pair %d (%s->%s): unknown tenant %q", i, p.Src, p.Dst, p.Tenant)
 		}
 		t := &o.tenants[ti]
 		s, ok := t.net.Index(p.Src)
 		if !ok {
-			return nil, fmt.Errorf("metrics: pair %d (%s->%s): tenant %q has no VM %q", i, p.Src, p.Dst, p.Tenant, p.Src)
+			return nil, fmt.Errorf("eval: pair %d (%s->%s): tenant %q has no VM %q", i, p.Src, p.Dst, p.Tenant, p.Src)
 		}
 		d, ok := t.net.Index(p.Dst)
 		if !ok {
-			return nil, fmt.Errorf("metrics: pair %d (%s->%s): tenant %q has no VM %q", i, p.Src, p.Dst, p.Tenant, p.Dst)
+			return nil, fmt.Errorf("eval: pair %d (%s->%s): tenant %q has no VM %q", i, p.Src, p.Dst, p.Tenant, p.Dst)
 		}
 		o.pairTenant[i] = ti
 		t.pairs = append(t.pairs, i)
@@ -115,7 +115,7 @@ func NewOracle(tenants []Tenant, pairs []Pair, linkCapacity []float64) (*Oracle,
 		u := make([]alloc.Use, len(p.Links))
 		for k, l := range p.Links {
 			if l < 0 || l >= len(linkCapacity) {
-				return nil, fmt.Errorf("metrics: pair %d (%s->%s): link %d out of range [0, %d)", i, p.Src, p.Dst, l, len(linkCapacity))
+				return nil, fmt.Errorf("eval: pair %d (%s->%s): link %d out of range [0, %d)", i, p.Src, p.Dst, l, len(linkCapacity))
 			}
 			u[k] = alloc.Use{Resource: l, Coef: 1}
 		}
@@ -135,11 +135,11 @@ func NewOracle(tenants []Tenant, pairs []Pair, linkCapacity []float64) (*Oracle,
 func (o *Oracle) Solve(demand, guarantee, ideal []float64, bottleneck []bool) error {
 	n := len(o.pairs)
 	if len(demand) != n || len(guarantee) != n || len(ideal) != n || (bottleneck != nil && len(bottleneck) != n) {
-		return fmt.Errorf("metrics: oracle: slices must have one entry per pair (%d)", n)
+		return fmt.Errorf("eval: oracle: slices must have one entry per pair (%d)", n)
 	}
 	for i, d := range demand {
 		if !(d >= 0) {
-			return fmt.Errorf("metrics: oracle: pair %d (%s->%s): demand %v must be ≥ 0", i, o.pairs[i].Src, o.pairs[i].Dst, d)
+			return fmt.Errorf("eval: oracle: pair %d (%s->%s): demand %v must be ≥ 0", i, o.pairs[i].Src, o.pairs[i].Dst, d)
 		}
 	}
 	// Hose guarantees, tenant by tenant.
@@ -155,7 +155,7 @@ func (o *Oracle) Solve(demand, guarantee, ideal []float64, bottleneck []bool) er
 		if !same {
 			t.solved = false
 			if err := t.net.Solve(t.ip, t.g); err != nil {
-				return fmt.Errorf("metrics: oracle: %w", err)
+				return fmt.Errorf("eval: oracle: %w", err)
 			}
 			t.solved = true
 		}
@@ -209,7 +209,7 @@ func (o *Oracle) Solve(demand, guarantee, ideal []float64, bottleneck []bool) er
 	if len(o.active) > 0 {
 		rates := o.rates[:len(o.active)]
 		if err := o.solver.Solve(&o.prob, rates); err != nil {
-			return fmt.Errorf("metrics: oracle: ideal allocation: %w", err)
+			return fmt.Errorf("eval: oracle: ideal allocation: %w", err)
 		}
 		for k, i := range o.active {
 			ideal[i] = math.Max(0, math.Min(rates[k], demand[i]))

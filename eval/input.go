@@ -1,8 +1,9 @@
-// Package metrics is the oracle and the report: what an ideal system would
-// have delivered on the same demands at the same instant, and how a run
-// compares (guarantee compliance, work conservation, fairness, FCTs), written
-// as JSON, Markdown and PNG/SVG plots.
-package metrics
+// Package eval is the oracle and the evaluation of a run: what an ideal
+// system would have delivered on the same demands at the same instant, and
+// how the run compares (guarantee compliance, hose and VDC, work
+// conservation, fairness, FCTs, appliance utilization) in a Report.
+// Package report writes Reports as JSON, Markdown, CSV and PNG/SVG plots.
+package eval
 
 import "time"
 

@@ -1,4 +1,4 @@
-package metrics
+package report
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"image/color"
 	"math"
 	"strings"
+
+	"github.com/bulkhead-dc/bulkhead/eval"
 )
 
 // Comparison file names, written by WriteComparison.
@@ -40,10 +42,10 @@ type MechanismSummary struct {
 	MeanThroughput   float64 `json:"mean_throughput"`
 	Guarantee        float64 `json:"guarantee"`
 	IdealThroughput  float64 `json:"ideal_throughput"`
-	// VDCCompliance as in Report (−1: no VDC guarantees; 0 and omitted:
+	// VDCCompliance as in eval.Report (−1: no VDC guarantees; 0 and omitted:
 	// no request flows).
 	VDCCompliance float64 `json:"vdc_compliance,omitempty"`
-	// GuaranteedVMSeconds is Report.VMSeconds (0: hose compliance n/a).
+	// GuaranteedVMSeconds is eval.Report.VMSeconds (0: hose compliance n/a).
 	GuaranteedVMSeconds float64 `json:"guaranteed_vm_seconds"`
 }
 
@@ -58,31 +60,31 @@ type ComparisonRow struct {
 	WorkConservation float64 `json:"work_conservation"`
 	SpareShare       float64 `json:"spare_share"`
 	// FCT: the tenant's flow completion times, if it has sized flows.
-	FCT *FCTStats `json:"fct,omitempty"`
+	FCT *eval.FCTStats `json:"fct,omitempty"`
 }
 
 // ApplianceRow is one tenant's end-to-end token throughput at one
 // appliance (or VM destination of requests) under one mechanism.
 type ApplianceRow struct {
 	Mechanism string `json:"mechanism"`
-	ApplianceReport
+	eval.ApplianceReport
 }
 
 // Compare builds the Comparison of reports, which must be non-empty and in
 // the same units.
-func Compare(reports []*Report) (*Comparison, error) {
+func Compare(reports []*eval.Report) (*Comparison, error) {
 	if len(reports) == 0 {
-		return nil, errors.New("metrics: comparison of no reports")
+		return nil, errors.New("report: comparison of no reports")
 	}
 	c := &Comparison{}
 	var scen []string
 	seen := map[string]bool{}
 	for i, r := range reports {
 		if r == nil {
-			return nil, fmt.Errorf("metrics: comparison: report %d is nil", i)
+			return nil, fmt.Errorf("report: comparison: report %d is nil", i)
 		}
 		if r.Units != reports[0].Units || r.UnitScale != reports[0].UnitScale {
-			return nil, fmt.Errorf("metrics: comparison: report %d (%s) is in %s (scale %g), report 0 (%s) in %s (scale %g)",
+			return nil, fmt.Errorf("report: comparison: report %d (%s) is in %s (scale %g), report 0 (%s) in %s (scale %g)",
 				i, r.Mechanism, r.Units, r.UnitScale, reports[0].Mechanism, reports[0].Units, reports[0].UnitScale)
 		}
 		if !seen[r.Scenario] {
@@ -117,14 +119,14 @@ func Compare(reports []*Report) (*Comparison, error) {
 // true, comparison.png/.svg (grouped bars of mean throughput, tenants ×
 // mechanisms, with each bar's guarantee marked) into dir, with the same
 // all-or-nothing behaviour as WriteReport.
-func WriteComparison(dir string, reports []*Report, plots bool) error {
+func WriteComparison(dir string, reports []*eval.Report, plots bool) error {
 	c, err := Compare(reports)
 	if err != nil {
 		return err
 	}
 	js, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
-		return fmt.Errorf("metrics: %s: %w", ComparisonJSON, err)
+		return fmt.Errorf("report: %s: %w", ComparisonJSON, err)
 	}
 	files := []outFile{{ComparisonJSON, append(js, '\n')}, {ComparisonMD, comparisonMD(c)}}
 	if plots {
@@ -210,7 +212,7 @@ func comparisonMD(c *Comparison) []byte {
 	return b.Bytes()
 }
 
-func comparisonPlot(c *Comparison, reports []*Report) (*figure, error) {
+func comparisonPlot(c *Comparison, reports []*eval.Report) (*figure, error) {
 	title := "mean throughput by mechanism"
 	if c.Scenario != "" {
 		title = c.Scenario + ": " + title
@@ -258,7 +260,7 @@ func comparisonPlot(c *Comparison, reports []*Report) (*figure, error) {
 
 // appliancesOnly is true when no report has VM-to-VM traffic but some have
 // request flows at appliances.
-func appliancesOnly(reports []*Report) bool {
+func appliancesOnly(reports []*eval.Report) bool {
 	apps := false
 	for _, r := range reports {
 		if r.PairTraffic() {
@@ -271,7 +273,7 @@ func appliancesOnly(reports []*Report) bool {
 
 // applianceComparisonPlot draws each tenant's mean end-to-end throughput at
 // each appliance (token units) per mechanism, with its VDC guarantee.
-func applianceComparisonPlot(c *Comparison, reports []*Report, title string) (*figure, error) {
+func applianceComparisonPlot(c *Comparison, reports []*eval.Report, title string) (*figure, error) {
 	f := newFigure(title, "tenant @ appliance", "end-to-end throughput"+unitLabel(c.TokenUnits))
 	var groups []string
 	gi := map[string]int{}

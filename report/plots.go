@@ -1,4 +1,4 @@
-package metrics
+package report
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/text"
@@ -115,7 +116,7 @@ func (f *figure) render(format string) ([]byte, error) {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("metrics: unsupported plot format %q", format)
+		return nil, fmt.Errorf("report: unsupported plot format %q", format)
 	}
 	return buf.Bytes(), nil
 }
@@ -141,7 +142,7 @@ func (f *figure) files(base string) ([]outFile, error) {
 	for _, ext := range []string{"png", "svg"} {
 		b, err := f.render(ext)
 		if err != nil {
-			return nil, fmt.Errorf("metrics: %s.%s: %w", base, ext, err)
+			return nil, fmt.Errorf("report: %s.%s: %w", base, ext, err)
 		}
 		out = append(out, outFile{name: base + "." + ext, data: b})
 	}
@@ -175,7 +176,7 @@ func unitLabel(units string) string {
 	return " (" + units + ")"
 }
 
-func plotTitle(r *Report, what string) string {
+func plotTitle(r *eval.Report, what string) string {
 	name := r.Scenario
 	if r.Mechanism != "" {
 		if name != "" {
@@ -191,13 +192,13 @@ func plotTitle(r *Report, what string) string {
 
 // throughputPlot: per-tenant achieved throughput over time (solid), each
 // tenant's guarantee dashed in the same colour.
-func throughputPlot(r *Report) (*figure, error) {
+func throughputPlot(r *eval.Report) (*figure, error) {
 	f := newFigure(plotTitle(r, "throughput per tenant"), "time (s)", "throughput"+unitLabel(r.Units))
 	f.p.Y.Min = 0
 	var guarantees []plot.Plotter // drawn over the achieved lines
 	for i, t := range r.Tenants {
 		if len(t.Series.Achieved) != len(r.Times) || len(t.Series.Guarantee) != len(r.Times) {
-			return nil, fmt.Errorf("metrics: tenant %q: time series missing (report not from Evaluate?)", t.Name)
+			return nil, fmt.Errorf("report: tenant %q: time series missing (report not from Evaluate?)", t.Name)
 		}
 		a, err := plotter.NewLine(downsample(r.Times, t.Series.Achieved))
 		if err != nil {
@@ -315,7 +316,7 @@ func (m *tickMarks) Thumbnail(c *draw.Canvas) {
 
 // tenantsPlot: per tenant, bars of mean achieved, mean ideal and mean
 // guarantee.
-func tenantsPlot(r *Report) (*figure, error) {
+func tenantsPlot(r *eval.Report) (*figure, error) {
 	f := newFigure(plotTitle(r, "mean throughput per tenant"), "tenant", "throughput"+unitLabel(r.Units))
 	names := make([]string, len(r.Tenants))
 	vals := [][]float64{make([]float64, len(r.Tenants)), make([]float64, len(r.Tenants)), make([]float64, len(r.Tenants))}
@@ -332,7 +333,7 @@ func tenantsPlot(r *Report) (*figure, error) {
 
 // fctPlot: per-tenant CDF of flow completion times (log x-axis when they
 // span more than a decade and are all positive).
-func fctPlot(r *Report) (*figure, error) {
+func fctPlot(r *eval.Report) (*figure, error) {
 	f := newFigure(plotTitle(r, "flow completion times"), "flow completion time (s)", "fraction of flows (CDF)")
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, t := range r.Tenants {
