@@ -1,13 +1,16 @@
-// Package analysis holds the papers' analyses that are not simulations:
-// they run a mechanism's own code on a datacenter far larger than a fluid
-// simulation needs, at the level of detail the paper's own analysis had,
-// and `bulkhead bench` prints them.
+// Package analysis holds the papers' analyses that a per-tenant report
+// does not give: tables read per phase, per pair or per reducer from
+// simulations, and large-scale analyses that run a mechanism's own code at
+// tenant level on a datacenter far larger than a fluid simulation needs.
 //
-// Files: qshare.go is QShare's large-scale analysis (§7.3, Table 1 and
-// Fig. 10; `bulkhead bench qshare`): QShare's placement fills a fat-tree,
-// then QShare's scores and tenant-queue binding (mech/qshare) run on it at
-// tenant level.
+// Files: simulation.go runs a scenario through the simulator (the runner's
+// pipeline) and reads its samples by window, pair and phase; elasticswitch.go
+// builds the ElasticSwitch paper's tables from the shipped
+// scenarios/elasticswitch-*.yaml (`bulkhead analyze elasticswitch`);
+// qshare.go is QShare's large-scale analysis (§7.3, Table 1 and Fig. 10;
+// `bulkhead bench qshare`): QShare's placement fills a fat-tree, then
+// QShare's scores and tenant-queue binding (mech/qshare) run on it.
 //
-// Dependencies: analysis → {place, topo, alloc, the mechanisms analysed};
-// only cmd imports it.
+// Dependencies: analysis → {runner, sim, eval, place, topo, alloc, spec,
+// mech/all, the mechanisms analysed}; cmd and mechanisms' tests import it.
 package analysis

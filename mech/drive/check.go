@@ -32,19 +32,26 @@ func finiteRate(r float64) bool { return r >= 0 && !math.IsInf(r, 1) }
 // its enforcement point on this host — a pair whose source VM is here and
 // whose destination VM exists, or a VM that is here.
 func CheckLimit(env *mech.Env, l mech.Limit) error {
+	return checkLimit(l, func(vm string) bool { return env.HostOf(vm) == env.Host },
+		func(vm string) bool { _, ok := env.VM(vm); return ok })
+}
+
+// checkLimit is CheckLimit with the environment's lookups: local says
+// whether a VM is on the host, known whether it exists.
+func checkLimit(l mech.Limit, local, known func(string) bool) error {
 	if math.IsNaN(l.Rate) || l.Rate < 0 {
 		return fmt.Errorf("set an invalid rate %g", l.Rate)
 	}
 	switch l.Kind {
 	case mech.PairLimit:
-		if env.HostOf(l.Pair.Src) != env.Host {
+		if !local(l.Pair.Src) {
 			return fmt.Errorf("limited pair %s->%s whose source is not on that host", l.Pair.Src, l.Pair.Dst)
 		}
-		if _, ok := env.VM(l.Pair.Dst); !ok {
+		if !known(l.Pair.Dst) {
 			return fmt.Errorf("limited pair %s->%s to an unknown VM", l.Pair.Src, l.Pair.Dst)
 		}
 	case mech.VMEgress, mech.VMIngress:
-		if env.HostOf(l.VM) != env.Host {
+		if !local(l.VM) {
 			return fmt.Errorf("limited VM %q, which is not on that host", l.VM)
 		}
 	default:

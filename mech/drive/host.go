@@ -172,6 +172,9 @@ func (h *Host) Agent() mech.Agent { return h.agent }
 // Env returns the environment the agent currently has.
 func (h *Host) Env() *mech.Env { return &h.env }
 
+func (h *Host) isLocal(vm string) bool { return h.local[vm] }
+func (h *Host) isKnown(vm string) bool { return h.known[vm] }
+
 // Local says whether a VM is on this host.
 func (h *Host) Local(vm string) bool { return h.local[vm] }
 
@@ -242,7 +245,7 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		keep(h.writeScheduler(d, false))
 	}
 	for _, l := range act.Limits {
-		if err := CheckLimit(&h.env, l); err != nil {
+		if err := checkLimit(l, h.isLocal, h.isKnown); err != nil {
 			h.invalid.Add(1)
 			keep(h.errf("%w", err))
 			continue
