@@ -38,25 +38,19 @@ func (a *Agent) UpdateEnv(env mech.Env) error {
 			a.local[v.Name] = v
 		}
 	}
-	keep := a.outList[:0]
-	for _, p := range a.outList {
-		if _, here := a.local[p.id.Src]; !here || env.HostOf(p.id.Dst) == "" {
-			delete(a.out, p.id)
-			continue
+	a.outList = prune(a.outList, func(p *outPair) bool {
+		if _, here := a.local[p.id.Src]; here && env.HostOf(p.id.Dst) != "" {
+			return false
 		}
-		keep = append(keep, p)
-	}
-	clear(a.outList[len(keep):])
-	a.outList = keep
-	keepIn := a.inList[:0]
-	for _, p := range a.inList {
-		if _, here := a.local[p.id.Dst]; !here || env.HostOf(p.id.Src) == "" {
-			delete(a.in, p.id)
-			continue
+		delete(a.out, p.id)
+		return true
+	})
+	a.inList = prune(a.inList, func(p *inPair) bool {
+		if _, here := a.local[p.id.Dst]; here && env.HostOf(p.id.Src) != "" {
+			return false
 		}
-		keepIn = append(keepIn, p)
-	}
-	clear(a.inList[len(keepIn):])
-	a.inList = keepIn
+		delete(a.in, p.id)
+		return true
+	})
 	return nil
 }

@@ -481,27 +481,34 @@ func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
 // forget drops the pairs idle for longer than IdleTimeout, removing their
 // limiters.
 func (a *Agent) forget(now time.Duration, act *mech.Actions) {
-	keep := a.outList[:0]
-	for _, p := range a.outList {
-		if now-p.last > a.cfg.IdleTimeout {
-			delete(a.out, p.id)
-			act.Limits = append(act.Limits, mech.Limit{Kind: mech.PairLimit, Pair: p.id, Rate: mech.Unlimited})
-			continue
+	a.outList = prune(a.outList, func(p *outPair) bool {
+		if now-p.last <= a.cfg.IdleTimeout {
+			return false
 		}
-		keep = append(keep, p)
-	}
-	clear(a.outList[len(keep):])
-	a.outList = keep
-	keepIn := a.inList[:0]
-	for _, p := range a.inList {
-		if now-p.last > a.cfg.IdleTimeout {
-			delete(a.in, p.id)
-			continue
+		delete(a.out, p.id)
+		act.Limits = append(act.Limits, mech.Limit{Kind: mech.PairLimit, Pair: p.id, Rate: mech.Unlimited})
+		return true
+	})
+	a.inList = prune(a.inList, func(p *inPair) bool {
+		if now-p.last <= a.cfg.IdleTimeout {
+			return false
 		}
-		keepIn = append(keepIn, p)
+		delete(a.in, p.id)
+		return true
+	})
+}
+
+// prune keeps, in order, the pairs for which drop says false (drop forgets
+// the others), and clears the slots it freed.
+func prune[P any](list []P, drop func(P) bool) []P {
+	keep := list[:0]
+	for _, p := range list {
+		if !drop(p) {
+			keep = append(keep, p)
+		}
 	}
-	clear(a.inList[len(keepIn):])
-	a.inList = keepIn
+	clear(list[len(keep):])
+	return keep
 }
 
 func pairLess(x, y mech.PairID) bool {
