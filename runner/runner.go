@@ -94,9 +94,18 @@ func Run(ctx context.Context, s *Scenario, mechanism string, opts Options) (*eva
 	if err != nil {
 		return nil, err
 	}
-	in, err := sim.Run(ctx, s.Spec, s.Topo, sim.Options{Mechanism: m, Progress: opts.Progress, Logger: opts.Logger, Reservations: res})
+	so := sim.Options{Mechanism: m, Progress: opts.Progress, Logger: opts.Logger, Reservations: res}
+	// Tenants that join or leave during the run reach the mechanism as
+	// model updates at those times.
+	if changes := s.Spec.ModelChanges(); len(changes) > 0 {
+		so.Model = s.Spec.ModelAt(0)
+		for _, t := range changes {
+			so.Updates = append(so.Updates, sim.Update{At: t, Model: s.Spec.ModelAt(t)})
+		}
+	}
+	in, err := sim.Run(ctx, s.Spec, s.Topo, so)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", s.Spec.File, err)
 	}
 	rep, err := eval.Evaluate(*in)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -72,5 +73,44 @@ func TestModel(t *testing.T) {
 	if s.Tenants[0].VDC.Appliances[0].Guarantee != 1.6e9 || s.Tenants[0].VDC.Policy != "drf" ||
 		s.Appliances[1].VirtualCost[0].Points[0].Tokens != 8000 || s.Tenants[0].VMs[0].Server != "s1" {
 		t.Error("the model shares data with the scenario")
+	}
+}
+
+func TestModelAt(t *testing.T) {
+	sc, err := spec.Parse([]byte(`
+name: live
+duration: 10s
+topology: {kind: two-tier, two_tier: {racks: 1, servers_per_rack: 2, edge: 1Gbps}}
+tenants:
+  - {name: A, guarantee: 100Mbps, vms: [{name: a1, server: s1}, {name: a2, server: s2}]}
+  - {name: B, guarantee: 100Mbps, join: 2s, leave: 6s, vms: [{name: b1, server: s1}, {name: b2, server: s2}]}
+  - {name: C, guarantee: 100Mbps, join: 6s, vms: [{name: c1, server: s1}, {name: c2, server: s2}]}
+workloads:
+  - {tenant: B, kind: tcp, src: b1, dst: b2, start: 2s, stop: 6s}
+  - {tenant: C, kind: tcp, src: c1, dst: c2, start: 7s}
+`), "live.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.ModelChanges(); !reflect.DeepEqual(got, []time.Duration{2 * time.Second, 6 * time.Second}) {
+		t.Errorf("ModelChanges = %v, want [2s 6s]", got)
+	}
+	for _, tc := range []struct {
+		at   time.Duration
+		want []string
+	}{
+		{0, []string{"A"}}, {2 * time.Second, []string{"A", "B"}}, {5999 * time.Millisecond, []string{"A", "B"}},
+		{6 * time.Second, []string{"A", "C"}}, {9 * time.Second, []string{"A", "C"}},
+	} {
+		var got []string
+		for _, tn := range sc.ModelAt(tc.at).Tenants {
+			got = append(got, tn.Name)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ModelAt(%v) has %v, want %v", tc.at, got, tc.want)
+		}
+	}
+	if n := len(sc.Model().Tenants); n != 3 {
+		t.Errorf("Model has %d tenants, want all 3", n)
 	}
 }

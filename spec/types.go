@@ -97,6 +97,15 @@ type Tenant struct {
 	// SLA is the performance degradation the tenant tolerates, a fraction
 	// of what its VMs demand (DRX: "within 15%" is 0.15); 0: no SLA.
 	SLA float64 `yaml:"sla,omitempty"`
+	// Join and Leave are when the tenant is declared to the mechanism: a
+	// tenant that arrives or departs during the run, handed to the
+	// mechanism's agents and controller at those times through the driver
+	// core (mech/drive), as an operator's controller would. Leave 0 means
+	// the end of the run. The tenant's workloads must run within
+	// [Join, Leave). Only mechanisms whose agents take tenants at runtime
+	// can run such a scenario (the run fails with the reason otherwise).
+	Join  Duration `yaml:"join,omitempty"`
+	Leave Duration `yaml:"leave,omitempty"`
 }
 
 // VM is one virtual machine, placed on a server. Names are unique in the

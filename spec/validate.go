@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/model"
 )
@@ -332,6 +333,24 @@ func (s *Scenario) validateTenants(p *problems, c *model.Checker, server func(pa
 			}
 		}
 		c.VDC(i)
+		s.validatePresence(p, at, t)
+	}
+}
+
+// validatePresence checks a tenant's join and leave times.
+func (s *Scenario) validatePresence(p *problems, at string, t *Tenant) {
+	if t.Join < 0 {
+		p.Add(at+".join", "must not be negative, got %v", t.Join)
+	} else if t.Join > 0 && t.Join >= s.Duration {
+		p.Add(at+".join", "%v is not before the end of the run (%v)", t.Join, s.Duration)
+	}
+	switch {
+	case t.Leave < 0:
+		p.Add(at+".leave", "must not be negative, got %v", t.Leave)
+	case t.Leave > 0 && t.Leave <= t.Join:
+		p.Add(at+".leave", "%v is not after join (%v)", t.Leave, t.Join)
+	case t.Leave > s.Duration:
+		p.Add(at+".leave", "%v is after the end of the run (%v); leave it out to stay to the end", t.Leave, s.Duration)
 	}
 }
 
@@ -409,7 +428,31 @@ func (s *Scenario) validateWorkloads(p *problems) {
 			s.validateRequests(p, at, w, tenantOK)
 		}
 		w.validatePhases(p, at, s.Duration)
+		if t, ok := s.LookupTenant(w.Tenant); ok && (t.Join > 0 || t.Leave > 0) && s.presenceValid(t) {
+			dur := time.Duration(s.Duration)
+			for _, ph := range w.Intervals(dur) {
+				start, stop := time.Duration(ph.Start), time.Duration(ph.Stop)
+				if stop > start && (!t.Present(start, dur) || !t.Present(stop-1, dur)) {
+					p.Add(at, "runs from %v to %v, but tenant %q is declared only from its join (%v) to its leave (%v)", start, stop, t.Name, t.Join, leaveOr(t.Leave, s.Duration))
+					break
+				}
+			}
+		}
 	}
+}
+
+// presenceValid says whether a tenant's join and leave are valid (else
+// validatePresence reports them, and workloads are not checked against
+// them).
+func (s *Scenario) presenceValid(t *Tenant) bool {
+	return t.Join >= 0 && t.Join < s.Duration && t.Leave >= 0 && t.Leave <= s.Duration && (t.Leave == 0 || t.Leave > t.Join)
+}
+
+func leaveOr(leave, duration Duration) Duration {
+	if leave == 0 {
+		return duration
+	}
+	return leave
 }
 
 func (w *Workload) validateKind(p *problems, at string) {

@@ -155,6 +155,19 @@ func TestValidationErrors(t *testing.T) {
 			[]string{`scenario.yaml: tenants[0].guarantee: a best_effort tenant has no guarantees`,
 				`scenario.yaml: tenants[0].vms[1].out: a best_effort tenant has no guarantees`}},
 
+		{"join after the end", func(s *spec.Scenario) { s.Tenants[1].Join = dur(10 * time.Second) },
+			[]string{`scenario.yaml: tenants[1].join: 10s is not before the end of the run (10s)`}},
+		{"leave before join", func(s *spec.Scenario) { s.Tenants[1].Join = dur(4 * time.Second); s.Tenants[1].Leave = dur(3 * time.Second) },
+			[]string{`scenario.yaml: tenants[1].leave: 3s is not after join (4s)`}},
+		{"leave after the end", func(s *spec.Scenario) { s.Tenants[1].Leave = dur(11 * time.Second) },
+			[]string{`scenario.yaml: tenants[1].leave: 11s is after the end of the run (10s); leave it out to stay to the end`}},
+		{"workload while its tenant is absent", func(s *spec.Scenario) {
+			s.Tenants[1].Join = dur(2 * time.Second)
+			s.Tenants[1].Leave = dur(6 * time.Second)
+			s.Workloads[1].Start = dur(2 * time.Second)
+		},
+			[]string{`scenario.yaml: workloads[1]: runs from 2s to 10s, but tenant "B" is declared only from its join (2s) to its leave (6s)`}},
+
 		// Workloads.
 		{"duplicate workload", func(s *spec.Scenario) { s.Workloads[1].Name = "wa" },
 			[]string{`scenario.yaml: workloads[1].name: duplicate workload "wa" (also workloads[0])`}},

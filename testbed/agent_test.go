@@ -343,6 +343,12 @@ func TestRunRejects(t *testing.T) {
 			t.Errorf("%+v: error %v, want one mentioning %q", tc.o, err, tc.want)
 		}
 	}
+	late := *sc
+	late.Tenants = append([]spec.Tenant(nil), sc.Tenants...)
+	late.Tenants[1].Join = spec.Duration(time.Second)
+	if _, err := Run(context.Background(), &late, tp, RunOptions{Mechanism: "none"}); err == nil || !strings.Contains(err.Error(), "joins or leaves during the run") {
+		t.Errorf("a tenant joining during the run: error %v, want a refusal", err)
+	}
 }
 
 // TestShortFlows: the built-in generator's short flows (kind flows) run

@@ -153,6 +153,11 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if o.Params == nil && o.Mechanism == sc.Mechanism.Name {
 		o.Params = sc.Mechanism.Params
 	}
+	for i, t := range sc.Tenants {
+		if t.Join > 0 || t.Leave > 0 {
+			return nil, fmt.Errorf("testbed: %s: tenants[%d] (%s) joins or leaves during the run, which the simulator runs (bulkhead sim); the testbed declares every tenant for the whole run", sc.File, i, t.Name)
+		}
+	}
 	m, err := NewMechanism(o.Mechanism, o.Params, o.Loss)
 	if err != nil {
 		return nil, err
