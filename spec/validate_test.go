@@ -157,7 +157,10 @@ func TestValidationErrors(t *testing.T) {
 
 		{"join after the end", func(s *spec.Scenario) { s.Tenants[1].Join = dur(10 * time.Second) },
 			[]string{`scenario.yaml: tenants[1].join: 10s is not before the end of the run (10s)`}},
-		{"leave before join", func(s *spec.Scenario) { s.Tenants[1].Join = dur(4 * time.Second); s.Tenants[1].Leave = dur(3 * time.Second) },
+		{"leave before join", func(s *spec.Scenario) {
+			s.Tenants[1].Join = dur(4 * time.Second)
+			s.Tenants[1].Leave = dur(3 * time.Second)
+		},
 			[]string{`scenario.yaml: tenants[1].leave: 3s is not after join (4s)`}},
 		{"leave after the end", func(s *spec.Scenario) { s.Tenants[1].Leave = dur(11 * time.Second) },
 			[]string{`scenario.yaml: tenants[1].leave: 11s is after the end of the run (10s); leave it out to stay to the end`}},
