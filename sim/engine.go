@@ -209,6 +209,10 @@ type engine struct {
 	model   *model.Model
 	pattern []mech.PairID
 	updates []Update // not yet applied
+	// declared marks the VMs of the current model when it lacks some of
+	// the scenario's (nil: every VM is declared); agents observe only
+	// declared VMs and pairs between them.
+	declared []bool
 
 	// central controller (mechanisms implementing mech.Central)
 	ctl *controllerState
@@ -327,6 +331,7 @@ func (e *engine) checkModels() error {
 	if err := check("model", e.model); err != nil {
 		return err
 	}
+	e.declare(e.model)
 	for i, u := range e.opts.Updates {
 		if err := check(fmt.Sprintf("update %d", i), u.Model); err != nil {
 			return err
@@ -345,6 +350,7 @@ func (e *engine) applyUpdates() error {
 		u := e.updates[0]
 		e.updates = e.updates[1:]
 		e.model = u.Model
+		e.declare(u.Model)
 		for _, h := range e.hosts {
 			if err := h.drv.Update(drive.Env(u.Model, h.name, e.pattern)); err != nil {
 				return fmt.Errorf("sim: t=%v: %w", e.now, err)
@@ -358,6 +364,29 @@ func (e *engine) applyUpdates() error {
 		e.log.Debug("model updated", "t", e.now, "tenants", len(u.Model.Tenants))
 	}
 	return nil
+}
+
+// declare marks the VMs of m (declared stays nil when m has them all).
+func (e *engine) declare(m *model.Model) {
+	in := make([]bool, len(e.vms))
+	n := 0
+	for _, t := range m.Tenants {
+		for _, v := range t.VMs {
+			if i, ok := e.vmIdx[v.Name]; ok && !in[i] {
+				in[i] = true
+				n++
+			}
+		}
+	}
+	e.declared = nil
+	if n < len(e.vms) {
+		e.declared = in
+	}
+}
+
+// undeclared says whether a pair has a VM the mechanism does not know.
+func (e *engine) undeclared(p *pairState) bool {
+	return e.declared != nil && (!e.declared[p.src] || !e.declared[p.dst])
 }
 
 func (e *engine) buildVMs() error {
@@ -635,7 +664,7 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 	for _, i := range h.egress {
 		p := &e.pairs[i]
 		limited := !math.IsInf(p.limRate, 1)
-		if p.txBits > 0 || limited || p.txLoss > 0 || p.txMark > 0 {
+		if (p.txBits > 0 || limited || p.txLoss > 0 || p.txMark > 0) && !e.undeclared(p) {
 			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.txLoss, Marks: p.txMark}
 			if sec > 0 {
 				o.Rate = p.txBits / sec
@@ -648,7 +677,7 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 	h.obsIngr = h.obsIngr[:0]
 	for _, i := range h.ingress {
 		p := &e.pairs[i]
-		if p.rxBits > 0 || p.rxLoss > 0 || p.rxMark > 0 {
+		if (p.rxBits > 0 || p.rxLoss > 0 || p.rxMark > 0) && !e.undeclared(p) {
 			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.rxLoss, Marks: p.rxMark}
 			if sec > 0 {
 				o.Rate = p.rxBits / sec
@@ -661,6 +690,10 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 	h.obsVMs = h.obsVMs[:0]
 	for _, vi := range h.vms {
 		v := &e.vms[vi]
+		if e.declared != nil && !e.declared[vi] {
+			v.inBits, v.outBits, v.inDropBits = 0, 0, 0
+			continue
+		}
 		o := mech.VMObs{VM: v.name}
 		if sec > 0 {
 			o.InRate, o.OutRate, o.InDrops = v.inBits/sec, v.outBits/sec, v.inDropBits/sec
@@ -670,7 +703,7 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 		most := 0.0
 		for _, i := range h.ingress {
 			p := &e.pairs[i]
-			if p.dst == vi && p.inDropAcc > most {
+			if p.dst == vi && p.inDropAcc > most && !e.undeclared(p) {
 				most, o.DropSrc = p.inDropAcc, p.id.Src
 			}
 		}

@@ -169,3 +169,32 @@ func TestUpdateRefused(t *testing.T) {
 		t.Errorf("run: %v, want a refusal naming seawall", err)
 	}
 }
+
+// A VM that is not (or no longer) declared is not observed: a declared
+// VM's traffic to it does not make the mechanism limit a pair to an
+// unknown VM, which would fail the run.
+func TestUndeclaredVMNotObserved(t *testing.T) {
+	sc, err := spec.Parse([]byte(liveScenario+"  - {tenant: A, kind: tcp, src: a1, dst: a2}\n"), "live.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := topo.FromSpec(sc.Topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial := sc.Model()
+	partial.Tenants[0].VMs = partial.Tenants[0].VMs[:1] // a2 is not declared
+	for _, name := range []string{"elasticswitch", "seawall", "static", "gatekeeper"} {
+		m, err := all.New(name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := newEngine(sc, tp, Options{Mechanism: m, Model: partial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.run(context.Background()); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

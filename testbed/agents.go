@@ -50,7 +50,11 @@ func NewMechanism(name string, params map[string]any, loss string) (mech.Mechani
 	if ok, why := caps.RealTraffic(); !ok {
 		return nil, fmt.Errorf("testbed: mechanism %s runs in the simulator only: %s", name, why)
 	}
-	if la, ok := m.(mech.LossAdapter); ok && caps.Losses {
+	if caps.Losses {
+		la, ok := m.(mech.LossAdapter)
+		if !ok {
+			return nil, fmt.Errorf("testbed: mechanism %s reads losses but cannot be told where the loss counter sees them (no mech.LossAdapter)", name)
+		}
 		if m, err = la.ForLosses(side); err != nil {
 			return nil, fmt.Errorf("testbed: mechanism %s with the %s loss counter (--loss %s sees losses at the %s): %w", name, lossName(loss), lossName(loss), side, err)
 		}

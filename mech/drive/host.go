@@ -7,7 +7,7 @@
 // at runtime, and reconciles: it keeps the limits and schedulers a
 // mechanism wants (mechanisms say a limit only when its value changes)
 // and re-applies any that the data path does not hold — a refused write,
-// a class someone deleted, an agent restart — until it does.
+// a class someone deleted — until it does.
 //
 // A driver supplies what is particular to it: the observations, an
 // Enforcer that sets limits and schedulers on its data path, and the
@@ -282,7 +282,7 @@ func (h *Host) writeLimit(k limitKey, retry bool) error {
 	h.tally(retry, err)
 	if err != nil {
 		h.pending[k] = true
-		return h.errf("%w", err)
+		return h.errf("set %s: %w", describe(l, retry), err)
 	}
 	if len(h.pending) > 0 {
 		delete(h.pending, k)
@@ -299,12 +299,37 @@ func (h *Host) writeScheduler(d mech.Direction, retry bool) error {
 	h.tally(retry, err)
 	h.spend[d] = err != nil
 	if err != nil {
-		return h.errf("%w", err)
+		what := "egress scheduler"
+		if d == mech.Ingress {
+			what = "ingress scheduler"
+		}
+		if retry {
+			what += " (retry)"
+		}
+		return h.errf("set %s: %w", what, err)
 	}
 	if math.IsInf(s.Rate, 1) && len(s.Weights) == 0 {
 		h.scheds[d] = nil
 	}
 	return nil
+}
+
+// describe names a limit for errors.
+func describe(l mech.Limit, retry bool) string {
+	var s string
+	switch l.Kind {
+	case mech.PairLimit:
+		s = "pair " + l.Pair.Src + "->" + l.Pair.Dst
+	case mech.VMEgress:
+		s = "egress of VM " + l.VM
+	default:
+		s = "ingress of VM " + l.VM
+	}
+	s += fmt.Sprintf(" to %g bit/s", l.Rate)
+	if retry {
+		s += " (retry)"
+	}
+	return s
 }
 
 // tally counts one write.
@@ -354,12 +379,6 @@ func (h *Host) reconcile(step int64, schedTouched [2]bool) error {
 func compareKeys(a, b limitKey) int {
 	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.pair.Src, b.pair.Src),
 		cmp.Compare(a.pair.Dst, b.pair.Dst), cmp.Compare(a.vm, b.vm))
-}
-
-// Reconcile re-applies, between steps, the desired settings the data path
-// does not hold (after an agent restart found its classes gone, say).
-func (h *Host) Reconcile() error {
-	return h.reconcile(-1, [2]bool{})
 }
 
 // Desired returns the limits the mechanism currently wants in force,
@@ -422,8 +441,26 @@ func (h *Host) Update(env mech.Env) error {
 	slices.SortFunc(gone, compareKeys)
 	var errs []error
 	for _, k := range gone {
+		// Removed once: a VM that left is no longer the agent's to
+		// enforce, so a refused removal is reported, not retried (the
+		// data path may already have let go of the VM).
 		h.limits[k].l.Rate = mech.Unlimited
-		errs = append(errs, h.writeLimit(k, false))
+		if err := h.writeLimit(k, false); err != nil {
+			errs = append(errs, err)
+		}
+		delete(h.limits, k)
+		delete(h.pending, k)
+	}
+	// Desired schedulers lose the weights of VMs that left.
+	for _, s := range h.scheds {
+		if s == nil {
+			continue
+		}
+		for vm := range s.Weights {
+			if !h.local[vm] {
+				delete(s.Weights, vm)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -256,3 +256,43 @@ func TestHostInboxBound(t *testing.T) {
 		t.Errorf("dropped %d, want 3", s.Dropped)
 	}
 }
+
+// A VM that leaves has its limits removed once: a refused removal is
+// reported and not retried, and desired schedulers lose its weight.
+func TestHostUpdateForgetsDeparted(t *testing.T) {
+	f := newFake()
+	m := &scripted{steps: []mech.Actions{{
+		Limits:     []mech.Limit{pl("b1", "a2", 7e7)},
+		Schedulers: []mech.Scheduler{{Dir: mech.Egress, Rate: 1e9, Weights: map[string]float64{"a1": 1, "b1": 2}}},
+	}}}
+	h, err := drive.NewHost(m, testEnv("h1"), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.refuse = 1 // the scheduler is refused, the limit set
+	if _, err := h.Step(&mech.HostObs{}); err == nil {
+		t.Fatal("the refused scheduler was not reported")
+	}
+	env := testEnv("h1")
+	env.VMs = env.VMs[:2] // B leaves
+	f.refuse = 1          // and the removal of b1->a2 is refused
+	if err := h.Update(env); err == nil || !strings.Contains(err.Error(), "pair b1->a2 to +Inf bit/s") {
+		t.Fatalf("Update: %v, want the refused removal named", err)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := h.Step(&mech.HostObs{Now: time.Duration(i) * 10 * time.Millisecond}); err != nil {
+			t.Fatalf("step %d after B left: %v", i, err)
+		}
+	}
+	if w := f.scheds[mech.Egress].Weights; len(w) != 1 || w["a1"] != 1 {
+		t.Errorf("scheduler re-applied with weights %v, want only a1", w)
+	}
+	if h.Pending() != 0 || len(h.Desired()) != 0 {
+		t.Errorf("after B left: pending %d, desired %v", h.Pending(), h.Desired())
+	}
+	for _, w := range f.writes[3:] {
+		if w == "b1->a2" {
+			t.Errorf("b1->a2 written again after its removal was refused: %v", f.writes)
+		}
+	}
+}

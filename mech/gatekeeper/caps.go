@@ -21,6 +21,19 @@ func (a *Agent) UpdateEnv(env mech.Env) error {
 	if env.Host != a.env.Host {
 		return fmt.Errorf("%s: update for host %q given to the agent on %s", Name, env.Host, a.env.Host)
 	}
+	// Whether this host's VMs or their guarantees change (before the
+	// states are updated).
+	same, n := true, 0
+	for _, v := range env.VMs {
+		if v.Host != env.Host {
+			continue
+		}
+		if n >= len(a.vms) || a.vms[n].vm != v {
+			same = false
+		}
+		n++
+	}
+	same = same && n == len(a.vms)
 	w := int(a.cfg.Window / a.cfg.Period)
 	vms := make([]*vmState, 0, len(a.vms))
 	byName := map[string]*vmState{}
@@ -36,8 +49,12 @@ func (a *Agent) UpdateEnv(env mech.Env) error {
 		vms = append(vms, s)
 		byName[v.Name] = s
 	}
-	// env.VMs is sorted by name, so vms is too.
+	// env.VMs is sorted by name, so vms is too. The schedulers (or the
+	// rate-limit baseline's limits) are installed again only when this
+	// host's VMs or their guarantees changed: reinstalling resets them.
 	a.env, a.vms, a.byName = env, vms, byName
-	a.installed = false
+	if !same {
+		a.installed, a.updated = false, true
+	}
 	return nil
 }

@@ -351,7 +351,17 @@ type Agent struct {
 	vms       []*vmState // local VMs, sorted by name
 	byName    map[string]*vmState
 	installed bool
-	sent      int // notifications sent
+	updated   bool // the environment changed at runtime (UpdateEnv)
+	sent      int  // notifications sent
+}
+
+// rateLimit is the rate-limit baseline's limit for a guarantee: the
+// guarantee, or none for a VM without one.
+func rateLimit(g float64) float64 {
+	if g > 0 {
+		return g
+	}
+	return math.Inf(1)
 }
 
 // NewAgent returns the agent for env.Host under cfg (validated).
@@ -425,13 +435,15 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	var act mech.Actions
 	if a.cfg.Mode == ModeRateLimit {
 		if !a.installed {
+			// Limits at the guarantees; after an update, a guarantee
+			// that became 0 lifts its limit.
 			a.installed = true
 			for _, v := range a.vms {
-				if v.vm.Out > 0 {
-					act.Limits = append(act.Limits, mech.Limit{Kind: mech.VMEgress, VM: v.vm.Name, Rate: v.vm.Out})
+				if v.vm.Out > 0 || a.updated {
+					act.Limits = append(act.Limits, mech.Limit{Kind: mech.VMEgress, VM: v.vm.Name, Rate: rateLimit(v.vm.Out)})
 				}
-				if v.vm.In > 0 {
-					act.Limits = append(act.Limits, mech.Limit{Kind: mech.VMIngress, VM: v.vm.Name, Rate: v.vm.In})
+				if v.vm.In > 0 || a.updated {
+					act.Limits = append(act.Limits, mech.Limit{Kind: mech.VMIngress, VM: v.vm.Name, Rate: rateLimit(v.vm.In)})
 				}
 			}
 		}
