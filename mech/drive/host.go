@@ -45,6 +45,13 @@ type Verifier interface {
 	HoldsLimit(l mech.Limit) bool
 }
 
+// SchedulerVerifier is implemented by enforcers that can tell whether the
+// data path still holds a per-VM scheduler as it was last set. Host
+// re-applies a desired scheduler that it does not hold.
+type SchedulerVerifier interface {
+	HoldsScheduler(s mech.Scheduler) bool
+}
+
 // MaxInbox bounds the messages waiting for a host's next step; later ones
 // are dropped (and counted).
 const MaxInbox = 4096
@@ -349,8 +356,12 @@ func (h *Host) tally(retry bool, err error) {
 // live in them), limits in a fixed order.
 func (h *Host) reconcile(step int64, schedTouched [2]bool) error {
 	var errs []error
-	for d := range h.scheds {
-		if h.scheds[d] != nil && h.spend[d] && !schedTouched[d] {
+	sver, _ := h.enf.(SchedulerVerifier)
+	for d, s := range h.scheds {
+		if s == nil || schedTouched[d] {
+			continue
+		}
+		if h.spend[d] || (sver != nil && !sver.HoldsScheduler(*s)) {
 			errs = append(errs, h.writeScheduler(mech.Direction(d), true))
 		}
 	}

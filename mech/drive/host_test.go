@@ -56,7 +56,9 @@ type fakeEnforcer struct {
 	scheds map[mech.Direction]mech.Scheduler
 	refuse int
 	lose   string // HoldsLimit says false for this key once
-	writes []string
+	// loseSched: HoldsScheduler says false once
+	loseSched bool
+	writes    []string
 }
 
 func newFake() *fakeEnforcer {
@@ -92,6 +94,16 @@ func (f *fakeEnforcer) SetScheduler(s mech.Scheduler) error {
 	}
 	f.scheds[s.Dir] = s
 	return nil
+}
+
+func (f *fakeEnforcer) HoldsScheduler(s mech.Scheduler) bool {
+	if f.loseSched {
+		f.loseSched = false
+		delete(f.scheds, s.Dir)
+		return false
+	}
+	_, ok := f.scheds[s.Dir]
+	return ok
 }
 
 func (f *fakeEnforcer) HoldsLimit(l mech.Limit) bool {
@@ -294,5 +306,26 @@ func TestHostUpdateForgetsDeparted(t *testing.T) {
 		if w == "b1->a2" {
 			t.Errorf("b1->a2 written again after its removal was refused: %v", f.writes)
 		}
+	}
+}
+
+// A scheduler the data path lost is re-applied, though the mechanism set
+// it only once.
+func TestHostReappliesLostScheduler(t *testing.T) {
+	f := newFake()
+	m := &scripted{steps: []mech.Actions{{Schedulers: []mech.Scheduler{{Dir: mech.Ingress, Rate: 9.5e8, Weights: map[string]float64{"a1": 1}}}}}}
+	h, err := drive.NewHost(m, testEnv("h1"), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Step(&mech.HostObs{}); err != nil {
+		t.Fatal(err)
+	}
+	f.loseSched = true
+	if _, err := h.Step(&mech.HostObs{Now: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := f.scheds[mech.Ingress]; !ok || s.Rate != 9.5e8 || h.Stats().Retries != 1 {
+		t.Errorf("lost scheduler: in force %v (%+v), stats %+v", ok, s, h.Stats())
 	}
 }
