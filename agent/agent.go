@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,6 +100,9 @@ type Agent struct {
 	vms    map[string]*vmPath
 	byAddr map[netip.Addr]string
 	addrOf map[string]netip.Addr
+	// stale are pair limiters the data path refused to remove, by pair:
+	// the source VM's name (retried every step)
+	stale map[datapath.Pair]string
 	obsState
 
 	inMu      sync.Mutex
@@ -164,7 +168,7 @@ func New(cfg Config) (_ *Agent, err error) {
 	}
 	a := &Agent{
 		cfg: cfg, log: cfg.Logger.With("host", cfg.Host, "mechanism", cfg.Mechanism.Name()),
-		epoch: time.Now().UnixNano(), vms: map[string]*vmPath{}, peerSeq: map[string]*sequence{},
+		epoch: time.Now().UnixNano(), vms: map[string]*vmPath{}, peerSeq: map[string]*sequence{}, stale: map[datapath.Pair]string{},
 		obsState: newObsState(),
 	}
 	a.enf = newEnforcer(a)
@@ -228,11 +232,14 @@ func (a *Agent) scheduleVMs() error {
 }
 
 // Update hands a new model to the mechanism at runtime: tenants and VMs
-// added, removed or their guarantees changed (drive.Host.Update). The
-// host's new VMs are attached to the data path first; the limits of VMs
-// that left are removed and the VMs that left the host detached. A
-// mechanism whose agents cannot take a new model is refused
-// (drive.ErrStaticEnv) and keeps the old one.
+// added, removed or their guarantees, addresses or devices changed
+// (drive.Host.Update). The host's new VMs are attached to the data path
+// first; once the mechanism has the model, the limits of VMs that left
+// are removed and the VMs that left the host detached; a VM whose
+// address or device changed is detached and attached anew, and the
+// limits of pairs whose addresses changed move to the new addresses.
+// A mechanism whose agents cannot take a new model, or a new VM the data
+// path cannot enforce, is refused and the old model stays.
 func (a *Agent) Update(m *model.Model) error {
 	if m == nil {
 		return fmt.Errorf("agent %s: update without a model", a.cfg.Host)
@@ -243,11 +250,11 @@ func (a *Agent) Update(m *model.Model) error {
 	if err != nil {
 		return fmt.Errorf("agent %s: update: %w", a.cfg.Host, err)
 	}
-	// While the mechanism's limits are removed, both models' VMs must be
-	// addressable.
+	// Until the mechanism has the new model and the limits of VMs that
+	// left are removed, VMs are addressed where the data path has them:
+	// VMs that stay at their old addresses, new ones at theirs.
 	oldBy, oldOf := a.byAddr, a.addrOf
-	unionBy, unionOf := union(oldBy, byAddr), union(oldOf, addrOf)
-	a.byAddr, a.addrOf = unionBy, unionOf
+	a.byAddr, a.addrOf = union(byAddr, oldBy), union(addrOf, oldOf)
 	added, aerr := a.attach(m.VMsOn(a.cfg.Host))
 	updates := a.drv.Stats().Updates
 	var uerr error
@@ -262,35 +269,153 @@ func (a *Agent) Update(m *model.Model) error {
 			delete(a.vms, n)
 		}
 		a.byAddr, a.addrOf = oldBy, oldOf
-		return errors.Join(append([]error{aerr, uerr}, errs...)...)
+		err := errors.Join(append([]error{aerr, uerr}, errs...)...)
+		a.log.Warn("model update refused", "err", err)
+		return err
 	}
 	// The mechanism has the new model (uerr: limits of VMs that left
 	// that the data path refused to remove).
 	errs := []error{uerr}
-	for n := range a.vms {
-		if v, _, ok := m.VM(n); !ok || v.Host != a.cfg.Host {
-			errs = append(errs, a.cfg.Path.Detach(n))
-			delete(a.vms, n)
-			a.forgetVM(n)
-		}
-	}
 	known := map[string]bool{}
+	var moved []model.VM // VMs of the host whose address or device changed
 	for _, v := range m.VMs() {
 		known[v.Name] = true
-	}
-	// Pairs of the host's VMs to VMs that left: their limiters go too.
-	for id := range a.enf.limits {
-		if v := a.vms[id.Src]; v != nil && v.TX != nil && !known[id.Dst] {
-			if p, ok := a.pairAddr(id); ok {
-				errs = append(errs, v.TX.RemovePair(p))
-			}
+		if o := a.vms[v.Name]; o != nil && v.Host == a.cfg.Host && (o.addr != addrOf[v.Name] || o.dev != v.Interface) {
+			moved = append(moved, v)
 		}
 	}
+	for n := range a.vms {
+		if v, _, ok := m.VM(n); !ok || v.Host != a.cfg.Host {
+			errs = append(errs, a.detach(n))
+		}
+	}
+	readd, rerrs := a.unaddress(known, addrOf, moved)
+	errs = append(errs, rerrs...)
+	for _, v := range moved {
+		errs = append(errs, a.detach(v.Name))
+	}
 	a.byAddr, a.addrOf, a.model = byAddr, addrOf, m
+	if _, err := a.attach(moved); err != nil {
+		a.log.Error("a VM whose address or device changed could not be attached again; it is not enforced", "err", err)
+		errs = append(errs, err)
+	}
 	a.enf.forget(func(vm string) bool { return known[vm] }, func(vm string) bool { return a.vms[vm] != nil })
-	errs = append(errs, a.scheduleVMs())
-	a.log.Info("model updated", "tenants", len(m.Tenants), "vms", len(a.vms), "added", added)
+	errs = append(errs, a.readdress(readd), a.scheduleVMs())
+	a.prune(oldBy)
+	a.prunePeers(m)
+	a.log.Info("model updated", "tenants", len(m.Tenants), "vms", len(a.vms), "added", added, "moved", len(moved))
 	return errors.Join(errs...)
+}
+
+// prunePeers forgets the message sequences of hosts with no VM in m.
+func (a *Agent) prunePeers(m *model.Model) {
+	hosts := map[string]bool{}
+	for _, v := range m.VMs() {
+		hosts[v.Host] = true
+	}
+	a.inMu.Lock()
+	maps.DeleteFunc(a.peerSeq, func(h string, _ *sequence) bool { return !hosts[h] })
+	a.inMu.Unlock()
+}
+
+// detach releases a VM that left the host, or whose address or device
+// changed, from the data path (its pair limiters go) and forgets it.
+func (a *Agent) detach(vm string) error {
+	err := a.cfg.Path.Detach(vm)
+	delete(a.vms, vm)
+	a.forgetVM(vm)
+	if err != nil {
+		return fmt.Errorf("agent %s: detach VM %s: %w", a.cfg.Host, vm, err)
+	}
+	return nil
+}
+
+// unaddress removes, before the address map changes, the limiters at
+// their old addresses of the pairs whose destination left the model or
+// whose addresses change (addrOf: the new addresses); those of sources
+// that are detached and attached anew (moved) go with them. It returns
+// the pairs that stay and change addresses or sources, whose limits
+// readdress re-applies.
+func (a *Agent) unaddress(known map[string]bool, addrOf map[string]netip.Addr, moved []model.VM) (readd []mech.PairID, errs []error) {
+	for _, id := range slices.SortedFunc(maps.Keys(a.enf.limits), comparePairIDs) {
+		v := a.vms[id.Src]
+		old, ok := a.pairAddr(id)
+		if v == nil || v.TX == nil || !ok {
+			continue
+		}
+		detached := slices.ContainsFunc(moved, func(m model.VM) bool { return m.Name == id.Src })
+		if known[id.Dst] {
+			if !detached && old == (datapath.Pair{Src: addrOf[id.Src], Dst: addrOf[id.Dst]}) {
+				continue
+			}
+			readd = append(readd, id)
+		}
+		if !detached {
+			errs = append(errs, a.removePair(v, old))
+		}
+	}
+	return readd, errs
+}
+
+// readdress re-applies the limits of pairs at their new addresses. One
+// the data path refuses is not in force: the driver core re-applies it
+// at the next step.
+func (a *Agent) readdress(pairs []mech.PairID) error {
+	var errs []error
+	for _, id := range pairs {
+		r, ok := a.enf.limits[id]
+		if !ok {
+			continue
+		}
+		if err := a.enf.SetLimit(mech.Limit{Kind: mech.PairLimit, Pair: id, Rate: r}); err != nil {
+			delete(a.enf.limits, id)
+			errs = append(errs, fmt.Errorf("agent %s: move the limit of pair %s->%s to its new addresses: %w", a.cfg.Host, id.Src, id.Dst, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removePair removes a pair's limiter from VM v's data path. One the data
+// path refuses to remove is logged and kept, to be retried at the next
+// steps (retryRemovals).
+func (a *Agent) removePair(v *vmPath, p datapath.Pair) error {
+	err := v.TX.RemovePair(p)
+	if err == nil {
+		delete(a.stale, p)
+		return nil
+	}
+	a.stale[p] = v.name
+	a.met.errors.WithLabelValues("remove").Inc()
+	a.log.Warn("pair limiter not removed; retried at the next steps", "pair", p.String(), "vm", v.name, "err", err)
+	return fmt.Errorf("agent %s: remove the limiter of pair %s of VM %s: %w", a.cfg.Host, p, v.name, err)
+}
+
+// retryRemovals retries the removals of pair limiters the data path
+// refused, until it takes them. A removal is dropped when its VM left or
+// moved (detaching it removed its limiters) or its pair is limited again.
+func (a *Agent) retryRemovals() error {
+	var errs []error
+	for _, p := range datapath.SortedPairs(a.stale) {
+		v := a.vms[a.stale[p]]
+		id, named := a.pairName(p)
+		_, limited := a.enf.limits[id]
+		if v == nil || v.TX == nil || v.addr != p.Src || named && limited {
+			delete(a.stale, p)
+			continue
+		}
+		if err := v.TX.RemovePair(p); err != nil {
+			a.met.errors.WithLabelValues("remove").Inc()
+			errs = append(errs, fmt.Errorf("agent %s: remove the limiter of pair %s of VM %s (retry): %w", a.cfg.Host, p, v.name, err))
+			continue
+		}
+		delete(a.stale, p)
+		a.log.Info("pair limiter removed at last", "pair", p.String(), "vm", v.name)
+	}
+	return errors.Join(errs...)
+}
+
+func comparePairIDs(x, y mech.PairID) int {
+	return cmp.Or(strings.Compare(x.Src, y.Src), strings.Compare(x.Dst, y.Dst))
 }
 
 // union returns the union of two maps (b's values win).
@@ -425,15 +550,17 @@ func Apply(cfg Config) (drive.Stats, error) {
 	return a.Stats(), errors.Join(err, a.Close())
 }
 
-// step is one period: observe, step the mechanism through the driver
-// core (which applies its settings), send its messages.
+// step is one period: retry the removals the data path refused,
+// observe, step the mechanism through the driver core (which applies its
+// settings), send its messages.
 func (a *Agent) step(now time.Time) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t0 := time.Now()
+	rerr := a.retryRemovals()
 	obs, err := a.observe(now)
 	if err != nil {
-		return err
+		return errors.Join(rerr, err)
 	}
 	inbox := a.delivered.Swap(0)
 	msgs, serr := a.drv.Step(obs)
@@ -449,7 +576,7 @@ func (a *Agent) step(now time.Time) error {
 	if a.cfg.Trace != nil && a.traceErr == nil {
 		a.trace(obs)
 	}
-	return serr
+	return errors.Join(rerr, serr)
 }
 
 func dirName(d mech.Direction) string {

@@ -19,8 +19,10 @@
 //     VM's pair limiter, VM limits and schedulers on the server's per-VM
 //     schedulers, rates × Scale), keeps them as desired state and
 //     re-applies, at the next step, every setting the data path refused
-//     or lost (a queue missing from the counters, or whose rate changed
-//     since it was set);
+//     or lost (a queue or scheduler missing from the counters, or not at
+//     the rate asked for, as the data path holds it: datapath.Held);
+//     one still not held after 5 consecutive re-applies is reported once
+//     (a warning, bulkhead_agent_unheld_total);
 //  3. sends the mechanism's messages to the other agents over UDP
 //     (wire.go): one JSON envelope per datagram with a format version,
 //     sender, recipient, sender epoch and sequence number, and the
@@ -33,9 +35,12 @@
 //
 // Steps are paced by drive.Pacer. Update hands a new model to the
 // mechanism between two steps (tenants and VMs added or removed, the
-// host's new VMs attached to the data path, those that left detached and
-// their limits removed), for mechanisms whose agents take one
-// (mech.Capabilities.LiveTenants). Apply steps a mechanism once and
+// host's new VMs attached to the data path — a VM the data path cannot
+// enforce refuses the update —, those that left detached and their
+// limits removed, a VM whose address or device changed attached anew and
+// its pairs' limits moved to the new addresses; a limiter the data path
+// refuses to remove is reported and retried every step), for mechanisms
+// whose agents take one (mech.Capabilities.LiveTenants). Apply steps a mechanism once and
 // leaves what it set (a reservation mechanism's limits) without an agent
 // running.
 //
@@ -44,11 +49,12 @@
 //
 // It logs with log/slog, and with Config.HTTP serves Prometheus metrics
 // (its own registry: steps, step time, limiter updates and their latency,
-// writes, failures and retries of the driver core, messages sent,
-// received and dropped, per-pair rates and limits) at /metrics, its
-// latest observation and limits as JSON at /state, and /healthz. Run
-// ends cleanly when its context is cancelled (socket, HTTP server, data
-// path closed; with Config.Restore its limits removed).
+// writes, failures and retries of the driver core, settings not held,
+// messages sent, received and dropped, per-pair rates and limits) at
+// /metrics, its latest observation and limits as JSON at /state, and
+// /healthz. Run ends cleanly when its context is cancelled (socket, HTTP
+// server, data path closed; with Config.Restore its limits and
+// schedulers removed).
 //
 // The agent knows no mechanism and no Linux: the data path is an
 // interface (package datapath; datapath/linux on servers, datapath/fake

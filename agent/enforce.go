@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/drive"
 )
@@ -14,37 +15,74 @@ import (
 // driver core (drive.Enforcer): pair limits on the source VM's pair
 // limiter, VM limits and schedulers on the server's schedulers, rates
 // times Scale, VMs by their addresses in the model. It is a
-// drive.Verifier: a limit is held while the queue it set is in the
-// latest reading of the counters, with the rate that reading first
-// showed after the limit was set — a queue deleted or changed behind the
-// agent's back is re-applied at the next step. It runs under the agent's
-// step lock.
+// drive.Verifier and a drive.SchedulerVerifier, from the counters of the
+// latest reading, judged against what was asked for (as the data path
+// holds it: datapath.Held, within its rounding): a limit is held while
+// its queue reads its rate (a pair's class) or ceiling (a VM's class); a
+// scheduler while it is installed and the class of each VM it weighs
+// reads the scheduler's rate, or the VM's lower limit, as its ceiling. A
+// setting deleted or changed behind the agent's back is re-applied at
+// the next step; one still not held after unheldAfter consecutive
+// re-applies is reported once (a warning, bulkhead_agent_unheld_total).
+// It runs under the agent's step lock.
 type enforcer struct {
 	a *Agent
 	// limits in force (the model's units): what the data path took
 	limits   map[mech.PairID]float64
 	vmLimits [2]map[string]float64
-	// seen is the rate (pairs) or ceiling (VMs) the first reading after a
-	// write showed, by enforcement point (pointOf)
-	seen map[mech.Limit]float64
+	// sched is the rate on the wire of the scheduler in force in each
+	// direction (+Inf: none)
+	sched [2]float64
+	// read is what was in force at the latest reading, which the
+	// verdicts judge (a setting written since does not show in it)
+	read struct {
+		sched    [2]float64
+		vmLimits [2]map[string]float64
+	}
+	// unheld are the settings the latest verdicts found not held, by
+	// enforcement point
+	unheld map[point]*streak
+}
+
+// unheldAfter is how many consecutive re-applies of a setting the data
+// path does not hold go by before it is reported.
+const unheldAfter = 5
+
+// point is where a setting is enforced: a limit's (pointOf), or a
+// direction's scheduler.
+type point struct {
+	limit mech.Limit
+	sched bool
+	dir   mech.Direction
+}
+
+// streak is a setting found not held by consecutive verdicts.
+type streak struct {
+	what     string // the setting (another one at the point starts anew)
+	n        int
+	reported bool
 }
 
 // pointOf is a limit's enforcement point: the limit without its rate
 // and the field its kind does not use.
-func pointOf(l mech.Limit) mech.Limit {
+func pointOf(l mech.Limit) point {
 	if l.Kind == mech.PairLimit {
-		return mech.Limit{Kind: l.Kind, Pair: l.Pair}
+		return point{limit: mech.Limit{Kind: l.Kind, Pair: l.Pair}}
 	}
-	return mech.Limit{Kind: l.Kind, VM: l.VM}
+	return point{limit: mech.Limit{Kind: l.Kind, VM: l.VM}}
 }
 
 var (
-	_ drive.Enforcer = (*enforcer)(nil)
-	_ drive.Verifier = (*enforcer)(nil)
+	_ drive.Enforcer          = (*enforcer)(nil)
+	_ drive.Verifier          = (*enforcer)(nil)
+	_ drive.SchedulerVerifier = (*enforcer)(nil)
 )
 
 func newEnforcer(a *Agent) *enforcer {
-	return &enforcer{a: a, limits: map[mech.PairID]float64{}, vmLimits: [2]map[string]float64{{}, {}}, seen: map[mech.Limit]float64{}}
+	e := &enforcer{a: a, limits: map[mech.PairID]float64{}, vmLimits: [2]map[string]float64{{}, {}},
+		sched: [2]float64{mech.Unlimited, mech.Unlimited}, unheld: map[point]*streak{}}
+	e.observed()
+	return e
 }
 
 // wire converts a rate in the model's units to bits/s on the data path.
@@ -60,6 +98,14 @@ func dirOf(k mech.LimitKind) mech.Direction {
 		return mech.Ingress
 	}
 	return mech.Egress
+}
+
+// vmKind is the kind of the VM limits of a direction.
+func vmKind(d mech.Direction) mech.LimitKind {
+	if d == mech.Ingress {
+		return mech.VMIngress
+	}
+	return mech.VMEgress
 }
 
 // SetLimit implements drive.Enforcer.
@@ -95,7 +141,9 @@ func (e *enforcer) SetLimit(l mech.Limit) error {
 	default:
 		return fmt.Errorf("limit of unknown kind %d", l.Kind)
 	}
-	delete(e.seen, pointOf(l))
+	if math.IsInf(l.Rate, 1) {
+		delete(e.unheld, pointOf(l))
+	}
 	took := time.Since(t0)
 	a.met.limitUpdates.Inc()
 	a.met.nUpdates.Add(1)
@@ -115,26 +163,85 @@ func (e *enforcer) SetScheduler(s mech.Scheduler) error {
 		e.a.met.errors.WithLabelValues("scheduler").Inc()
 		return err
 	}
-	// The VMs' classes were rebuilt under the new rate: what a reading
-	// shows of their limits is recorded anew.
-	for p := range e.seen {
-		if p.Kind != mech.PairLimit && dirOf(p.Kind) == s.Dir {
-			delete(e.seen, p)
-		}
+	e.sched[s.Dir] = rate
+	if math.IsInf(rate, 1) && len(s.Weights) == 0 {
+		delete(e.unheld, point{sched: true, dir: s.Dir})
 	}
 	e.a.log.Info("scheduler set", "dir", dirName(s.Dir), "rate", rate, "weights", s.Weights)
 	return nil
 }
 
-// HoldsLimit implements drive.Verifier from the counters of the latest
-// observation.
+// HoldsLimit implements drive.Verifier: the latest reading shows the
+// limit's queue at its rate — for a VM, at the lower of its rate and the
+// scheduler's then in force.
 func (e *enforcer) HoldsLimit(l mech.Limit) bool {
 	c, ok := e.reading(l)
-	if !ok || !(c > 0) {
-		return false
+	want := e.wire(l.Rate)
+	if l.Kind != mech.PairLimit {
+		want = min(want, e.read.sched[dirOf(l.Kind)])
 	}
-	s, seen := e.seen[pointOf(l)]
-	return !seen || s == c
+	return e.verdict(pointOf(l), ok && datapath.Shows(c, want), func() string { return settingName(l) })
+}
+
+// HoldsScheduler implements drive.SchedulerVerifier: the latest reading
+// shows the scheduler installed and the class of each VM it weighs with
+// the scheduler's rate as its ceiling (or the VM's lower limit then in
+// force). A removal is held once written (the driver core forgets it).
+func (e *enforcer) HoldsScheduler(s mech.Scheduler) bool {
+	if math.IsInf(s.Rate, 1) && len(s.Weights) == 0 {
+		return true
+	}
+	cs := e.a.prevSch[s.Dir]
+	held := cs != nil
+	for vm := range s.Weights {
+		want := e.wire(s.Rate)
+		if l, ok := e.read.vmLimits[s.Dir][vm]; ok {
+			want = min(want, e.wire(l))
+		}
+		if c, ok := cs[vm]; !ok || !datapath.Shows(c.Ceil, want) {
+			held = false
+			break
+		}
+	}
+	return e.verdict(point{sched: true, dir: s.Dir}, held, func() string {
+		return fmt.Sprintf("%s scheduler at %g bit/s, weights %v", dirName(s.Dir), s.Rate, s.Weights)
+	})
+}
+
+// verdict returns held, and counts consecutive verdicts that a setting
+// (named by name) is not held at point p: each is followed by a
+// re-apply, and one still not held after unheldAfter re-applies is
+// reported, once.
+func (e *enforcer) verdict(p point, held bool, name func() string) bool {
+	if held {
+		if len(e.unheld) > 0 {
+			delete(e.unheld, p)
+		}
+		return true
+	}
+	what := name()
+	s := e.unheld[p]
+	if s == nil || s.what != what {
+		s = &streak{what: what}
+		e.unheld[p] = s
+	}
+	s.n++
+	if s.n > unheldAfter && !s.reported {
+		s.reported = true
+		e.a.met.unheld.Inc()
+		e.a.log.Warn("setting not held by the data path, re-applied at every step", "setting", what, "reapplies", s.n-1)
+	}
+	return false
+}
+
+// settingName names a limit for the log (rates in the model's units).
+func settingName(l mech.Limit) string {
+	switch l.Kind {
+	case mech.PairLimit:
+		return fmt.Sprintf("limit of pair %s->%s at %g bit/s", l.Pair.Src, l.Pair.Dst, l.Rate)
+	default:
+		return fmt.Sprintf("%s limit of VM %s at %g bit/s", dirName(dirOf(l.Kind)), l.VM, l.Rate)
+	}
 }
 
 // reading returns what the latest reading showed of a limit's queue: a
@@ -153,30 +260,12 @@ func (e *enforcer) reading(l mech.Limit) (float64, bool) {
 	return c.Ceil, ok
 }
 
-// observed records, after a reading, what it shows of the queues of the
-// limits in force that have no record since they were set.
+// observed records, after a reading, what was in force when it was
+// taken.
 func (e *enforcer) observed() {
-	for id := range e.limits {
-		l := mech.Limit{Kind: mech.PairLimit, Pair: id}
-		if _, ok := e.seen[pointOf(l)]; !ok {
-			if r, ok := e.reading(l); ok && r > 0 {
-				e.seen[pointOf(l)] = r
-			}
-		}
-	}
+	e.read.sched = e.sched
 	for d, m := range e.vmLimits {
-		kind := mech.VMEgress
-		if mech.Direction(d) == mech.Ingress {
-			kind = mech.VMIngress
-		}
-		for vm := range m {
-			l := mech.Limit{Kind: kind, VM: vm}
-			if _, ok := e.seen[pointOf(l)]; !ok {
-				if r, ok := e.reading(l); ok && r > 0 {
-					e.seen[pointOf(l)] = r
-				}
-			}
-		}
+		e.read.vmLimits[d] = maps.Clone(m)
 	}
 }
 
@@ -195,20 +284,31 @@ func (e *enforcer) forget(known, local func(vm string) bool) {
 			}
 		}
 	}
-	for p := range e.seen {
-		if (p.Kind == mech.PairLimit && (!local(p.Pair.Src) || !known(p.Pair.Dst))) || (p.Kind != mech.PairLimit && !local(p.VM)) {
-			delete(e.seen, p)
+	for p := range e.unheld {
+		l := p.limit
+		if !p.sched && ((l.Kind == mech.PairLimit && (!local(l.Pair.Src) || !known(l.Pair.Dst))) || (l.Kind != mech.PairLimit && !local(l.VM))) {
+			delete(e.unheld, p)
 		}
 	}
 }
 
 // restore removes the agent's limits and schedulers from the data path
-// (best effort).
+// (best effort): VM limits first, which a removed scheduler would keep.
 func (e *enforcer) restore() {
 	a := e.a
 	for id := range e.limits {
 		if err := e.SetLimit(mech.Limit{Kind: mech.PairLimit, Pair: id, Rate: mech.Unlimited}); err != nil {
 			a.log.Warn("restore", "err", err)
+		}
+	}
+	for d, m := range e.vmLimits {
+		for vm, r := range m {
+			if math.IsInf(r, 1) {
+				continue
+			}
+			if err := e.SetLimit(mech.Limit{Kind: vmKind(mech.Direction(d)), VM: vm, Rate: mech.Unlimited}); err != nil {
+				a.log.Warn("restore", "err", err)
+			}
 		}
 	}
 	for _, d := range []mech.Direction{mech.Egress, mech.Ingress} {

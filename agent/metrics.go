@@ -29,6 +29,7 @@ type agentMetrics struct {
 	dropped      *prometheus.CounterVec
 	sendErrors   *prometheus.CounterVec
 	errors       *prometheus.CounterVec
+	unheld       prometheus.Counter
 	pairRate     *prometheus.GaugeVec
 	pairLimit    *prometheus.GaugeVec
 
@@ -86,13 +87,15 @@ func newMetrics(host string, drv *drive.Host) *agentMetrics {
 			Help: "Messages not sent, by reason.", ConstLabels: c}, []string{"reason"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bulkhead_agent_errors_total",
 			Help: "Failed data-path operations, by stage.", ConstLabels: c}, []string{"stage"}),
+		unheld: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_unheld_total",
+			Help: fmt.Sprintf("Settings the data path still did not hold after %d consecutive re-applies (each reported once until it holds).", unheldAfter), ConstLabels: c}),
 		pairRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkhead_agent_pair_rate_bps",
 			Help: "Measured rate of a VM pair in the last period (scenario units), by side.", ConstLabels: c}, []string{"src", "dst", "side"}),
 		pairLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkhead_agent_pair_limit_bps",
 			Help: "Pair limiter in force (scenario units; +Inf: none).", ConstLabels: c}, []string{"src", "dst"}),
 	}
 	reg.MustRegister(m.steps, m.late, m.stepSeconds, m.limitUpdates, m.limitSeconds, m.sent, m.sentBytes, m.received,
-		m.dropped, m.sendErrors, m.errors, m.pairRate, m.pairLimit,
+		m.dropped, m.sendErrors, m.errors, m.unheld, m.pairRate, m.pairLimit,
 		stat("bulkhead_agent_writes_total", "Limits and schedulers written to the data path.",
 			func(s drive.Stats) int64 { return s.Writes }),
 		stat("bulkhead_agent_write_failures_total", "Writes the data path refused (each is retried at the next step).",

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
@@ -54,6 +56,27 @@ func newObsState() obsState {
 func (s *obsState) forgetVM(vm string) {
 	delete(s.prevArr, vm)
 	delete(s.dropCarry, vm)
+}
+
+// prune drops, after a model update, what observe keeps of devices and
+// pairs that are no longer the host's to read (oldBy: the addresses
+// before the update): a pair is kept while both its addresses name the
+// VMs they named before, and the VM whose counter reads it (the
+// destination's receive counter; either side's losses) is on the host.
+func (a *Agent) prune(oldBy map[netip.Addr]string) {
+	same := func(ad netip.Addr) bool { n, ok := a.byAddr[ad]; return ok && oldBy[ad] == n }
+	here := func(ad netip.Addr) bool { return a.vms[a.byAddr[ad]] != nil }
+	maps.DeleteFunc(a.prevRX, func(p datapath.Pair, _ uint64) bool {
+		return !same(p.Src) || !same(p.Dst) || !here(p.Dst)
+	})
+	maps.DeleteFunc(a.prevLoss, func(p datapath.Pair, _ uint64) bool {
+		return !same(p.Src) || !same(p.Dst) || !here(p.Src) && !here(p.Dst)
+	})
+	devs := map[string]bool{}
+	for _, v := range a.vms {
+		devs[v.dev] = true
+	}
+	maps.DeleteFunc(a.prevDev, func(d string, _ datapath.DevCounters) bool { return !devs[d] })
 }
 
 // baseline reads every counter once so that the first step measures one

@@ -1,10 +1,14 @@
 package agent
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,8 +167,9 @@ func vmEnforced(p *fake.Host, vm string) bool {
 // registry on fake data paths: a tenant added to the model at runtime
 // gets its VMs enforced (its active pair limited, its VMs weighted in
 // the schedulers), and once it is removed its limits and weights are
-// gone from the data path, while the first tenant's stay; the agents'
-// messages cross the wire and none is dropped.
+// gone from the data path, while the first tenant's stay; nothing the
+// data path holds is re-applied; the agents' messages cross the wire and
+// none is dropped.
 func TestTenantAddedAndRemoved(t *testing.T) {
 	m1 := testModel(t1VMs...)
 	m2 := testModel(append(slices.Clone(t1VMs), t2VMs...)...)
@@ -218,7 +223,7 @@ func TestTenantAddedAndRemoved(t *testing.T) {
 				t.Error("T1's VMs left the schedulers with T2")
 			}
 			for h, a := range c.agents {
-				if st := a.Stats(); st.Updates != 2 || st.Invalid != 0 {
+				if st := a.Stats(); st.Updates != 2 || st.Invalid != 0 || st.Retries != 0 {
 					t.Errorf("%s: stats %+v", h, st)
 				}
 				for r, n := range a.Dropped() {
@@ -304,5 +309,197 @@ func TestUpdateMovesLimits(t *testing.T) {
 	}
 	if r, ok := p.Limit(pair("10.0.1.3", "10.0.2.1")); !ok || r != 5e6 {
 		t.Errorf("c1->b1: %v %v", r, ok)
+	}
+}
+
+// TestUpdateChangedAddressOrDevice: a VM that stays but whose address or
+// device changed is detached and attached anew: the data path knows its
+// new address and device, the limit of its pair moves from the old
+// addresses to the new ones (nothing is left at the old), its counters
+// are read under the new ones, and the next steps re-apply nothing.
+func TestUpdateChangedAddressOrDevice(t *testing.T) {
+	vms := []vmSpec{{"a1", "T1", "h1", "10.0.1.1", 1e8, 1e8}, {"b1", "T1", "h2", "10.0.2.1", 1e8, 1e8},
+		{"c1", "T1", "h1", "10.0.1.3", 1e8, 1e8}}
+	a1b1ID, c1a1ID := mech.PairID{Src: "a1", Dst: "b1"}, mech.PairID{Src: "c1", Dst: "a1"}
+	for _, tc := range []struct {
+		name   string
+		change func(m *model.Model)
+		// a1->b1 and c1->a1 and a1's device in the new model
+		a1b1, c1a1 datapath.Pair
+		dev        string
+	}{
+		{
+			name:   "local VM's address",
+			change: func(m *model.Model) { m.Tenants[0].VMs[0].Addrs[0] = netip.MustParseAddr("10.0.1.9") },
+			a1b1:   pair("10.0.1.9", "10.0.2.1"), c1a1: pair("10.0.1.3", "10.0.1.9"), dev: "a1-dev",
+		},
+		{
+			name:   "local VM's device",
+			change: func(m *model.Model) { m.Tenants[0].VMs[0].Interface = "a1-new" },
+			a1b1:   pair("10.0.1.1", "10.0.2.1"), c1a1: pair("10.0.1.3", "10.0.1.1"), dev: "a1-new",
+		},
+		{
+			name:   "remote VM's address",
+			change: func(m *model.Model) { m.Tenants[0].VMs[1].Addrs[0] = netip.MustParseAddr("10.0.2.9") },
+			a1b1:   pair("10.0.1.1", "10.0.2.9"), c1a1: pair("10.0.1.3", "10.0.1.1"), dev: "a1-dev",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mc := once(mech.Actions{Limits: []mech.Limit{{Kind: mech.PairLimit, Pair: a1b1ID, Rate: 10e6},
+				{Kind: mech.PairLimit, Pair: c1a1ID, Rate: 20e6}}}, nil)
+			p := fake.New(fake.Options{Limiters: true, Schedulers: true})
+			a := newTestAgent(t, Config{Host: "h1", Model: testModel(vms...), Mechanism: mc, Path: p})
+			s := newStepper(a)
+			s.steps(t, 2)
+			m := testModel(vms...)
+			tc.change(m)
+			if err := a.Update(m); err != nil {
+				t.Fatal(err)
+			}
+			if v, ok := p.VM("a1"); !ok || v.Addr != tc.a1b1.Src || v.Device != tc.dev {
+				t.Errorf("the data path has a1 as %+v (attached %v), want %v on %s", v, ok, tc.a1b1.Src, tc.dev)
+			}
+			want := map[datapath.Pair]float64{tc.a1b1: 10e6, tc.c1a1: 20e6}
+			if got := p.Limits(); !maps.Equal(got, want) {
+				t.Errorf("limits %v after the update, want %v", got, want)
+			}
+			retries := a.Stats().Retries
+			for i := uint64(1); i <= 3; i++ {
+				p.Send(tc.a1b1, datapath.Counters{Bytes: i * 125000})
+				p.Device(tc.dev, datapath.DevCounters{Rx: i * 125000})
+				s.steps(t, 1)
+			}
+			if got := a.Stats().Retries; got != retries {
+				t.Errorf("%d retries after the update (%d before): limits not held where they were set", got, retries)
+			}
+			obs := mc.agent("h1").obs
+			last := obs[len(obs)-1]
+			if eg, ok := findPair(last.Egress, "a1", "b1"); !ok || eg.Rate == 0 || eg.Limit != 10e6 {
+				t.Errorf("a1->b1 observed as %+v (%v): not read under its new addresses", eg, ok)
+			}
+			if v := findVM(last.VMs, "a1"); v.OutRate == 0 {
+				t.Errorf("a1 observed as %+v: its new device not read", v)
+			}
+		})
+	}
+}
+
+// TestUpdateUnenforceableVM: a VM the data path cannot enforce (it has
+// nothing for it) makes New and Update fail, naming it; the refused
+// update leaves the old model and attaches nothing. A VM that leaves and
+// rejoins is attached again and can be limited.
+func TestUpdateUnenforceableVM(t *testing.T) {
+	opts := fake.Options{Limiters: true, VMs: []string{"a1"}}
+	if _, err := New(Config{Host: "h1", Model: testModel(append(slices.Clone(t1VMs), t2VMs...)...),
+		Mechanism: &script{live: true}, Path: fake.New(opts)}); err == nil || !strings.Contains(err.Error(), "a2") {
+		t.Errorf("new with a VM the data path cannot enforce: %v", err)
+	}
+	var limits []mech.Limit
+	mc := &script{live: true, act: func(string, int, *mech.HostObs) mech.Actions {
+		l := limits
+		limits = nil
+		return mech.Actions{Limits: l}
+	}}
+	p := fake.New(opts)
+	a := newTestAgent(t, Config{Host: "h1", Model: testModel(t1VMs...), Mechanism: mc, Path: p})
+	err := a.Update(testModel(append(slices.Clone(t1VMs), t2VMs...)...))
+	if err == nil || !strings.Contains(err.Error(), "a2") {
+		t.Fatalf("update with a VM the data path cannot enforce: %v", err)
+	}
+	if got := p.Attached(); !slices.Equal(got, []string{"a1"}) || a.Stats().Updates != 0 || len(a.model.Tenants) != 1 {
+		t.Errorf("after the refused update: attached %v, stats %+v, %d tenants", got, a.Stats(), len(a.model.Tenants))
+	}
+	// a1 leaves and rejoins
+	if err := a.Update(testModel(t1VMs[1])); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(testModel(t1VMs...)); err != nil {
+		t.Fatal(err)
+	}
+	limits = []mech.Limit{{Kind: mech.PairLimit, Pair: mech.PairID{Src: "a1", Dst: "b1"}, Rate: 5e6}}
+	s := newStepper(a)
+	s.steps(t, 1)
+	if r, ok := p.Limit(a1b1); !ok || r != 5e6 {
+		t.Errorf("a1->b1 after a1 rejoined: %v %v", r, ok)
+	}
+}
+
+// TestUpdatePrunesState: what the agent keeps between readings of VMs,
+// pairs and peers that left the model is dropped at the update.
+func TestUpdatePrunesState(t *testing.T) {
+	peers := map[string]netip.AddrPort{"h2": netip.MustParseAddrPort("10.201.0.2:7471"), "h3": netip.MustParseAddrPort("10.201.0.3:7471")}
+	a1, b1 := vmSpec{"a1", "T", "h1", "10.0.1.1", 1e6, 1e6}, vmSpec{"b1", "T", "h2", "10.0.2.1", 1e6, 1e6}
+	c1, x1 := vmSpec{"c1", "T", "h1", "10.0.1.3", 1e6, 1e6}, vmSpec{"x1", "T", "h3", "10.0.3.1", 1e6, 1e6}
+	p := fakePath(mech.LossAtDestination)
+	a := newTestAgent(t, Config{Host: "h1", Model: testModel(a1, b1, c1, x1), Mechanism: &script{live: true}, Path: p, Peers: PeerMap(peers)})
+	s := newStepper(a)
+	b1a1, b1c1, x1a1 := pair("10.0.2.1", "10.0.1.1"), pair("10.0.2.1", "10.0.1.3"), pair("10.0.3.1", "10.0.1.1")
+	for i, h := range []string{"h2", "h3"} {
+		a.handle(mustEncode(t, h, "h1", 1, 1, rateBody{Pair: "x", Rate: 1}), peers[h])
+		if len(a.peerSeq) != i+1 {
+			t.Fatalf("message from %s not accepted", h)
+		}
+	}
+	for _, pr := range []datapath.Pair{b1a1, b1c1, x1a1} {
+		p.Receive(pr, 1000)
+		p.Lose(pr, 1)
+	}
+	p.Device("a1-dev", datapath.DevCounters{Rx: 1})
+	p.Device("c1-dev", datapath.DevCounters{Rx: 1})
+	s.steps(t, 2)
+	if len(a.prevRX) != 3 || len(a.prevLoss) != 3 || len(a.prevDev) != 2 {
+		t.Fatalf("before the update: prevRX %v, prevLoss %v, prevDev %v", a.prevRX, a.prevLoss, a.prevDev)
+	}
+	// c1 and x1 (and with it host h3) leave
+	if err := a.Update(testModel(a1, b1)); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(a.prevRX, map[datapath.Pair]uint64{b1a1: 1000}) || !maps.Equal(a.prevLoss, map[datapath.Pair]uint64{b1a1: 1}) {
+		t.Errorf("pairs kept: prevRX %v, prevLoss %v; want only b1->a1", a.prevRX, a.prevLoss)
+	}
+	if _, ok := a.prevDev["c1-dev"]; ok || len(a.prevDev) != 1 {
+		t.Errorf("devices kept: %v", a.prevDev)
+	}
+	if _, ok := a.peerSeq["h3"]; ok || a.peerSeq["h2"] == nil {
+		t.Errorf("peers' sequences kept: %v", slices.Sorted(maps.Keys(a.peerSeq)))
+	}
+}
+
+// TestUpdateRemovePairRefused: the limiter of a pair whose destination
+// left the model, which the data path refuses to remove, is reported
+// (Update's error, a warning) and its removal retried at the next steps
+// until the data path takes it.
+func TestUpdateRemovePairRefused(t *testing.T) {
+	a1, b1, b2 := vmSpec{"a1", "T", "h1", "10.0.1.1", 1e6, 1e6}, vmSpec{"b1", "T", "h2", "10.0.2.1", 1e6, 1e6}, vmSpec{"b2", "T", "h2", "10.0.2.2", 1e6, 1e6}
+	a1b2 := pair("10.0.1.1", "10.0.2.2")
+	var log bytes.Buffer
+	p := fake.New(fake.Options{Limiters: true})
+	a := newTestAgent(t, Config{Host: "h1", Model: testModel(a1, b1, b2), Path: p, Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		Mechanism: once(mech.Actions{Limits: []mech.Limit{{Kind: mech.PairLimit, Pair: mech.PairID{Src: "a1", Dst: "b2"}, Rate: 10e6}}}, nil)})
+	s := newStepper(a)
+	s.steps(t, 1)
+	p.RefuseWrites(2) // the core's lifting of the limit, and the removal of the class
+	err := a.Update(testModel(a1, b1))
+	if !errors.Is(err, fake.ErrRefused) || !strings.Contains(err.Error(), a1b2.String()) {
+		t.Fatalf("update: %v, want the refused removal of %s", err, a1b2)
+	}
+	if _, ok := p.Limit(a1b2); !ok {
+		t.Fatal("the data path took the removal it was told to refuse")
+	}
+	if !strings.Contains(log.String(), a1b2.String()) {
+		t.Errorf("the refused removal is not in the log:\n%s", log.String())
+	}
+	p.RefuseWrites(1)
+	if err := s.step(); !errors.Is(err, fake.ErrRefused) {
+		t.Errorf("step with the removal refused again: %v", err)
+	}
+	s.steps(t, 1)
+	if _, ok := p.Limit(a1b2); ok {
+		t.Error("the limiter of a1->b2 is still there after the retries")
+	}
+	w := p.Writes()
+	s.steps(t, 2)
+	if p.Writes() != w {
+		t.Error("a removal the data path took is retried")
 	}
 }

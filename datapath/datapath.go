@@ -12,6 +12,7 @@ package datapath
 
 import (
 	"maps"
+	"math"
 	"net/netip"
 	"slices"
 
@@ -52,6 +53,27 @@ type Counters struct {
 	Rate, Ceil float64
 }
 
+// MinRate and MaxRate bound the rates a data path holds, bits/s: HTB
+// cannot express 0, so a limit below MinRate (0 included) is held at
+// MinRate, and one above MaxRate (+Inf: no limit) at MaxRate.
+// datapath/linux checks that they are the netlink toolkit's.
+const (
+	MinRate = 8e3
+	MaxRate = 10e9
+)
+
+// Held is the rate a data path holds for a limit of bps bits/s: what its
+// queue's counters show (a pair's Rate, a VM's Ceil) while it is in force.
+func Held(bps float64) float64 { return min(max(bps, MinRate), MaxRate) }
+
+// Shows says whether a queue's rate as read (Counters.Rate or Ceil) is
+// that of a limit of bps bits/s: Held(bps), within what a data path
+// rounds (HTB keeps whole bytes per second).
+func Shows(read, bps float64) bool {
+	h := Held(bps)
+	return math.Abs(read-h) <= 8+1e-6*h
+}
+
 // DevCounters are a device's byte counters as its server sees them: for
 // a VM's device on the server's side, Rx is what the VM sent and Tx what
 // was delivered to it.
@@ -90,10 +112,13 @@ type Scheduler interface {
 	SetVMs(vms map[string]netip.Addr) error
 	// Set installs or changes the scheduler at rate bits/s with the VMs'
 	// weights (VMs not in weights get a negligible one); rate +Inf with
-	// no weights removes it (traffic passes unscheduled). VM limits stay.
+	// no weights removes it: traffic passes unscheduled, but VM limits
+	// stay in force (while one is finite, a scheduler that only limits
+	// stays in place).
 	Set(rate float64, weights map[string]float64) error
 	// SetLimit caps one VM at bps bits/s (+Inf: no cap), installing a
-	// scheduler that only limits if none is in place.
+	// scheduler that only limits if none is in place. The class's Ceil
+	// then reads Held of the lower of bps and the scheduler's rate.
 	SetLimit(vm string, bps float64) error
 	// Installed says whether a scheduler is in place.
 	Installed() bool
@@ -134,10 +159,13 @@ type VMPath struct {
 // Host is the data path of one server.
 type Host interface {
 	// Attach returns the data path of a VM on the server (what the
-	// server has for it; both nil if nothing).
+	// server has for it; both nil if it was given nothing). A VM the
+	// server cannot enforce (one it was not set up for) is an error: a
+	// VM left unenforced silently is worse than a refusal.
 	Attach(vm VM) (VMPath, error)
 	// Detach releases a VM that left the server: its pair limiters are
-	// removed.
+	// removed. What the server has for the VM stays, for the VM to
+	// rejoin.
 	Detach(vm string) error
 	// Devices reads the server's device counters, by device name.
 	Devices() (map[string]DevCounters, error)

@@ -1,7 +1,10 @@
 // Package fake is an in-memory data path (datapath.Host) for tests of a
 // host agent without root: counters the test programs, a record of the
 // limits and schedulers set, and faults on demand — writes refused, reads
-// failed, classes lost behind the agent's back.
+// failed, classes or trees lost or pinned at other rates behind the
+// agent's back, VMs it cannot enforce. Where it matters to the agent it
+// behaves like datapath/linux: classes read the rates a server holds
+// (datapath.Held), VM limits outlive a removed scheduler.
 package fake
 
 import (
@@ -32,6 +35,9 @@ type Options struct {
 	// Loss: the server has a loss counter that sees losses on LossSide.
 	Loss     bool
 	LossSide mech.LossSide
+	// VMs, if set, are the only VMs the server can enforce (as
+	// datapath/linux's configured VMs): attaching another fails.
+	VMs []string
 }
 
 // Host is an in-memory server data path. Its methods are safe for
@@ -40,9 +46,10 @@ type Host struct {
 	opt Options
 
 	mu       sync.Mutex
-	vms      map[string]datapath.VM   // attached
-	tx       map[datapath.Pair]*class // pair limiters, at the source VM
-	rx       map[datapath.Pair]*class // receive counters, at the destination VM
+	vms      map[string]datapath.VM    // attached
+	tx       map[datapath.Pair]*class  // pair limiters, at the source VM
+	pinned   map[datapath.Pair]float64 // pair classes someone else keeps at a rate
+	rx       map[datapath.Pair]*class  // receive counters, at the destination VM
 	devs     map[string]datapath.DevCounters
 	lost     map[datapath.Pair]uint64
 	sched    [2]*Scheduler
@@ -62,7 +69,7 @@ var _ datapath.Host = (*Host)(nil)
 // New returns an empty fake server.
 func New(o Options) *Host {
 	h := &Host{opt: o, vms: map[string]datapath.VM{}, tx: map[datapath.Pair]*class{}, rx: map[datapath.Pair]*class{},
-		devs: map[string]datapath.DevCounters{}, lost: map[datapath.Pair]uint64{}}
+		devs: map[string]datapath.DevCounters{}, lost: map[datapath.Pair]uint64{}, pinned: map[datapath.Pair]float64{}}
 	if o.Schedulers {
 		for d := range h.sched {
 			h.sched[d] = &Scheduler{h: h, dir: mech.Direction(d), vms: map[string]netip.Addr{}, limits: map[string]float64{},
@@ -118,6 +125,9 @@ func (h *Host) Attach(vm datapath.VM) (datapath.VMPath, error) {
 	if !vm.Addr.IsValid() {
 		return datapath.VMPath{}, fmt.Errorf("fake data path: VM %s without an address", vm.Name)
 	}
+	if h.opt.VMs != nil && !slices.Contains(h.opt.VMs, vm.Name) {
+		return datapath.VMPath{}, fmt.Errorf("fake data path: VM %s is not one the server can enforce", vm.Name)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.vms[vm.Name] = vm
@@ -150,6 +160,14 @@ func (h *Host) Attached() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Sorted(maps.Keys(h.vms))
+}
+
+// VM returns an attached VM as the data path knows it.
+func (h *Host) VM(name string) (datapath.VM, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.vms[name]
+	return v, ok
 }
 
 // Devices implements datapath.Host.
@@ -270,6 +288,21 @@ func (h *Host) LoseClass(p datapath.Pair) {
 	h.mu.Unlock()
 }
 
+// Pin makes someone else keep a pair's class at bps bits/s: writes are
+// accepted, but the class reads bps whatever they set, until Unpin.
+func (h *Host) Pin(p datapath.Pair, bps float64) {
+	h.mu.Lock()
+	h.pinned[p] = bps
+	h.mu.Unlock()
+}
+
+// Unpin ends Pin: the class reads what was set last.
+func (h *Host) Unpin(p datapath.Pair) {
+	h.mu.Lock()
+	delete(h.pinned, p)
+	h.mu.Unlock()
+}
+
 // limiter is one VM's pair limiter.
 type limiter struct {
 	h  *Host
@@ -311,8 +344,8 @@ func (l *limiter) Counters() (map[datapath.Pair]datapath.Counters, error) {
 	return l.h.counters(l.h.tx, func(p datapath.Pair) bool { return p.Src == l.vm })
 }
 
-// counters reads the classes of cs that keep selects, their rates the
-// limits set.
+// counters reads the classes of cs that keep selects, their rates those
+// a server holds for the limits set (datapath.Held).
 func (h *Host) counters(cs map[datapath.Pair]*class, keep func(datapath.Pair) bool) (map[datapath.Pair]datapath.Counters, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -323,7 +356,11 @@ func (h *Host) counters(cs map[datapath.Pair]*class, keep func(datapath.Pair) bo
 	for p, k := range cs {
 		if keep(p) {
 			c := k.c
-			c.Rate, c.Ceil = k.rate, k.rate
+			r := datapath.Held(k.rate)
+			if pr, ok := h.pinned[p]; ok {
+				r = pr
+			}
+			c.Rate, c.Ceil = r, r
 			out[p] = c
 		}
 	}
@@ -358,6 +395,9 @@ func (l loss) Close() error { return nil }
 
 // Scheduler is a fake per-VM scheduler: it records its rate, weights and
 // VM limits, and reports the class counters and arrivals the test sets.
+// As on a Linux server, its classes read the rates a server holds
+// (datapath.Held), and removing it while a VM limit is finite leaves a
+// scheduler that only limits.
 type Scheduler struct {
 	h   *Host
 	dir mech.Direction
@@ -371,6 +411,7 @@ type Scheduler struct {
 	counters  map[string]datapath.Counters
 	arrived   map[string]uint64
 	lostClass map[string]bool
+	lostTree  bool // the tree was deleted: no class until the next write
 }
 
 func (s *Scheduler) SetVMs(vms map[string]netip.Addr) error {
@@ -394,11 +435,18 @@ func (s *Scheduler) Set(rate float64, weights map[string]float64) error {
 	if err := s.h.write(); err != nil {
 		return err
 	}
+	s.lostTree, s.lostClass = false, nil // built anew
 	if math.IsInf(rate, 1) && len(weights) == 0 {
 		s.installed, s.rate, s.weights = false, 0, nil
+		for _, l := range s.limits {
+			if !math.IsInf(l, 1) {
+				s.limitOnly()
+				break
+			}
+		}
 		return nil
 	}
-	s.installed, s.rate, s.weights, s.lostClass = true, rate, maps.Clone(weights), nil
+	s.installed, s.rate, s.weights = true, rate, maps.Clone(weights)
 	return nil
 }
 
@@ -412,14 +460,24 @@ func (s *Scheduler) SetLimit(vm string, bps float64) error {
 		return err
 	}
 	if !s.installed {
-		s.installed, s.rate, s.weights = true, math.Inf(1), map[string]float64{}
-		for n := range s.vms {
-			s.weights[n] = 1
-		}
+		s.limitOnly()
 	}
 	s.limits[vm] = bps
 	delete(s.lostClass, vm)
+	if s.lostTree {
+		// a class that cannot be changed: the tree is built anew
+		s.lostTree, s.lostClass = false, nil
+	}
 	return nil
+}
+
+// limitOnly installs a scheduler that only limits (h.mu held), as
+// datapath/linux does: unlimited rate, equal weights.
+func (s *Scheduler) limitOnly() {
+	s.installed, s.rate, s.weights = true, math.Inf(1), map[string]float64{}
+	for n := range s.vms {
+		s.weights[n] = 1
+	}
 }
 
 func (s *Scheduler) Installed() bool {
@@ -439,13 +497,13 @@ func (s *Scheduler) Counters() (map[string]datapath.Counters, error) {
 	}
 	out := map[string]datapath.Counters{}
 	for vm := range s.vms {
-		if s.lostClass[vm] {
+		if s.lostClass[vm] || s.lostTree {
 			continue
 		}
 		c := s.counters[vm]
-		c.Rate, c.Ceil = s.rate, s.rate
+		c.Rate, c.Ceil = datapath.Held(s.rate), datapath.Held(s.rate)
 		if l, ok := s.limits[vm]; ok {
-			c.Ceil = math.Min(l, s.rate)
+			c.Ceil = datapath.Held(math.Min(l, s.rate))
 		}
 		out[vm] = c
 	}
@@ -486,6 +544,16 @@ func (s *Scheduler) LoseClass(vm string) {
 	}
 	s.lostClass[vm] = true
 	delete(s.limits, vm)
+	s.h.mu.Unlock()
+}
+
+// LoseTree deletes the scheduler's tree behind its user's back, as when
+// someone deletes the device's root qdisc: no class reads until the next
+// write rebuilds it (with the rate, weights and limits the scheduler
+// was given).
+func (s *Scheduler) LoseTree() {
+	s.h.mu.Lock()
+	s.lostTree = true
 	s.h.mu.Unlock()
 }
 

@@ -14,6 +14,7 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
@@ -32,8 +33,9 @@ type Limiters struct {
 type Config struct {
 	// NS is the server's namespace (its devices' counters, its IFBs).
 	NS *dataplane.NS
-	// VMs are the limiters the server has for its VMs, by name. A VM
-	// attached without an entry has neither.
+	// VMs are the limiters the server has for its VMs, by name (an
+	// entry may have neither). Only these VMs can be attached; they keep
+	// their limiters when they leave (Detach) and rejoin.
 	VMs map[string]Limiters
 	// TXIFB and RXIFB are the devices of the per-VM schedulers (egress,
 	// ingress), "" if none.
@@ -54,8 +56,6 @@ type Host struct {
 	cfg   Config
 	sched [2]*Scheduler
 
-	mu   sync.Mutex
-	vms  map[string]Limiters
 	once sync.Once
 }
 
@@ -66,10 +66,8 @@ func NewHost(cfg Config) (*Host, error) {
 	if cfg.NS == nil {
 		return nil, errors.New("linux data path: no namespace")
 	}
-	h := &Host{cfg: cfg, vms: map[string]Limiters{}}
-	for n, l := range cfg.VMs {
-		h.vms[n] = l
-	}
+	cfg.VMs = maps.Clone(cfg.VMs)
+	h := &Host{cfg: cfg}
 	if cfg.TXIFB != "" {
 		h.sched[mech.Egress] = NewScheduler(cfg.NS, cfg.TXIFB, mech.Egress, nil)
 	}
@@ -80,14 +78,16 @@ func NewHost(cfg Config) (*Host, error) {
 }
 
 // Attach implements datapath.Host: the VM's limiters from the
-// configuration.
+// configuration. A VM without an entry there is refused: the server has
+// no limiter, counter or redirection for it.
 func (h *Host) Attach(vm datapath.VM) (datapath.VMPath, error) {
 	if !vm.Addr.Is4() {
 		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: address %v is not IPv4", vm.Name, vm.Addr)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	l := h.vms[vm.Name]
+	l, ok := h.cfg.VMs[vm.Name]
+	if !ok {
+		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: the server was not set up for it (no limiters or counters); it cannot be enforced here", vm.Name)
+	}
 	var p datapath.VMPath
 	if l.TX != nil {
 		p.TX = l.TX
@@ -99,12 +99,10 @@ func (h *Host) Attach(vm datapath.VM) (datapath.VMPath, error) {
 }
 
 // Detach implements datapath.Host: the pair limiters of the VM are
-// removed (its receive counters stay: the testbed measures with them).
+// removed (its receive counters stay: the testbed measures with them);
+// its limiters stay configured, for the VM to rejoin.
 func (h *Host) Detach(vm string) error {
-	h.mu.Lock()
-	l := h.vms[vm]
-	delete(h.vms, vm)
-	h.mu.Unlock()
+	l := h.cfg.VMs[vm]
 	if l.TX == nil {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,9 @@ func TestScheduler(t *testing.T) {
 	if cs, err := s.Counters(); err != nil || len(cs) != 1 || cs["a"].Ceil != 50e6 {
 		t.Errorf("after b left: %+v, %v", cs, err)
 	}
+	if err := s.SetLimit("a", mech.Unlimited); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Set(mech.Unlimited, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -137,9 +141,45 @@ func TestScheduler(t *testing.T) {
 	}
 }
 
-// TestHost: a VM attached gets the limiters configured for it; Detach
-// removes its pair limiters; the devices' counters are read; Close
-// closes the loss counter and releases once.
+// TestSchedulerRemovalKeepsLimits: removing a scheduler while a VM limit
+// is finite leaves a tree that only limits (the limit never lapses);
+// once no limit is finite, removing it leaves no class.
+func TestSchedulerRemovalKeepsLimits(t *testing.T) {
+	needRoot(t)
+	prefix, srv := server(t)
+	s := NewScheduler(srv, prefix+"rx", mech.Ingress, nil)
+	if err := s.SetVMs(map[string]netip.Addr{"a": netip.MustParseAddr("10.200.0.1"), "b": netip.MustParseAddr("10.200.0.3")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set(1e9, map[string]float64{"a": 3, "b": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLimit("a", 50e6); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set(mech.Unlimited, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.Counters()
+	if err != nil || !s.Installed() || cs["a"].Ceil != 50e6 || cs["b"].Ceil != dataplane.MaxRate {
+		t.Fatalf("after the scheduler was removed: %+v, %v, installed %v; want a's 50 Mbit/s limit alone", cs, err, s.Installed())
+	}
+	if err := s.SetLimit("a", mech.Unlimited); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set(mech.Unlimited, nil); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := srv.ClassCounters(prefix + "rx"); err != nil || len(all) != 0 || s.Installed() {
+		t.Errorf("removed without limits: classes %v, %v, installed %v", all, err, s.Installed())
+	}
+}
+
+// TestHost: a VM attached gets the limiters configured for it (none for
+// one configured without); a VM the server has nothing for is refused;
+// Detach removes its pair limiters, and the VM rejoining gets them back;
+// the devices' counters are read; Close closes the loss counter and
+// releases once.
 func TestHost(t *testing.T) {
 	needRoot(t)
 	prefix, srv := server(t)
@@ -148,7 +188,7 @@ func TestHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := 0
-	h, err := NewHost(Config{NS: srv, VMs: map[string]Limiters{"a": {TX: tx}}, Release: func() { released++ }})
+	h, err := NewHost(Config{NS: srv, VMs: map[string]Limiters{"a": {TX: tx}, "c": {}}, Release: func() { released++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +197,11 @@ func TestHost(t *testing.T) {
 	if err != nil || p.TX == nil || p.RX != nil {
 		t.Fatalf("attach a: %+v, %v", p, err)
 	}
-	if q, err := h.Attach(datapath.VM{Name: "z", Addr: netip.MustParseAddr("10.200.0.9")}); err != nil || q.TX != nil || q.RX != nil {
-		t.Errorf("attach a VM without limiters: %+v, %v", q, err)
+	if q, err := h.Attach(datapath.VM{Name: "c", Addr: netip.MustParseAddr("10.200.0.5")}); err != nil || q.TX != nil || q.RX != nil {
+		t.Errorf("attach a VM configured without limiters: %+v, %v", q, err)
+	}
+	if _, err := h.Attach(datapath.VM{Name: "z", Addr: netip.MustParseAddr("10.200.0.9")}); err == nil || !strings.Contains(err.Error(), "z") {
+		t.Errorf("attach of a VM the server has nothing for: %v, want an error naming it", err)
 	}
 	if _, err := h.Attach(datapath.VM{Name: "x", Addr: netip.MustParseAddr("::1")}); err == nil {
 		t.Error("an IPv6 VM attached")
@@ -180,6 +223,14 @@ func TestHost(t *testing.T) {
 	if cs, err := tx.Counters(); err != nil || len(cs) != 0 || !math.IsInf(tx.PairRate(pr), 1) {
 		t.Errorf("after detach: %v, %v", cs, err)
 	}
+	// a leaves and rejoins: its limiter is its own again
+	p, err = h.Attach(datapath.VM{Name: "a", Addr: a, Device: prefix + "v"})
+	if err != nil || p.TX == nil {
+		t.Fatalf("a rejoined: %+v, %v", p, err)
+	}
+	if err := p.TX.SetPairRate(pr, 20e6); err != nil || tx.PairRate(pr) != 20e6 {
+		t.Errorf("a's pair after it rejoined: %v, rate %v", err, tx.PairRate(pr))
+	}
 	if h.Loss() != nil {
 		t.Error("a loss counter without one configured")
 	}
@@ -188,5 +239,13 @@ func TestHost(t *testing.T) {
 	}
 	if err := h.Close(); err != nil || released != 1 {
 		t.Errorf("second close: %v, released %d times", err, released)
+	}
+}
+
+// TestRates: the bounds of the rates the data path holds, as the agent
+// knows them (datapath.MinRate, MaxRate), are the netlink toolkit's.
+func TestRates(t *testing.T) {
+	if datapath.MinRate != dataplane.MinRate || datapath.MaxRate != dataplane.MaxRate {
+		t.Errorf("datapath holds rates in [%v, %v], dataplane in [%v, %v]", datapath.MinRate, datapath.MaxRate, dataplane.MinRate, dataplane.MaxRate)
 	}
 }

@@ -125,11 +125,15 @@ func (s *Scheduler) Installed() bool {
 // Set installs (or replaces) the scheduler at rate bits/s on the wire
 // with the VMs' weights (VMs not in weights get a negligible one); rate
 // +Inf with no weights removes it (traffic passes unshaped). VM limits
-// set earlier stay.
+// set earlier stay: while one is finite, the removal leaves a tree that
+// only limits (as SetLimit installs) rather than none.
 func (s *Scheduler) Set(rate float64, weights map[string]float64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if math.IsInf(rate, 1) && len(weights) == 0 {
+		if s.limited() {
+			return s.limitOnly()
+		}
 		s.rate = 0
 		return s.passthrough()
 	}
@@ -240,13 +244,7 @@ func (s *Scheduler) SetLimit(vm string, bps float64) error {
 	}
 	v.limit = bps
 	if s.rate == 0 {
-		s.weights = map[string]float64{}
-		for n, x := range s.vms {
-			s.weights[n] = 1
-			x.weight = 1
-		}
-		s.rate = dataplane.MaxRate
-		return s.install()
+		return s.limitOnly()
 	}
 	if cerr := s.ns.ChangeHTBClass(s.dev, s.class(v)); cerr != nil {
 		if err := s.install(); err != nil {
@@ -254,6 +252,28 @@ func (s *Scheduler) SetLimit(vm string, bps float64) error {
 		}
 	}
 	return nil
+}
+
+// limited says whether a VM limit is finite (s.mu held).
+func (s *Scheduler) limited() bool {
+	for _, v := range s.vms {
+		if !math.IsInf(v.limit, 1) {
+			return true
+		}
+	}
+	return false
+}
+
+// limitOnly installs a tree that only limits (s.mu held): at
+// dataplane.MaxRate, equal weights, each VM's class capped by its limit.
+func (s *Scheduler) limitOnly() error {
+	s.weights = map[string]float64{}
+	for n, v := range s.vms {
+		s.weights[n] = 1
+		v.weight = 1
+	}
+	s.rate = dataplane.MaxRate
+	return s.install()
 }
 
 // Counters returns each VM class's counters (none if not installed).
