@@ -73,3 +73,29 @@ func TestScenarioTenantJoins(t *testing.T) {
 		t.Errorf("seawall: %v, want a refusal naming the file", err)
 	}
 }
+
+// Preparing a scenario (`bulkhead validate`, `sim`) checks its mechanism:
+// the name, the parameters, and that it can take tenants that join.
+func TestPrepareChecksMechanism(t *testing.T) {
+	for _, tc := range []struct{ mechanism, want string }{
+		{"mechanism: {name: elasticswich}", `join.yaml: mechanism.name: unknown mechanism "elasticswich"`},
+		{"mechanism: {name: elasticswitch, params: {gp_margin: 2}}", "join.yaml: mechanism.params.gp_margin: must be in [0, 1), got 2"},
+		{"mechanism: {name: seawall}", "join.yaml: tenants[1]: joins or leaves during the run, but mechanism seawall cannot take tenants at runtime"},
+		{"mechanism: {name: gatekeeper}", ""},
+	} {
+		sc, err := spec.Parse([]byte(joinScenario+tc.mechanism+"\n"), "join.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = runner.Prepare(sc)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.mechanism, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.mechanism, err, tc.want)
+		}
+	}
+}

@@ -49,7 +49,29 @@ func Prepare(sc *spec.Scenario) (*Scenario, error) {
 	if err := place.Admit(sc, tp); err != nil {
 		return nil, err
 	}
+	if err := checkMechanism(sc); err != nil {
+		return nil, err
+	}
 	return &Scenario{Spec: sc, Topo: tp}, nil
+}
+
+// checkMechanism checks the scenario's own mechanism: its name, its
+// parameters, and that it can take the tenants that join or leave during
+// the run.
+func checkMechanism(sc *spec.Scenario) error {
+	m, err := all.New(sc.Mechanism.Name, sc.Mechanism.Params)
+	if err != nil {
+		return fmt.Errorf("%s: %w", sc.File, err)
+	}
+	if len(sc.ModelChanges()) > 0 && !m.Capabilities().LiveTenants {
+		for i, t := range sc.Tenants {
+			if t.Join > 0 || t.Leave > 0 {
+				return &spec.FieldError{File: sc.File, Path: fmt.Sprintf("tenants[%d]", i),
+					Msg: fmt.Sprintf("joins or leaves during the run, but mechanism %s cannot take tenants at runtime (none, elasticswitch and gatekeeper can)", m.Name())}
+			}
+		}
+	}
+	return nil
 }
 
 // Reservations returns the scenario's hose reservations (place.Reservations)
