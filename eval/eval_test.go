@@ -493,3 +493,33 @@ func BenchmarkEvaluate(b *testing.B) {
 		})
 	}
 }
+
+// The worst tenant is named even when the run-level compliance, which
+// counts VM-seconds, looks fine: X is starved, Y's eight senders are
+// served.
+func TestWorstTenant(t *testing.T) {
+	in := evaltest.ManyToOne(8)
+	// X1→X0 gets 20 of its 450 Mbps guarantee; each Yi→Y0 gets its share.
+	s := [][2]float64{{20, inf}}
+	for i := 0; i < 8; i++ {
+		s = append(s, [2]float64{120, inf})
+	}
+	for k := 0; k < 10; k++ {
+		evaltest.AddSample(&in, s...)
+	}
+	r, err := eval.Evaluate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Worst == nil || r.Worst.Name != "X" || r.Worst.Compliance != 0 {
+		t.Fatalf("worst tenant %+v, want X at compliance 0", r.Worst)
+	}
+	if r.Compliance < 0.8 {
+		t.Errorf("run compliance %.2f: the case wants a run-level figure that hides X", r.Compliance)
+	}
+	idle := evaltest.ManyToOne(1)
+	evaltest.AddSample(&idle, [2]float64{0, 0}, [2]float64{0, 0})
+	if r, err := eval.Evaluate(idle); err != nil || r.Worst != nil {
+		t.Errorf("nothing guaranteed: worst %+v, %v; want none", r.Worst, err)
+	}
+}

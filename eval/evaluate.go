@@ -44,24 +44,28 @@ const (
 //     the ideal; weight_share: its guarantee ÷ Σ guarantees, the share the
 //     weights (= guarantees) entitle it to.
 type Report struct {
-	Scenario              string         `json:"scenario"`
-	Mechanism             string         `json:"mechanism"`
-	DurationS             float64        `json:"duration_s"`
-	IntervalS             float64        `json:"interval_s"`
-	Samples               int            `json:"samples"`
-	Units                 string         `json:"units"`
-	UnitScale             float64        `json:"unit_scale"` // bits/s per unit
-	WorkConservation      float64        `json:"work_conservation"`
-	WorkConservationScope string         `json:"work_conservation_scope"`
-	ThroughputRatio       float64        `json:"throughput_ratio"`
-	Compliance            float64        `json:"compliance"`
-	VMSeconds             float64        `json:"vm_seconds"`
-	Jain                  float64        `json:"jain"`
-	MeanThroughput        float64        `json:"mean_throughput"`
-	Guarantee             float64        `json:"guarantee"`
-	IdealThroughput       float64        `json:"ideal_throughput"`
-	FCT                   *FCTStats      `json:"fct,omitempty"`
-	Tenants               []TenantReport `json:"tenants"`
+	Scenario              string    `json:"scenario"`
+	Mechanism             string    `json:"mechanism"`
+	DurationS             float64   `json:"duration_s"`
+	IntervalS             float64   `json:"interval_s"`
+	Samples               int       `json:"samples"`
+	Units                 string    `json:"units"`
+	UnitScale             float64   `json:"unit_scale"` // bits/s per unit
+	WorkConservation      float64   `json:"work_conservation"`
+	WorkConservationScope string    `json:"work_conservation_scope"`
+	ThroughputRatio       float64   `json:"throughput_ratio"`
+	Compliance            float64   `json:"compliance"`
+	VMSeconds             float64   `json:"vm_seconds"`
+	Jain                  float64   `json:"jain"`
+	MeanThroughput        float64   `json:"mean_throughput"`
+	Guarantee             float64   `json:"guarantee"`
+	IdealThroughput       float64   `json:"ideal_throughput"`
+	FCT                   *FCTStats `json:"fct,omitempty"`
+	// Worst is the tenant with the lowest compliance among those with a
+	// guarantee (nil when none has one): the run-level compliance counts
+	// VM-seconds, so a large tenant can hide a starved small one.
+	Worst   *WorstTenant   `json:"worst_tenant,omitempty"`
+	Tenants []TenantReport `json:"tenants"`
 	// Appliances: per tenant and appliance, token throughput against the
 	// VDC guarantee (scenarios with appliances only).
 	TokenUnits string            `json:"token_units,omitempty"`
@@ -108,6 +112,14 @@ type TenantReport struct {
 	// FCTs are the tenant's flow completion times in seconds, sorted. Not
 	// serialised.
 	FCTs []float64 `json:"-"`
+}
+
+// WorstTenant names the tenant with the lowest compliance and its figures.
+type WorstTenant struct {
+	Name           string  `json:"name"`
+	Compliance     float64 `json:"compliance"`
+	MeanThroughput float64 `json:"mean_throughput"`
+	Guarantee      float64 `json:"guarantee"`
 }
 
 // Series is a tenant's achieved, guaranteed and ideal total throughput per
@@ -330,6 +342,12 @@ func Evaluate(in Input) (*Report, error) {
 		r.Tenants[tenantIdx[p.Tenant]].Pairs++
 	}
 	r.Jain = Jain(jx)
+	for i := range r.Tenants {
+		t := &r.Tenants[i]
+		if t.VMSeconds > 0 && (r.Worst == nil || t.Compliance < r.Worst.Compliance) {
+			r.Worst = &WorstTenant{Name: t.Name, Compliance: t.Compliance, MeanThroughput: t.MeanThroughput, Guarantee: t.Guarantee}
+		}
+	}
 	if err := evaluateAppliances(&in, r); err != nil {
 		return nil, err
 	}

@@ -47,6 +47,8 @@ type MechanismSummary struct {
 	VDCCompliance float64 `json:"vdc_compliance,omitempty"`
 	// GuaranteedVMSeconds is eval.Report.VMSeconds (0: hose compliance n/a).
 	GuaranteedVMSeconds float64 `json:"guaranteed_vm_seconds"`
+	// Worst is eval.Report.Worst.
+	Worst *eval.WorstTenant `json:"worst_tenant,omitempty"`
 }
 
 // ComparisonRow is one tenant under one mechanism.
@@ -94,7 +96,7 @@ func Compare(reports []*eval.Report) (*Comparison, error) {
 		c.Mechanisms = append(c.Mechanisms, MechanismSummary{
 			Mechanism: r.Mechanism, Scenario: r.Scenario,
 			WorkConservation: r.WorkConservation, Compliance: r.Compliance, Jain: r.Jain,
-			VDCCompliance: r.VDCCompliance, GuaranteedVMSeconds: r.VMSeconds,
+			VDCCompliance: r.VDCCompliance, GuaranteedVMSeconds: r.VMSeconds, Worst: r.Worst,
 			MeanThroughput: r.MeanThroughput, Guarantee: r.Guarantee, IdealThroughput: r.IdealThroughput,
 		})
 		for _, t := range r.Tenants {
@@ -148,11 +150,11 @@ func comparisonMD(c *Comparison) []byte {
 	fmt.Fprintf(&b, "# %s — mechanisms compared\n\nThroughputs in %s.\n\n", mdEscape(c.Scenario), c.Units)
 	vdc := len(c.Appliances) > 0
 	if vdc {
-		b.WriteString("| mechanism | VDC compliance | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
-		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		b.WriteString("| mechanism | VDC compliance | worst tenant | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
+		b.WriteString("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	} else {
-		b.WriteString("| mechanism | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
-		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		b.WriteString("| mechanism | worst tenant | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
+		b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	}
 	for _, m := range c.Mechanisms {
 		comp := pct(m.Compliance)
@@ -168,8 +170,13 @@ func comparisonMD(c *Comparison) []byte {
 			fmt.Fprintf(&b, " %s |", v)
 		}
 		if m.GuaranteedVMSeconds == 0 && m.MeanThroughput == 0 {
-			b.WriteString(" n/a | n/a | n/a | – | – | – |\n") // no VM-to-VM traffic
+			b.WriteString(" n/a | n/a | n/a | n/a | – | – | – |\n") // no VM-to-VM traffic
 			continue
+		}
+		if w := m.Worst; w != nil {
+			fmt.Fprintf(&b, " %s %s |", mdEscape(w.Name), pct(w.Compliance))
+		} else {
+			b.WriteString(" n/a |")
 		}
 		fmt.Fprintf(&b, " %s | %s | %.3f | %s | %s | %s |\n", pct(m.WorkConservation), comp, m.Jain,
 			num(m.MeanThroughput), num(m.Guarantee), num(m.IdealThroughput))

@@ -71,6 +71,9 @@ Mechanisms: ` + strings.Join(all.Names(), ", ") + `.`,
 			for _, r := range reps {
 				if r.PairTraffic() {
 					fmt.Fprintf(w, "%s under %s: work conservation %.2f, compliance %.2f", r.Scenario, r.Mechanism, r.WorkConservation, r.Compliance)
+					if r.Worst != nil {
+						fmt.Fprintf(w, ", worst tenant %s %.2f", r.Worst.Name, r.Worst.Compliance)
+					}
 				} else {
 					fmt.Fprintf(w, "%s under %s: no VM-to-VM traffic", r.Scenario, r.Mechanism)
 				}

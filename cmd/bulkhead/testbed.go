@@ -250,7 +250,11 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 				return fmt.Errorf("write report to %s: %w", out, err)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s under %s (testbed): work conservation %.2f, compliance %.2f\n", rep.Scenario, rep.Mechanism, rep.WorkConservation, rep.Compliance)
+			fmt.Fprintf(w, "%s under %s (testbed): work conservation %.2f, compliance %.2f", rep.Scenario, rep.Mechanism, rep.WorkConservation, rep.Compliance)
+			if rep.Worst != nil {
+				fmt.Fprintf(w, ", worst tenant %s %.2f", rep.Worst.Name, rep.Worst.Compliance)
+			}
+			fmt.Fprintln(w)
 			for _, t := range rep.Tenants {
 				if t.Pairs == 0 {
 					continue
