@@ -46,6 +46,10 @@ type Env struct {
 	// SLA maps tenants with a performance SLA to the degradation they
 	// tolerate, a fraction of their VMs' demand (DRX); others are absent.
 	SLA map[string]float64
+	// HostLinks maps hosts to the capacity of their access link in bits/s
+	// (each direction); a host not listed has an unknown link. Mechanisms
+	// that schedule a host's link (Gatekeeper) take its rate from here.
+	HostLinks map[string]float64
 }
 
 // PairObs is one VM pair as seen by one host over the last period.

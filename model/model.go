@@ -25,6 +25,18 @@ import (
 type Model struct {
 	Tenants    []Tenant    `yaml:"tenants" json:"tenants"`
 	Appliances []Appliance `yaml:"appliances,omitempty" json:"appliances,omitempty"`
+	// Hosts are the servers the model knows, with their access links
+	// (mechanisms that schedule a host's link need its capacity); a host
+	// of a VM that is not listed has an unknown link.
+	Hosts []Host `yaml:"hosts,omitempty" json:"hosts,omitempty"`
+}
+
+// Host is a server and the capacity of its access link.
+type Host struct {
+	Name string `yaml:"name" json:"name"`
+	// Link is the capacity of the host's access link in bits/s, each
+	// direction (0: unknown).
+	Link float64 `yaml:"link,omitempty" json:"link,omitempty"`
 }
 
 // Tenant is a set of VMs with hose-model guarantees and, optionally, a
@@ -107,7 +119,7 @@ func (v *VDC) ApplyDefaults() {
 // Clone returns a deep copy of the model: changing one does not change
 // the other.
 func (m *Model) Clone() *Model {
-	out := &Model{Tenants: slices.Clone(m.Tenants), Appliances: slices.Clone(m.Appliances)}
+	out := &Model{Tenants: slices.Clone(m.Tenants), Appliances: slices.Clone(m.Appliances), Hosts: slices.Clone(m.Hosts)}
 	for i := range out.Tenants {
 		t := &out.Tenants[i]
 		if t.VDC != nil {

@@ -331,6 +331,7 @@ func (e *engine) checkModels() error {
 	if err := check("model", e.model); err != nil {
 		return err
 	}
+	e.model = e.withHosts(e.model)
 	e.declare(e.model)
 	for i, u := range e.opts.Updates {
 		if err := check(fmt.Sprintf("update %d", i), u.Model); err != nil {
@@ -349,21 +350,32 @@ func (e *engine) applyUpdates() error {
 	for len(e.updates) > 0 && e.updates[0].At <= e.now {
 		u := e.updates[0]
 		e.updates = e.updates[1:]
-		e.model = u.Model
+		e.model = e.withHosts(u.Model)
 		e.declare(u.Model)
 		for _, h := range e.hosts {
-			if err := h.drv.Update(drive.Env(u.Model, h.name, e.pattern)); err != nil {
+			if err := h.drv.Update(drive.Env(e.model, h.name, e.pattern)); err != nil {
 				return fmt.Errorf("sim: t=%v: %w", e.now, err)
 			}
 		}
 		if e.ctl != nil {
-			if err := e.ctl.drv.Update(drive.ControllerEnv(u.Model, e.ctl.drv.Env().Resources[:len(e.tp.Links)], e.opts.Reservations)); err != nil {
+			if err := e.ctl.drv.Update(drive.ControllerEnv(e.model, e.ctl.drv.Env().Resources[:len(e.tp.Links)], e.opts.Reservations)); err != nil {
 				return fmt.Errorf("sim: t=%v: %w", e.now, err)
 			}
 		}
 		e.log.Debug("model updated", "t", e.now, "tenants", len(u.Model.Tenants))
 	}
 	return nil
+}
+
+// withHosts returns m with the topology's servers and their access links
+// when m lists no hosts (a copy: m is the caller's).
+func (e *engine) withHosts(m *model.Model) *model.Model {
+	if len(m.Hosts) > 0 {
+		return m
+	}
+	c := m.Clone()
+	c.Hosts = e.tp.Hosts()
+	return c
 }
 
 // declare marks the VMs of m (declared stays nil when m has them all).

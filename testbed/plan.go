@@ -230,6 +230,7 @@ func NewPlan(sc *spec.Scenario, tp *topo.Topology, o PlanOptions) (*Plan, error)
 		b.Shapes = append(b.Shapes, Shape{Dev: lp.DevB, Rate: lp.Capacity * o.Scale, Link: lp.BA})
 	}
 	p.Model = sc.Model()
+	p.Model.Hosts = tp.Hosts() // access links in the scenario's units, as mechanisms see rates
 	for ti := range p.Model.Tenants {
 		t := &p.Model.Tenants[ti]
 		for vi := range t.VMs {

@@ -19,6 +19,8 @@ import (
 	"sort"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/bulkhead-dc/bulkhead/model"
 )
 
 // NodeKind says what a node is.
@@ -167,6 +169,23 @@ func (t *Topology) Downlink(server int) int {
 		return -1
 	}
 	return t.Links[up].Reverse
+}
+
+// Hosts returns every server with the capacity of its access link (its
+// uplink; each direction of a link has the same capacity), in node order.
+func (t *Topology) Hosts() []model.Host {
+	var out []model.Host
+	for _, n := range t.Nodes {
+		if n.Kind != Server {
+			continue
+		}
+		h := model.Host{Name: n.Name}
+		if up := t.Uplink(n.ID); up >= 0 {
+			h.Link = t.Links[up].Capacity
+		}
+		out = append(out, h)
+	}
+	return out
 }
 
 // LinkBetween returns the ID of the directed link from → to.

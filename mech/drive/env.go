@@ -23,6 +23,14 @@ func Env(m *model.Model, host string, pattern []mech.PairID) mech.Env {
 			env.Pattern = append(env.Pattern, p)
 		}
 	}
+	for _, h := range m.Hosts {
+		if h.Link > 0 {
+			if env.HostLinks == nil {
+				env.HostLinks = map[string]float64{}
+			}
+			env.HostLinks[h.Name] = h.Link
+		}
+	}
 	for _, t := range m.Tenants {
 		if t.SLA > 0 {
 			if env.SLA == nil {

@@ -41,10 +41,13 @@
 //
 // # Choices the paper leaves open
 //
-//   - Link capacity. mech.Env carries no link capacities, so the access
-//     link rate is the parameter "link" (default 1 Gbps), the same on
-//     every host. It sets the egress scheduler's rate, LIM_IN, the ceiling
-//     of LIM_j and the default threshold.
+//   - Link capacity. Each host's access link rate comes from the
+//     environment (mech.Env.HostLinks, from the declared model's hosts);
+//     the parameter "link" overrides it on every host, and is the rate
+//     (default 1 Gbps) where the environment does not know the link. It
+//     sets the egress scheduler's rate, LIM_IN, the ceiling of LIM_j and
+//     the defaults of the threshold, the floor of LIM_j and the slope,
+//     which are fractions of the link (2%, 0.1%, 50% per second).
 //   - Drop threshold. §2–§3.1 choose it "to ensure that congestion
 //     notification messages are not triggered by TCP", and size the
 //     160-packet ingress queues so that TCP's drop rate stays at most half
@@ -271,15 +274,30 @@ func (c *Config) LimIn() float64 { return c.Link * (1 - c.Headroom) }
 // Mechanism is Gatekeeper with one configuration.
 type Mechanism struct {
 	cfg Config
+	// fromLink lists what follows each host's link capacity from the
+	// environment because the parameters did not set it: the link itself
+	// and the defaults given as fractions of it.
+	fromLink linkDefaults
 }
 
-// New parses params (see Parse) and returns the mechanism.
+// linkDefaults says which settings follow the host's link.
+type linkDefaults struct{ link, threshold, minRate, slope bool }
+
+// New parses params (see Parse) and returns the mechanism. Where params
+// do not set "link", every host's agent takes its access link's capacity
+// from the environment (mech.Env.HostLinks) when known, and with it the
+// defaults that are fractions of the link (drop_threshold, min_rate,
+// slope), unless those are set.
 func New(params map[string]any) (*Mechanism, error) {
 	cfg, err := Parse(params)
 	if err != nil {
 		return nil, err
 	}
-	return &Mechanism{cfg: cfg}, nil
+	_, link := params["link"]
+	_, th := params["drop_threshold"]
+	_, mr := params["min_rate"]
+	_, sl := params["slope"]
+	return &Mechanism{cfg: cfg, fromLink: linkDefaults{link: !link, threshold: !th, minRate: !mr, slope: !sl}}, nil
 }
 
 // NewWithConfig returns the mechanism with a configuration built in code.
@@ -298,7 +316,21 @@ func (m *Mechanism) Config() Config { return m.cfg }
 
 // NewAgent implements mech.Mechanism.
 func (m *Mechanism) NewAgent(env mech.Env) (mech.Agent, error) {
-	return NewAgent(m.cfg, env)
+	cfg := m.cfg
+	if c := env.HostLinks[env.Host]; m.fromLink.link && c > 0 && !math.IsInf(c, 0) {
+		scale := c / cfg.Link
+		cfg.Link = c
+		if m.fromLink.threshold {
+			cfg.DropThreshold = defaultThreshold * c
+		}
+		if m.fromLink.minRate {
+			cfg.MinRate = defaultMinRate * c
+		}
+		if m.fromLink.slope {
+			cfg.Slope *= scale
+		}
+	}
+	return NewAgent(cfg, env)
 }
 
 // vmState is what the agent keeps per local VM: the congestion agent's
