@@ -523,3 +523,28 @@ func TestWorstTenant(t *testing.T) {
 		t.Errorf("nothing guaranteed: worst %+v, %v; want none", r.Worst, err)
 	}
 }
+
+// Rates no route can carry are reported, with the worst one; rates at the
+// bottleneck (and within the tolerance) are not.
+func TestImpossibleRates(t *testing.T) {
+	in := evaltest.ManyToOne(1) // every pair's bottleneck: 1000 Mbps
+	evaltest.AddSample(&in, [2]float64{1000, inf}, [2]float64{0, 0})
+	evaltest.AddSample(&in, [2]float64{1050, inf}, [2]float64{0, 0})
+	if got := eval.ImpossibleRates(&in, 0.1); got != nil {
+		t.Errorf("rates within 10%% of the bottleneck reported: %v", got)
+	}
+	evaltest.AddSample(&in, [2]float64{0, 0}, [2]float64{2300, inf})
+	evaltest.AddSample(&in, [2]float64{1200, inf}, [2]float64{0, 0})
+	got := eval.ImpossibleRates(&in, 0.1)
+	if len(got) != 1 || !strings.Contains(got[0], "2 of 4 samples") || !strings.Contains(got[0], "Y1->Y0 at 2300.0 Mbps") {
+		t.Errorf("ImpossibleRates = %v, want 2 of 4 samples, worst Y1->Y0 at 2300 Mbps", got)
+	}
+	in.Invalid = got
+	r, err := eval.Evaluate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Invalid) != 1 {
+		t.Errorf("the report does not carry the reason: %v", r.Invalid)
+	}
+}

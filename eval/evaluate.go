@@ -64,7 +64,10 @@ type Report struct {
 	// Worst is the tenant with the lowest compliance among those with a
 	// guarantee (nil when none has one): the run-level compliance counts
 	// VM-seconds, so a large tenant can hide a starved small one.
-	Worst   *WorstTenant   `json:"worst_tenant,omitempty"`
+	Worst *WorstTenant `json:"worst_tenant,omitempty"`
+	// Invalid says why the measurements cannot be trusted (eval.Input's
+	// Invalid); the figures are then not results.
+	Invalid []string       `json:"invalid,omitempty"`
 	Tenants []TenantReport `json:"tenants"`
 	// Appliances: per tenant and appliance, token throughput against the
 	// VDC guarantee (scenarios with appliances only).
@@ -215,6 +218,7 @@ func Evaluate(in Input) (*Report, error) {
 		Units:     units,
 		UnitScale: scale,
 		Times:     make([]float64, ns),
+		Invalid:   in.Invalid,
 	}
 	if in.Duration == 0 {
 		r.DurationS = (time.Duration(ns) * in.Interval).Seconds()

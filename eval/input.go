@@ -95,6 +95,10 @@ type Input struct {
 	// Appliances names the scenario's appliances (Sample.ApplianceBusy is
 	// indexed like it).
 	Appliances []string
+	// Invalid says why the measurements cannot be trusted (a real-traffic
+	// run whose samples came late, or show rates its links cannot carry);
+	// empty when they can. The report carries it.
+	Invalid []string
 }
 
 // Tenant as the oracle sees it.

@@ -197,6 +197,9 @@ func summary(r *eval.Report) []byte {
 	}
 	fmt.Fprintf(&b, "# %s — %s\n\n", mdEscape(title), mdEscape(r.Mechanism))
 	fmt.Fprintf(&b, "%g s simulated, %d samples of %g s; throughputs in %s.\n\n", r.DurationS, r.Samples, r.IntervalS, r.Units)
+	for _, why := range r.Invalid {
+		fmt.Fprintf(&b, "**Invalid measurement**: %s. These figures are not results.\n\n", why)
+	}
 	if w := r.Worst; w != nil {
 		fmt.Fprintf(&b, "**Worst tenant: %s**, compliance %s (mean %s against a guarantee of %s).\n\n", mdEscape(w.Name), pct(w.Compliance), num(w.MeanThroughput), num(w.Guarantee))
 	}

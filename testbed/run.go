@@ -23,6 +23,14 @@ import (
 	"github.com/bulkhead-dc/bulkhead/topo"
 )
 
+// A run's measurements are invalid when more than 1/MaxLateSamples of its
+// samples are read late, or when a pair's rate in a sample exceeds the
+// bottleneck of its route by more than ImpossibleTolerance.
+const (
+	MaxLateSamples      = 10
+	ImpossibleTolerance = 0.10
+)
+
 // DefaultSample is the shortest sample interval of a run: real TCP over
 // 10 ms windows is too bursty for per-sample compliance.
 const DefaultSample = 100 * time.Millisecond
@@ -254,6 +262,9 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	in, err := tb.measure(ctx, sc, fl, o, w)
 	if err != nil {
 		return nil, err
+	}
+	if bad := eval.ImpossibleRates(in, ImpossibleTolerance); len(bad) > 0 {
+		in.Invalid = append(in.Invalid, bad[0]+" (try a smaller --scale)")
 	}
 	w.stop()
 	if err := w.err(); err != nil {
@@ -507,6 +518,9 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 	}
 	if late > 0 {
 		tb.log.Warn("samples taken late (the machine is busy; consider a smaller --scale)", "late", late, "samples", n)
+	}
+	if late*MaxLateSamples > n {
+		in.Invalid = append(in.Invalid, fmt.Sprintf("%d of %d samples were read more than a quarter of an interval late: the machine could not keep up with the emulated datacenter (try a smaller --scale)", late, n))
 	}
 	tb.log.Info("workloads done", "samples", len(in.Samples))
 	return in, nil

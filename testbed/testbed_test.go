@@ -278,6 +278,9 @@ func TestFig3(t *testing.T) {
 				t.Fatal(err)
 			}
 			requireGone(t, prefix)
+			if len(in.Invalid) > 0 {
+				t.Errorf("an ordinary run's measurements are marked invalid: %v", in.Invalid)
+			}
 			if in.Mechanism != tc.mech || len(in.Samples) != 50 || len(in.Pairs) != 2 {
 				t.Fatalf("input: mechanism %q, %d samples, %d pairs", in.Mechanism, len(in.Samples), len(in.Pairs))
 			}

@@ -263,6 +263,9 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 					t.Name, t.Guarantee, t.MeanThroughput, t.IdealThroughput, rep.Units, t.Compliance)
 			}
 			fmt.Fprintf(w, "report written to %s\n", out)
+			if len(rep.Invalid) > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%s: the measurements are invalid (the report says so): %s", args[0], strings.Join(rep.Invalid, "; "))}
+			}
 			return nil
 		},
 	}
