@@ -170,6 +170,12 @@ func TestApplianceValidation(t *testing.T) {
 		mutate func(s *spec.Scenario)
 		want   []string
 	}{
+		{"two request workloads from one VM to one appliance", func(s *spec.Scenario) {
+			w := s.Workloads[2]
+			w.Name = "wd2"
+			s.Workloads = append(s.Workloads, w)
+		},
+			[]string{`scenario.yaml: workloads[5].src[0]: VM "d1" already sends requests to "fs" in workloads[2] (one workload per VM and destination)`}},
 		// Appliances.
 		{"name required", func(s *spec.Scenario) {
 			s.Appliances[1].Name = ""

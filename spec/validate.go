@@ -370,6 +370,9 @@ func checkHose(p *problems, at string, bestEffort bool, g, in, out Rate) {
 func (s *Scenario) validateWorkloads(p *problems) {
 	vmIndex := s.VMIndex()
 	names := map[string]int{}
+	// A VM sends requests to a destination (appliance or VM) in at most one
+	// workload: its request flow is one (src, dst) flow.
+	requests := map[[2]string]int{}
 	for i := range s.Workloads {
 		w := &s.Workloads[i]
 		at := fmt.Sprintf("workloads[%d]", i)
@@ -426,6 +429,23 @@ func (s *Scenario) validateWorkloads(p *problems) {
 		w.validateKind(p, at)
 		if w.Kind == KindRequests {
 			s.validateRequests(p, at, w, tenantOK)
+			dsts := []string{w.Appliance}
+			if len(w.Dst) > 0 {
+				dsts = w.Dst
+			}
+			for k, src := range w.Src {
+				for _, dst := range dsts {
+					if dst == src || dst == "" {
+						continue
+					}
+					key := [2]string{src, dst}
+					if j, dup := requests[key]; dup && j != i {
+						p.Add(fmt.Sprintf("%s.src[%d]", at, k), "VM %q already sends requests to %q in workloads[%d] (one workload per VM and destination)", src, dst, j)
+					} else {
+						requests[key] = i
+					}
+				}
+			}
 		}
 		w.validatePhases(p, at, s.Duration)
 		if t, ok := s.LookupTenant(w.Tenant); ok && (t.Join > 0 || t.Leave > 0) && s.presenceValid(t) {
