@@ -105,63 +105,6 @@ func (o *QShareScaleOptions) defaults() error {
 	return nil
 }
 
-// OversubscribedFatTree builds a k-ary fat-tree (topo.FatTree's names) with
-// only k/2 ÷ ratio aggregation switches per pod and the core switches they
-// reach: every edge switch then has k/2 servers below and k/2 ÷ ratio
-// uplinks (ratio:1), while aggregation switches stay 1:1.
-func OversubscribedFatTree(k, ratio int, link float64) (*topo.Topology, error) {
-	h := k / 2
-	if ratio < 1 || h%ratio != 0 {
-		return nil, fmt.Errorf("fat-tree: oversubscription %d:1 must divide k/2 = %d", ratio, h)
-	}
-	if ratio == 1 {
-		return topo.FatTree(k, link)
-	}
-	a := h / ratio
-	var nodes []topo.NodeSpec
-	var links []topo.LinkSpec
-	for i := 1; i <= k*k*k/4; i++ {
-		nodes = append(nodes, topo.NodeSpec{Name: fmt.Sprintf("s%d", i), Kind: topo.Server})
-	}
-	for p := 1; p <= k; p++ {
-		for i := 1; i <= h; i++ {
-			nodes = append(nodes, topo.NodeSpec{Name: fmt.Sprintf("e%d.%d", p, i), Kind: topo.Switch})
-		}
-	}
-	for p := 1; p <= k; p++ {
-		for i := 1; i <= a; i++ {
-			nodes = append(nodes, topo.NodeSpec{Name: fmt.Sprintf("a%d.%d", p, i), Kind: topo.Switch})
-		}
-	}
-	for j := 1; j <= a*h; j++ {
-		nodes = append(nodes, topo.NodeSpec{Name: fmt.Sprintf("c%d", j), Kind: topo.Switch})
-	}
-	s := 1
-	for p := 1; p <= k; p++ {
-		for i := 1; i <= h; i++ {
-			for range h {
-				links = append(links, topo.LinkSpec{A: fmt.Sprintf("s%d", s), B: fmt.Sprintf("e%d.%d", p, i), Capacity: link})
-				s++
-			}
-		}
-	}
-	for p := 1; p <= k; p++ {
-		for i := 1; i <= h; i++ {
-			for j := 1; j <= a; j++ {
-				links = append(links, topo.LinkSpec{A: fmt.Sprintf("e%d.%d", p, i), B: fmt.Sprintf("a%d.%d", p, j), Capacity: link})
-			}
-		}
-	}
-	for p := 1; p <= k; p++ {
-		for i := 1; i <= a; i++ {
-			for j := 1; j <= h; j++ {
-				links = append(links, topo.LinkSpec{A: fmt.Sprintf("a%d.%d", p, i), B: fmt.Sprintf("c%d", (i-1)*h+j), Capacity: link})
-			}
-		}
-	}
-	return topo.Explicit(nodes, links)
-}
-
 // QShareScaleRow is Table 1's row for one oversubscription ratio, with
 // Fig. 10's numbers.
 type QShareScaleRow struct {
@@ -296,7 +239,7 @@ func newScaleState(p *place.Placer, queues int) *scaleState {
 
 func qshareScaleOne(o QShareScaleOptions, ratio int) (QShareScaleRow, error) {
 	row := QShareScaleRow{Ratio: ratio, Slots: o.Slots, Below: map[int]float64{}, UtilAt: o.UtilAt}
-	top, err := OversubscribedFatTree(o.K, ratio, o.Link)
+	top, err := topo.OversubscribedFatTree(o.K, ratio, o.Link)
 	if err != nil {
 		return row, err
 	}

@@ -21,7 +21,7 @@ import (
 func BenchmarkQShareBindingRound(b *testing.B) {
 	for _, ratio := range []int{1, 4} {
 		b.Run(fmt.Sprintf("oversubscription=%d", ratio), func(b *testing.B) {
-			top, err := analysis.OversubscribedFatTree(16, ratio, 10e9)
+			top, err := topo.OversubscribedFatTree(16, ratio, 10e9)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -56,6 +56,11 @@ type TwoTier struct {
 type FatTree struct {
 	K    int  `yaml:"k"`
 	Link Rate `yaml:"link"`
+	// Oversubscription n (n:1 at the edge switches; default 1) keeps only
+	// k/2 ÷ n aggregation switches per pod and the cores they reach: every
+	// edge switch has k/2 servers below and k/2 ÷ n uplinks. n must divide
+	// k/2.
+	Oversubscription int `yaml:"oversubscription,omitempty"`
 }
 
 // Explicit is a graph given node by node and link by link.

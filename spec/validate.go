@@ -179,6 +179,9 @@ func (ft *FatTree) validate(p *problems) {
 		p.Add(at+".k", "k = %d gives %d servers, more than %d", ft.K, int64(ft.K)*int64(ft.K)*int64(ft.K)/4, MaxServers)
 	}
 	positiveRate(p, at+".link", ft.Link)
+	if n := ft.Oversubscription; n < 0 || (n > 1 && ft.K >= 2 && ft.K%2 == 0 && (ft.K/2)%n != 0) {
+		p.Add(at+".oversubscription", "must divide k/2 = %d (n for n:1 at the edge switches), got %d", ft.K/2, n)
+	}
 }
 
 func (e *Explicit) validate(p *problems) {

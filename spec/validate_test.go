@@ -91,6 +91,9 @@ func TestValidationErrors(t *testing.T) {
 		{"fat-tree k", func(s *spec.Scenario) {
 			s.Topology = spec.Topology{Kind: "fat-tree", FatTree: &spec.FatTree{K: 3, Link: 1e9}}
 		}, []string{`scenario.yaml: topology.fat_tree.k: must be an even number of at least 2, got 3`}},
+		{"fat-tree oversubscription", func(s *spec.Scenario) {
+			s.Topology = spec.Topology{Kind: "fat-tree", FatTree: &spec.FatTree{K: 8, Link: 1e9, Oversubscription: 3}}
+		}, []string{`scenario.yaml: topology.fat_tree.oversubscription: must divide k/2 = 4 (n for n:1 at the edge switches), got 3`}},
 		{"fat-tree link", func(s *spec.Scenario) {
 			s.Topology = spec.Topology{Kind: "fat-tree", FatTree: &spec.FatTree{K: 4}}
 		}, []string{`scenario.yaml: topology.fat_tree.link: required (a positive rate such as "1Gbps")`}},

@@ -52,7 +52,7 @@ func FromSpec(t spec.Topology) (*Topology, error) {
 		if t.FatTree == nil {
 			return nil, errors.New("topology: kind fat-tree without fat_tree")
 		}
-		top, err = FatTree(t.FatTree.K, float64(t.FatTree.Link))
+		top, err = OversubscribedFatTree(t.FatTree.K, max(1, t.FatTree.Oversubscription), float64(t.FatTree.Link))
 	case spec.TopoExplicit:
 		if t.Explicit == nil {
 			return nil, errors.New("topology: kind explicit without explicit")
@@ -189,6 +189,63 @@ func FatTree(k int, link float64) (*Topology, error) {
 		}
 	}
 	return b.finish(), nil
+}
+
+// OversubscribedFatTree builds a k-ary fat-tree (FatTree's names) with
+// only k/2 ÷ ratio aggregation switches per pod and the core switches they
+// reach: every edge switch then has k/2 servers below and k/2 ÷ ratio
+// uplinks (ratio:1), while aggregation switches stay 1:1.
+func OversubscribedFatTree(k, ratio int, link float64) (*Topology, error) {
+	h := k / 2
+	if ratio < 1 || h%ratio != 0 {
+		return nil, fmt.Errorf("fat-tree: oversubscription %d:1 must divide k/2 = %d", ratio, h)
+	}
+	if ratio == 1 {
+		return FatTree(k, link)
+	}
+	a := h / ratio
+	var nodes []NodeSpec
+	var links []LinkSpec
+	for i := 1; i <= k*k*k/4; i++ {
+		nodes = append(nodes, NodeSpec{Name: fmt.Sprintf("s%d", i), Kind: Server})
+	}
+	for p := 1; p <= k; p++ {
+		for i := 1; i <= h; i++ {
+			nodes = append(nodes, NodeSpec{Name: fmt.Sprintf("e%d.%d", p, i), Kind: Switch})
+		}
+	}
+	for p := 1; p <= k; p++ {
+		for i := 1; i <= a; i++ {
+			nodes = append(nodes, NodeSpec{Name: fmt.Sprintf("a%d.%d", p, i), Kind: Switch})
+		}
+	}
+	for j := 1; j <= a*h; j++ {
+		nodes = append(nodes, NodeSpec{Name: fmt.Sprintf("c%d", j), Kind: Switch})
+	}
+	s := 1
+	for p := 1; p <= k; p++ {
+		for i := 1; i <= h; i++ {
+			for range h {
+				links = append(links, LinkSpec{A: fmt.Sprintf("s%d", s), B: fmt.Sprintf("e%d.%d", p, i), Capacity: link})
+				s++
+			}
+		}
+	}
+	for p := 1; p <= k; p++ {
+		for i := 1; i <= h; i++ {
+			for j := 1; j <= a; j++ {
+				links = append(links, LinkSpec{A: fmt.Sprintf("e%d.%d", p, i), B: fmt.Sprintf("a%d.%d", p, j), Capacity: link})
+			}
+		}
+	}
+	for p := 1; p <= k; p++ {
+		for i := 1; i <= a; i++ {
+			for j := 1; j <= h; j++ {
+				links = append(links, LinkSpec{A: fmt.Sprintf("a%d.%d", p, i), B: fmt.Sprintf("c%d", (i-1)*h+j), Capacity: link})
+			}
+		}
+	}
+	return Explicit(nodes, links)
 }
 
 // Explicit builds a graph from nodes and full-duplex links (each becomes two

@@ -477,3 +477,35 @@ func BenchmarkFatTree16Route(b *testing.B) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 const pinnedHash = 0xc8f26557ecfd52fc
+
+// An oversubscribed fat-tree from a scenario: 2:1 at k = 4 keeps one
+// aggregation switch per pod and two cores, so an edge switch has two
+// servers below and one uplink.
+func TestFatTreeOversubscribedFromSpec(t *testing.T) {
+	top, err := topo.FromSpec(spec.Topology{Kind: spec.TopoFatTree, FatTree: &spec.FatTree{K: 4, Link: 1e9, Oversubscription: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var switches, servers int
+	for _, n := range top.Nodes {
+		if n.Kind == topo.Server {
+			servers++
+		} else {
+			switches++
+		}
+	}
+	// 16 servers; 8 edge, 4 aggregation (1 per pod), 2 core switches.
+	if servers != 16 || switches != 14 {
+		t.Errorf("%d servers, %d switches; want 16 and 14", servers, switches)
+	}
+	e, _ := top.Node("e1.1")
+	up := 0
+	for _, l := range top.Links {
+		if l.From == e.ID && top.Nodes[l.To].Kind == topo.Switch {
+			up++
+		}
+	}
+	if up != 1 {
+		t.Errorf("edge switch e1.1 has %d uplinks, want 1", up)
+	}
+}
