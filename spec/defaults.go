@@ -56,6 +56,16 @@ func (s *Scenario) ApplyDefaults() {
 	if s.Seed == 0 {
 		s.Seed = DefaultSeed
 	}
+	// Workloads without phases of their own run in their tenant's.
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		if w.Start != 0 || w.Stop != 0 || len(w.Phases) > 0 {
+			continue
+		}
+		if t, ok := s.LookupTenant(w.Tenant); ok && len(t.Phases) > 0 {
+			w.Phases = append([]Phase(nil), t.Phases...)
+		}
+	}
 	if s.Mechanism.Name == "" {
 		s.Mechanism.Name = DefaultMechanism
 	}

@@ -3,6 +3,7 @@ package spec_test
 import (
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +113,39 @@ workloads:
 	}
 	if n := len(sc.Model().Tenants); n != 3 {
 		t.Errorf("Model has %d tenants, want all 3", n)
+	}
+}
+
+// A tenant's phases are those of its workloads that have none of their
+// own; bad tenant phases are reported at the tenant.
+func TestTenantPhases(t *testing.T) {
+	const head = `
+name: phases
+duration: 10s
+topology: {kind: two-tier, two_tier: {racks: 1, servers_per_rack: 2, edge: 1Gbps}}
+tenants:
+  - name: A
+    guarantee: 100Mbps
+    phases: [{start: 0s, stop: 2s}, {start: 5s, stop: 7s}]
+    vms: [{name: a1, server: s1}, {name: a2, server: s2}]
+workloads:
+  - {tenant: A, kind: tcp, src: a1, dst: a2}
+  - {tenant: A, kind: udp, src: a2, dst: a1, rate: 10Mbps, start: 1s}
+`
+	sc, err := spec.Parse([]byte(head), "phases.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sc.Workloads[0].Intervals(10 * time.Second)
+	want := []spec.Phase{{Start: spec.Duration(0), Stop: spec.Duration(2 * time.Second)}, {Start: spec.Duration(5 * time.Second), Stop: spec.Duration(7 * time.Second)}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("inherited phases %v, want %v", got, want)
+	}
+	if got := sc.Workloads[1].Intervals(10 * time.Second); len(got) != 1 || got[0].Start != spec.Duration(time.Second) {
+		t.Errorf("a workload's own start was overridden: %v", got)
+	}
+	_, err = spec.Parse([]byte(strings.Replace(head, "{start: 5s, stop: 7s}", "{start: 5s, stop: 4s}", 1)), "phases.yaml")
+	if err == nil || !strings.Contains(err.Error(), "tenants[0].phases[1].stop: 4s is not after start 5s") {
+		t.Errorf("bad tenant phase: %v", err)
 	}
 }

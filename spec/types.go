@@ -111,6 +111,11 @@ type Tenant struct {
 	// can run such a scenario (the run fails with the reason otherwise).
 	Join  Duration `yaml:"join,omitempty"`
 	Leave Duration `yaml:"leave,omitempty"`
+	// Phases are when the tenant's workloads run: a workload of the tenant
+	// with no start, stop or phases of its own runs in these (a tenant
+	// going idle and coming back, without repeating phases on each of its
+	// workloads).
+	Phases []Phase `yaml:"phases,omitempty"`
 }
 
 // VM is one virtual machine, placed on a server. Names are unique in the

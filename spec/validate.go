@@ -337,6 +337,9 @@ func (s *Scenario) validateTenants(p *problems, c *model.Checker, server func(pa
 		}
 		c.VDC(i)
 		s.validatePresence(p, at, t)
+		if len(t.Phases) > 0 {
+			(&Workload{Phases: t.Phases}).validatePhases(p, at, s.Duration)
+		}
 	}
 }
 
