@@ -230,18 +230,17 @@ type inflightMsg struct {
 }
 
 type hostAgent struct {
-	name     string
-	drv      *drive.Host // the mechanism's agent, through the driver core
-	last     time.Duration
-	egress   []int // pairs whose src is here
-	ingress  []int // pairs whose dst is here
-	vmsHere  map[string]bool
-	obsEgr   []mech.PairObs
-	obsIngr  []mech.PairObs
-	obsVMs   []mech.VMObs
-	vms      []int // local VM indices
-	vswitch  int   // resource index of the host's virtual switch
-	stepsRun int
+	name    string
+	drv     *drive.Host // the mechanism's agent, through the driver core
+	last    time.Duration
+	egress  []int // pairs whose src is here
+	ingress []int // pairs whose dst is here
+	vmsHere map[string]bool
+	obsEgr  []mech.PairObs
+	obsIngr []mech.PairObs
+	obsVMs  []mech.VMObs
+	vms     []int // local VM indices
+	vswitch int   // resource index of the host's virtual switch
 }
 
 func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, error) {
@@ -648,7 +647,6 @@ func (e *engine) stepAgents() error {
 		obs := e.observe(h)
 		msgs, err := h.drv.Step(obs)
 		h.last = e.now
-		h.stepsRun++
 		if err != nil {
 			return fmt.Errorf("sim: %w", err)
 		}

@@ -89,11 +89,12 @@ type Host struct {
 	per   time.Duration
 
 	// desired state: what the mechanism last asked for, by enforcement
-	// point; pending: settings whose last write failed
-	limits  map[limitKey]*desired
-	pending map[limitKey]bool
-	scheds  [2]*mech.Scheduler
-	spend   [2]bool
+	// point; failed counts the limits whose last write failed; spend
+	// marks schedulers whose last write failed
+	limits map[limitKey]*desired
+	failed int
+	scheds [2]*mech.Scheduler
+	spend  [2]bool
 
 	next time.Duration // when the next step is due (Due)
 
@@ -101,13 +102,15 @@ type Host struct {
 	inbox  []mech.Message
 	maxBox int // 0: unbounded
 
-	steps, writes, failed, retries, invalid, dropped, updates atomic.Int64
+	steps, writes, refused, retries, invalid, dropped, updates atomic.Int64
 }
 
-// desired is a limit the mechanism wants, and the step that last set it.
+// desired is a limit the mechanism wants, the step that last set it, and
+// whether its last write failed.
 type desired struct {
-	l    mech.Limit
-	step int64
+	l      mech.Limit
+	step   int64
+	failed bool
 }
 
 // limitKey is one enforcement point.
@@ -145,7 +148,7 @@ func NewHost(m mech.Mechanism, env mech.Env, enf Enforcer) (*Host, error) {
 		return nil, fmt.Errorf("mechanism %s: agent on %s: non-positive period %v", m.Name(), env.Host, p)
 	}
 	h := &Host{name: env.Host, mname: m.Name(), agent: a, enf: enf, per: p,
-		limits: map[limitKey]*desired{}, pending: map[limitKey]bool{}, maxBox: MaxInbox}
+		limits: map[limitKey]*desired{}, maxBox: MaxInbox}
 	h.setEnv(env)
 	return h, nil
 }
@@ -179,7 +182,6 @@ func (h *Host) Agent() mech.Agent { return h.agent }
 // Env returns the environment the agent currently has.
 func (h *Host) Env() *mech.Env { return &h.env }
 
-func (h *Host) isLocal(vm string) bool { return h.local[vm] }
 func (h *Host) isKnown(vm string) bool { return h.known[vm] }
 
 // Local says whether a VM is on this host.
@@ -191,7 +193,7 @@ func (h *Host) Due(now time.Duration) bool { return now >= h.next }
 
 // Stats returns the counts so far.
 func (h *Host) Stats() Stats {
-	return Stats{Steps: h.steps.Load(), Writes: h.writes.Load(), Failed: h.failed.Load(), Retries: h.retries.Load(),
+	return Stats{Steps: h.steps.Load(), Writes: h.writes.Load(), Failed: h.refused.Load(), Retries: h.retries.Load(),
 		Invalid: h.invalid.Load(), Dropped: h.dropped.Load(), Updates: h.updates.Load()}
 }
 
@@ -252,7 +254,7 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		keep(h.writeScheduler(d, false))
 	}
 	for _, l := range act.Limits {
-		if err := checkLimit(l, h.isLocal, h.isKnown); err != nil {
+		if err := checkLimit(l, h.Local, h.isKnown); err != nil {
 			h.invalid.Add(1)
 			keep(h.errf("%w", err))
 			continue
@@ -284,20 +286,29 @@ func (h *Host) errf(format string, args ...any) error {
 // writeLimit writes the desired limit k; an Unlimited one that reached the
 // data path is no longer desired state.
 func (h *Host) writeLimit(k limitKey, retry bool) error {
-	l := h.limits[k].l
-	err := h.enf.SetLimit(l)
+	d := h.limits[k]
+	err := h.enf.SetLimit(d.l)
 	h.tally(retry, err)
+	h.markFailed(d, err != nil)
 	if err != nil {
-		h.pending[k] = true
-		return h.errf("set %s: %w", describe(l, retry), err)
+		return h.errf("set %s: %w", describe(d.l, retry), err)
 	}
-	if len(h.pending) > 0 {
-		delete(h.pending, k)
-	}
-	if math.IsInf(l.Rate, 1) {
+	if math.IsInf(d.l.Rate, 1) {
 		delete(h.limits, k)
 	}
 	return nil
+}
+
+// markFailed records whether d's last write failed.
+func (h *Host) markFailed(d *desired, failed bool) {
+	if d.failed != failed {
+		d.failed = failed
+		if failed {
+			h.failed++
+		} else {
+			h.failed--
+		}
+	}
 }
 
 func (h *Host) writeScheduler(d mech.Direction, retry bool) error {
@@ -346,7 +357,7 @@ func (h *Host) tally(retry bool, err error) {
 		h.retries.Add(1)
 	}
 	if err != nil {
-		h.failed.Add(1)
+		h.refused.Add(1)
 	}
 }
 
@@ -365,18 +376,16 @@ func (h *Host) reconcile(step int64, schedTouched [2]bool) error {
 			errs = append(errs, h.writeScheduler(mech.Direction(d), true))
 		}
 	}
-	if len(h.pending) == 0 {
-		if _, ok := h.enf.(Verifier); !ok {
-			return errors.Join(errs...)
-		}
-	}
 	ver, _ := h.enf.(Verifier)
+	if h.failed == 0 && ver == nil {
+		return errors.Join(errs...)
+	}
 	var redo []limitKey
 	for k, d := range h.limits {
 		if d.step == step {
 			continue
 		}
-		if h.pending[k] || (ver != nil && !ver.HoldsLimit(d.l)) {
+		if d.failed || (ver != nil && !ver.HoldsLimit(d.l)) {
 			redo = append(redo, k)
 		}
 	}
@@ -411,7 +420,7 @@ func (h *Host) Desired() []mech.Limit {
 // Pending returns how many desired settings the data path has refused
 // and not yet taken.
 func (h *Host) Pending() int {
-	n := len(h.pending)
+	n := h.failed
 	for _, p := range h.spend {
 		if p {
 			n++
@@ -442,10 +451,10 @@ func (h *Host) Update(env mech.Env) error {
 	}
 	h.setEnv(env)
 	h.updates.Add(1)
+	// Limits that the new environment's checks refuse: their VMs left.
 	var gone []limitKey
-	for k := range h.limits {
-		if (k.kind == mech.PairLimit && (!h.local[k.pair.Src] || !h.known[k.pair.Dst])) ||
-			(k.kind != mech.PairLimit && !h.local[k.vm]) {
+	for k, d := range h.limits {
+		if checkLimit(d.l, h.Local, h.isKnown) != nil {
 			gone = append(gone, k)
 		}
 	}
@@ -455,12 +464,13 @@ func (h *Host) Update(env mech.Env) error {
 		// Removed once: a VM that left is no longer the agent's to
 		// enforce, so a refused removal is reported, not retried (the
 		// data path may already have let go of the VM).
-		h.limits[k].l.Rate = mech.Unlimited
+		d := h.limits[k]
+		d.l.Rate = mech.Unlimited
 		if err := h.writeLimit(k, false); err != nil {
 			errs = append(errs, err)
 		}
+		h.markFailed(d, false)
 		delete(h.limits, k)
-		delete(h.pending, k)
 	}
 	// Desired schedulers lose the weights of VMs that left.
 	for _, s := range h.scheds {
