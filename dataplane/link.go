@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -134,6 +135,10 @@ type Route struct {
 	Via   netip.Addr
 	Dev   string
 	Table int
+	// RTOMin, when set, is the least retransmission timeout of TCP
+	// connections over the route (the rto_min route metric, locked so
+	// that TCP uses it; whole milliseconds).
+	RTOMin time.Duration
 }
 
 // AddRoute installs a route (replacing one to the same destination).
@@ -147,6 +152,10 @@ func (n *NS) AddRoute(r Route) error {
 		Dst:       prefixNet(r.Dst),
 		Gw:        r.Via.AsSlice(),
 		Table:     r.Table,
+	}
+	if r.RTOMin > 0 {
+		nr.RtoMin = int(max(r.RTOMin.Milliseconds(), 1))
+		nr.RtoMinLock = true
 	}
 	if err := n.nl.RouteReplace(nr); err != nil {
 		return fmt.Errorf("netns %s: route %s via %s dev %s table %d: %w", n.Name, r.Dst, r.Via, r.Dev, r.Table, err)

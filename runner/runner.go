@@ -101,6 +101,20 @@ type Options struct {
 // parameters apply when the name is the scenario's mechanism) and
 // evaluates it.
 func Run(ctx context.Context, s *Scenario, mechanism string, opts Options) (*eval.Report, error) {
+	in, err := Simulate(ctx, s, mechanism, opts)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := eval.Evaluate(*in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: evaluate %s run: %w", s.Spec.File, in.Mechanism, err)
+	}
+	return rep, nil
+}
+
+// Simulate simulates the scenario under the named mechanism, as Run does,
+// and returns what the simulator measured.
+func Simulate(ctx context.Context, s *Scenario, mechanism string, opts Options) (*eval.Input, error) {
 	if mechanism == "" {
 		mechanism = s.Spec.Mechanism.Name
 	}
@@ -129,11 +143,7 @@ func Run(ctx context.Context, s *Scenario, mechanism string, opts Options) (*eva
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Spec.File, err)
 	}
-	rep, err := eval.Evaluate(*in)
-	if err != nil {
-		return nil, fmt.Errorf("%s: evaluate %s run: %w", s.Spec.File, mechanism, err)
-	}
-	return rep, nil
+	return in, nil
 }
 
 // RunAndReport runs the scenario under each mechanism (one: its report in

@@ -14,20 +14,6 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// ESQueue and ESGSO are the switch queue and the VMs' largest offload
-// packet in the ElasticSwitch runs: 128 KB per port, the order of a
-// commodity 1 GbE switch of the paper's time (the paper does not give its
-// switches' buffers), and 16 KB offload packets, so that a queue drops
-// about ten segments at a time rather than a whole 64 KB super-packet (a
-// third of the queue). With the testbed's defaults (1 MB, 64 KB), drops
-// at the congested core come in rare bursts, about one loss event per
-// second per pair, and the probing of 16 pairs outruns them
-// (docs/results.md).
-const (
-	ESQueue = 128 << 10
-	ESGSO   = 16 << 10
-)
-
 // tenantRates returns each tenant's mean received rate over samples with
 // from <= T, and the mean of their sum (report units).
 func tenantRates(in *eval.Input, from time.Duration) (map[string]float64, float64) {
@@ -73,7 +59,7 @@ func invalidDrops(a *agent.Agent, invalid, stale float64) (float64, float64) {
 // none X is measured below its guarantee; under ElasticSwitch, run by the
 // host agents on real traffic, X averages at least 90% of 450 Mbps over
 // 10 s (after 2 s of start-up) and the core stays at least 85% utilized.
-// The switch queues and offload packets are ESQueue and ESGSO.
+// The switch queues and offload packets are the testbed's defaults.
 func TestElasticSwitchCoreCongestion(t *testing.T) {
 	needRoot(t)
 	for _, tc := range []struct {
@@ -87,7 +73,7 @@ func TestElasticSwitchCoreCongestion(t *testing.T) {
 			var dropped, stale float64
 			var steps int64
 			in, err := Run(context.Background(), sc, tp, RunOptions{
-				Options: Options{Prefix: prefix, QueueBytes: ESQueue, GSOMaxSize: ESGSO}, Mechanism: tc.mech,
+				Options: Options{Prefix: prefix}, Mechanism: tc.mech,
 				AfterRun: func(as []*agent.Agent) {
 					for _, a := range as {
 						steps += a.Steps()
@@ -141,7 +127,7 @@ func TestElasticSwitchUDPBlasters(t *testing.T) {
 	sc, tp := loadScenario(t, "../scenarios/elasticswitch-real-fig6-4.yaml")
 	prefix := testPrefix(t)
 	in, err := Run(context.Background(), sc, tp, RunOptions{
-		Options:   Options{Prefix: prefix, QueueBytes: ESQueue, GSOMaxSize: ESGSO},
+		Options:   Options{Prefix: prefix},
 		Mechanism: "elasticswitch", Workload: WorkloadBuiltin,
 	})
 	if err != nil {

@@ -70,6 +70,16 @@ func Needs(m mech.Mechanism) (limiters, schedulers bool) {
 	return c.PairLimits, c.Schedulers
 }
 
+// ForMechanism sets what the emulated datacenter needs for a mechanism's
+// agents: pair limiters and schedulers (Needs), and, unless set, the
+// queues' depth (QueueTimeFor).
+func (o *Options) ForMechanism(m mech.Mechanism) {
+	o.Limiters, o.Schedulers = Needs(m)
+	if o.QueueTime == 0 {
+		o.QueueTime = QueueTimeFor(m.Capabilities())
+	}
+}
+
 // Agents lists the servers that run a host agent: those with VMs.
 func (p *Plan) Agents() []*NodePlan {
 	var out []*NodePlan

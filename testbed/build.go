@@ -25,9 +25,12 @@ type Options struct {
 	Prefix string
 	// Scale multiplies capacities and rates on the wire (default 1).
 	Scale float64
-	// QueueBytes is each link direction's drop-tail queue (default
-	// DefaultQueue).
+	// QueueBytes is each link direction's drop-tail queue (0: QueueFor
+	// the link's rate on the wire and QueueTime).
 	QueueBytes int
+	// QueueTime is the default queues' depth as time at their link's rate
+	// (0: the package's QueueTime; Run sets QueueTimeFor the mechanism).
+	QueueTime time.Duration
 	// Limiters adds a pair limiter on the interface of every VM that sends
 	// a declared pair: an HTB class per pair on the VM's veth egress (the
 	// emulated vNIC's transmit queue, which the hypervisor controls). TCP
@@ -92,7 +95,10 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 	if err := CheckLoss(opts.Loss); err != nil {
 		return nil, err
 	}
-	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: opts.Prefix, Scale: opts.Scale, QueueBytes: opts.QueueBytes,
+	if opts.GSOMaxSize != 0 && (opts.GSOMaxSize < 1500 || opts.GSOMaxSize > 65536) {
+		return nil, fmt.Errorf("testbed: offload packets of %d bytes: want 1500 to 65536, or 0 for the kernel's 64 KB", opts.GSOMaxSize)
+	}
+	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: opts.Prefix, Scale: opts.Scale, QueueBytes: opts.QueueBytes, QueueTime: opts.QueueTime,
 		Limiters: opts.Limiters, Schedulers: opts.Schedulers})
 	if err != nil {
 		return nil, err
@@ -222,7 +228,7 @@ func (tb *Testbed) createVMs() error {
 		if err := vm.AddAddr(v.Dev, netip.PrefixFrom(v.Addr, 31)); err != nil {
 			return err
 		}
-		if err := vm.AddRoute(dataplane.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: v.Gateway, Dev: v.Dev}); err != nil {
+		if err := vm.AddRoute(dataplane.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: v.Gateway, Dev: v.Dev, RTOMin: VMRTOMin}); err != nil {
 			return err
 		}
 		if tb.gso > 0 {
@@ -274,7 +280,7 @@ func (tb *Testbed) createShapers() error {
 			if err := ns.ReplaceHTBClass(s.Dev, dataplane.HTBClass{Parent: shapeQdisc, Handle: shapeClass, Rate: s.Rate, Ceil: s.Rate}); err != nil {
 				return err
 			}
-			if err := ns.ReplaceFIFO(s.Dev, shapeClass, shapeQueue, tb.plan.QueueBytes); err != nil {
+			if err := ns.ReplaceFIFO(s.Dev, shapeClass, shapeQueue, s.QueueBytes); err != nil {
 				return err
 			}
 		}
@@ -337,6 +343,15 @@ func (tb *Testbed) createCounters() error {
 	}
 	return nil
 }
+
+// VMRTOMin is the least TCP retransmission timeout in the VMs (the
+// rto_min metric of their default route): 5 ms instead of Linux's
+// 200 ms, as datacenter hosts are configured against incast. With round
+// trips of well under a millisecond, a connection that loses a whole
+// window to a full queue otherwise waits 200 ms, then 400, 800, ...: a
+// tenant with one connection against four sat near zero for seconds
+// (docs/testbed.md).
+const VMRTOMin = 5 * time.Millisecond
 
 // VMLimiterQueue is the queue of a pair class on a VM's interface: room
 // for the TCP small-queue budget (VMTSQBytes) of 16 connections, so that a

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/mech"
@@ -39,12 +40,46 @@ const (
 	MaxLinks = 1 << 14
 )
 
-// DefaultQueue is the drop-tail queue of each emulated link direction:
-// 1 MB (8 ms at 1 Gbit/s). With much shallower queues, TCP's sharing of a
-// link between flows varies a lot from run to run here (the senders hand
-// the stack up to 64 KB at once): Pulsar Fig. 3's 1-vs-4 connections gave
-// the 4 a share of 0.64 to 0.90 with 256 KB, 0.79 to 0.81 with 1 MB.
-const DefaultQueue = 1 << 20
+// Depths of the emulated switch ports' drop-tail queues by default, as
+// time at the link's rate on the wire (docs/testbed.md).
+const (
+	// QueueTime is the default: 8 ms, 1 MB at 1 Gbit/s. Real TCP shares
+	// a link between connections as the simulator's fluid model does only
+	// with buffers of this order here: with round trips of a few tens of
+	// microseconds, a 1 ms queue let one connection against four fall to
+	// nothing for seconds at a time (Pulsar Fig. 3's network part: the one
+	// got 1-14% of the link over 10 s where the model gives 20%; with 8 ms,
+	// 18-19%).
+	QueueTime = 8 * time.Millisecond
+	// LossQueueTime is the depth for mechanisms that react to losses
+	// (mech.Capabilities.Losses): 1 ms, 125 KB at 1 Gbit/s, the order of
+	// a datacenter switch's per-port buffer. Their congestion signal is a
+	// loss: behind an 8 ms queue losses come in rare bursts, about one
+	// loss event per second per pair, and ElasticSwitch's Rate Allocation
+	// probes far above what the link carries between them (a tenant
+	// guaranteed 600 Mbps got 477).
+	LossQueueTime = time.Millisecond
+)
+
+// QueueTimeFor returns the default queue depth for a mechanism with
+// these needs.
+func QueueTimeFor(c mech.Capabilities) time.Duration {
+	if c.Losses {
+		return LossQueueTime
+	}
+	return QueueTime
+}
+
+// MinQueue is the smallest default queue, whatever the link's rate:
+// one of the VMs' largest offload packets (64 KB) and as much again.
+const MinQueue = 128 << 10
+
+// QueueFor returns the drop-tail queue of a link direction of rate
+// bits/s on the wire that holds d of it, at least MinQueue.
+func QueueFor(rate float64, d time.Duration) int {
+	q := int(rate * d.Seconds() / 8)
+	return max(q, MinQueue)
+}
 
 // Plan is the emulated datacenter for one scenario: what Up creates. It is
 // computed without touching the system (NewPlan).
@@ -54,7 +89,9 @@ type Plan struct {
 	// Scale multiplies every capacity and rate on the wire (link shapers,
 	// pair limits, UDP rates); measurements are divided by it, so reports
 	// are in the scenario's units.
-	Scale      float64
+	Scale float64
+	// QueueBytes is every link direction's drop-tail queue when set; 0:
+	// each link's own, QueueFor its rate and QueueTime (Shape.QueueBytes).
 	QueueBytes uint32
 	// Limiters: every VM that sends a declared pair has a pair limiter
 	// (an HTB class per pair) on its interface's egress (see Options).
@@ -101,7 +138,9 @@ type NodePlan struct {
 type Shape struct {
 	Dev  string
 	Rate float64 // bits/s on the wire (scaled)
-	Link int     // topology link ID
+	// QueueBytes is the drop-tail queue after the shaper.
+	QueueBytes uint32
+	Link       int // topology link ID
 }
 
 // VMPlan is a VM: a namespace behind its server's namespace.
@@ -171,9 +210,10 @@ func addrAt(base netip.Prefix, off int) netip.Addr {
 
 // PlanOptions are the choices of NewPlan.
 type PlanOptions struct {
-	Prefix     string  // required (NewPrefix makes one)
-	Scale      float64 // default 1
-	QueueBytes int     // default DefaultQueue
+	Prefix     string        // required (NewPrefix makes one)
+	Scale      float64       // default 1
+	QueueBytes int           // 0: each link QueueFor its rate on the wire and QueueTime
+	QueueTime  time.Duration // 0: the package's QueueTime
 	Limiters   bool
 	Schedulers bool
 }
@@ -190,10 +230,13 @@ func NewPlan(sc *spec.Scenario, tp *topo.Topology, o PlanOptions) (*Plan, error)
 	if !(o.Scale > 0) || o.Scale > 100 {
 		return nil, fmt.Errorf("testbed: scale %v: want 0 < scale <= 100", o.Scale)
 	}
-	if o.QueueBytes == 0 {
-		o.QueueBytes = DefaultQueue
+	if o.QueueTime == 0 {
+		o.QueueTime = QueueTime
 	}
-	if o.QueueBytes < 3000 || o.QueueBytes > 1<<30 {
+	if o.QueueTime < 0 || o.QueueTime > time.Second {
+		return nil, fmt.Errorf("testbed: queue time %v: want up to 1s", o.QueueTime)
+	}
+	if o.QueueBytes != 0 && (o.QueueBytes < 3000 || o.QueueBytes > 1<<30) {
 		return nil, fmt.Errorf("testbed: queue %d bytes: want 3000 to 1 GiB", o.QueueBytes)
 	}
 	p := &Plan{
@@ -226,8 +269,13 @@ func NewPlan(sc *spec.Scenario, tp *topo.Topology, o PlanOptions) (*Plan, error)
 	for _, lp := range p.Links {
 		a, _ := p.Node(lp.A)
 		b, _ := p.Node(lp.B)
-		a.Shapes = append(a.Shapes, Shape{Dev: lp.DevA, Rate: lp.Capacity * o.Scale, Link: lp.AB})
-		b.Shapes = append(b.Shapes, Shape{Dev: lp.DevB, Rate: lp.Capacity * o.Scale, Link: lp.BA})
+		rate := lp.Capacity * o.Scale
+		q := uint32(o.QueueBytes)
+		if q == 0 {
+			q = uint32(min(QueueFor(rate, o.QueueTime), 1<<30))
+		}
+		a.Shapes = append(a.Shapes, Shape{Dev: lp.DevA, Rate: rate, QueueBytes: q, Link: lp.AB})
+		b.Shapes = append(b.Shapes, Shape{Dev: lp.DevB, Rate: rate, QueueBytes: q, Link: lp.BA})
 	}
 	p.Model = sc.Model()
 	p.Model.Hosts = tp.Hosts() // access links in the scenario's units, as mechanisms see rates

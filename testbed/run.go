@@ -170,7 +170,7 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if err != nil {
 		return nil, err
 	}
-	o.Limiters, o.Schedulers = Needs(m)
+	o.ForMechanism(m)
 	if o.Sample == 0 {
 		o.Sample = max(time.Duration(sc.Outputs.Sample), DefaultSample)
 	}
@@ -195,7 +195,7 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		o.Prefix = NewPrefix()
 	}
 	// a plan without side effects first, to reject what cannot run
-	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: o.Prefix, Scale: o.Scale, QueueBytes: o.QueueBytes, Limiters: o.Limiters, Schedulers: o.Schedulers})
+	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: o.Prefix, Scale: o.Scale, QueueBytes: o.QueueBytes, QueueTime: o.QueueTime, Limiters: o.Limiters, Schedulers: o.Schedulers})
 	if err != nil {
 		return nil, err
 	}

@@ -57,8 +57,8 @@ type testbedFlags struct {
 func (f *testbedFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.prefix, "prefix", "", "run prefix (2-8 lowercase letters/digits; default: random bhXXXXX)")
 	cmd.Flags().Float64Var(&f.scale, "scale", 1, "multiply every capacity and rate on the wire (measurements are divided by it)")
-	cmd.Flags().IntVar(&f.queue, "queue", testbed.DefaultQueue, "drop-tail queue of each link direction, bytes")
-	cmd.Flags().IntVar(&f.gso, "gso", 0, "bound the VMs' offload packet size, bytes (0: kernel default)")
+	cmd.Flags().IntVar(&f.queue, "queue", 0, "drop-tail queue of each link direction, bytes (0: 8 ms of the link's rate, 1 ms for mechanisms that react to losses, at least 128 KB; docs/testbed.md)")
+	cmd.Flags().IntVar(&f.gso, "gso", 0, "largest offload (GSO/TSO) packet of the VMs, bytes (0: the kernel's 64 KB)")
 	cmd.Flags().StringVar(&f.mechanism, "mechanism", "", "mechanism run by host agents (default: the scenario's): "+strings.Join(testbed.Mechanisms(), ", "))
 	cmd.Flags().StringVar(&f.loss, "loss", testbed.LossSeq, "agents' loss counter: tcp (senders' TCP retransmissions) or seq (eBPF sequence-number gaps at the receivers, ElasticSwitch §6; sees UDP too)")
 }
@@ -119,7 +119,7 @@ to the traffic.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "%v; the datacenter is built without its data plane\n", err)
 				m = nil
 			default:
-				o.Limiters, o.Schedulers = testbed.Needs(m)
+				o.ForMechanism(m)
 			}
 			tb, err := testbed.Up(ctx, s.Spec, s.Topo, o)
 			if err != nil {
@@ -200,7 +200,7 @@ summary.md, timeseries.csv, plots) to DIR.
 Rates are link-layer (Ethernet frame) bits/s divided by --scale, the unit
 the link shapers use; iperf3's goodput is about 5% lower.`,
 		Example: `  bulkhead testbed run scenarios/pulsar-fig3-network.yaml -o out/fig3-real
-  bulkhead testbed run scenarios/elasticswitch-real-fig5.yaml --queue 131072 --gso 16384 -o out/es5-real`,
+  bulkhead testbed run scenarios/elasticswitch-real-fig5.yaml -o out/es5-real`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {

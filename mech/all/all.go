@@ -11,6 +11,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech/drx"
 	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch"
 	"github.com/bulkhead-dc/bulkhead/mech/gatekeeper"
+	"github.com/bulkhead-dc/bulkhead/mech/hosefill"
 	"github.com/bulkhead-dc/bulkhead/mech/none"
 	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
 	"github.com/bulkhead-dc/bulkhead/mech/qshare"
@@ -33,6 +34,7 @@ func registry() map[string]constructor {
 		pulsar.NameNetwork:    wrap(pulsar.NewNetwork),
 		drx.Name:              wrap(drx.New),
 		qshare.Name:           wrap(qshare.New),
+		hosefill.Name:         wrap(hosefill.New),
 	}
 	for _, p := range []string{drx.PolicyEB, drx.PolicyHB, drx.PolicyCC, drx.PolicyPC} {
 		for _, s := range []string{drx.ScopeLocal, drx.ScopeDist} {

@@ -81,6 +81,9 @@ type Config struct {
 	// as soon as the pair is seen; the next GP run partitions the hose
 	// again with the new pair in it, so until then (at most GPPeriod) a
 	// VM's pairs may hold up to Initial per new pair more than its hose.
+	// A new pair of a VM whose hose is not all held by its other pairs
+	// (a VM that was idle, or starts) gets the free part instead, split
+	// among the pairs that appear in the same period (see freeShares).
 	Initial float64
 	// Growth is the factor by which the guarantee of a new (or bounded)
 	// pair that used its guarantee grows at each GP, up to the fair share
@@ -244,6 +247,7 @@ const (
 // end is GP's state of a pair at one of its ends.
 type end struct {
 	id    mech.PairID
+	fresh bool    // seen for the first time in this step
 	share float64 // this end's share of its VM's hose
 	state pairState
 	peak  float64       // highest per-period rate since the last GP
@@ -381,6 +385,7 @@ func (a *Agent) Share(p mech.PairID, out bool) (float64, bool) {
 func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	now := obs.Now
 	var act mech.Actions
+	fresh := false // a pair appeared in this step
 	for _, m := range a.det.Receive(inbox) {
 		g, ok := mech.DecodeBody[Guarantees](m.Body)
 		if !ok {
@@ -405,6 +410,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			}
 			p = &outPair{end: a.newEnd(o.Pair, vm.Out, now), limit: math.NaN()}
 			a.out[o.Pair] = p
+			fresh = true
 			a.outList = append(a.outList, p)
 			sort.Slice(a.outList, func(i, j int) bool { return pairLess(a.outList[i].id, a.outList[j].id) })
 		}
@@ -425,17 +431,28 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			}
 			p = &inPair{end: a.newEnd(o.Pair, vm.In, now)}
 			a.in[o.Pair] = p
+			fresh = true
 			a.inList = append(a.inList, p)
 			sort.Slice(a.inList, func(i, j int) bool { return inLess(a.inList[i].id, a.inList[j].id) })
 		}
 		p.see(o.Rate, now)
+	}
+	if fresh {
+		a.freeShares()
 	}
 	act.Messages = a.det.Report(a.env.Host, obs.Ingress, a.env.HostOf)
 
 	a.steps++
 	if a.steps%a.gpEvery == 0 {
 		act.Messages = append(act.Messages, a.partition(now)...)
+	} else if fresh {
+		// The destination tells the sources of its new pairs their
+		// shares at once rather than at the next GP period, so that a
+		// pair that starts on a free hose gets its guarantee within one
+		// RA period (plus the message's delay).
+		act.Messages = append(act.Messages, a.remoteGuarantees(func(p *inPair) bool { return p.fresh })...)
 	}
+	a.clearFresh()
 
 	act.Limits = a.allocate(now, act.Limits)
 	a.forget(now, &act)
@@ -444,7 +461,71 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 }
 
 func (a *Agent) newEnd(id mech.PairID, hose float64, now time.Duration) end {
-	return end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now, since: now}
+	return end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now, since: now, fresh: true}
+}
+
+// freeShares gives the pairs that appeared in this step the part of their
+// VM's hose that its other pairs do not hold (all of it for a VM that had
+// no pair: one that starts, or comes back after its pairs were forgotten),
+// split equally among the VM's new pairs, when that is more than Initial.
+// GP allocates a VM's whole hose to its pairs whenever it has some (§4:
+// the rest goes to bounded pairs too), so this only happens when a VM had
+// none: §4's "small value" then leaves the hose unused for the several GP
+// periods the pair needs to grow, which an on/off tenant may never outlast.
+// Every VM's shares still sum to at most its hose.
+func (a *Agent) freeShares() {
+	type side struct {
+		held  float64
+		fresh int
+	}
+	outs, ins := map[string]*side{}, map[string]*side{}
+	at := func(m map[string]*side, vm string) *side {
+		s := m[vm]
+		if s == nil {
+			s = &side{}
+			m[vm] = s
+		}
+		return s
+	}
+	for _, p := range a.outList {
+		s := at(outs, p.id.Src)
+		if p.fresh {
+			s.fresh++
+		} else {
+			s.held += p.share
+		}
+	}
+	for _, p := range a.inList {
+		s := at(ins, p.id.Dst)
+		if p.fresh {
+			s.fresh++
+		} else {
+			s.held += p.share
+		}
+	}
+	for _, p := range a.outList {
+		if s := outs[p.id.Src]; p.fresh {
+			if f := (a.local[p.id.Src].Out - s.held) / float64(s.fresh); f > p.share {
+				p.share = f
+			}
+		}
+	}
+	for _, p := range a.inList {
+		if s := ins[p.id.Dst]; p.fresh {
+			if f := (a.local[p.id.Dst].In - s.held) / float64(s.fresh); f > p.share {
+				p.share = f
+			}
+		}
+	}
+}
+
+func (a *Agent) clearFresh() {
+	for _, p := range a.outList {
+		p.fresh = false
+	}
+	for _, p := range a.inList {
+		p.fresh = false
+	}
 }
 
 func (e *end) see(rate float64, now time.Duration) {

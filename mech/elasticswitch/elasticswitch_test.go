@@ -180,17 +180,25 @@ func TestGPSplitThroughAgent(t *testing.T) {
 // A new pair starts at gp_initial and doubles every GP period (4 RA
 // periods) up to the fair share, here the whole 100 Mbps hose.
 func TestNewPairGrowsExponentially(t *testing.T) {
+	// x's hose is all held by x→z (bounded at 30 Mbps, alone: it gets the
+	// whole hose), so a new pair x→y starts at the initial 5 Mbps and
+	// doubles every GP period up to what x→z leaves: 100 − 30·1.1².
 	a := newAgent(t, "h1", nil)
-	s := newSource(t, a, map[mech.PairID]float64{pid("x", "y"): inf})
-	s.run(2)
+	s := newSource(t, a, map[mech.PairID]float64{pid("x", "z"): 30 * mbps})
+	s.run(12)
+	if got := share(t, a, pid("x", "z"), true); !near(got, 100*mbps) {
+		t.Fatalf("x→z alone, bounded: share %g, want the whole 100 Mbps hose", got)
+	}
+	s.demand[pid("x", "y")] = inf
+	s.run(1) // x→y seen at the 13th step; GP at the 16th
 	if got := share(t, a, pid("x", "y"), true); got != 5*mbps {
 		t.Fatalf("new pair share %g, want 5 Mbps", got)
 	}
 	if s.limit[pid("x", "y")] != 5*mbps {
 		t.Fatalf("new pair limit %g, want 5 Mbps", s.limit[pid("x", "y")])
 	}
-	s.run(2) // GP at the 4th step
-	for _, w := range []float64{10, 20, 40, 80, 100, 100} {
+	s.run(3)
+	for _, w := range []float64{10, 20, 40, 100 - 30*1.21, 100 - 30*1.21} {
 		if got := share(t, a, pid("x", "y"), true); !near(got, w*mbps) {
 			t.Fatalf("share %g, want %g Mbps", got, w)
 		}
@@ -259,13 +267,23 @@ func TestDestinationReportsShares(t *testing.T) {
 		{Pair: pid("x", "y"), Tenant: "T", Rate: 80 * mbps, Limit: inf},
 		{Pair: pid("z", "y"), Tenant: "T", Rate: 80 * mbps, Limit: inf},
 	}
-	s.run(4)
+	s.run(1)
+	// y had no pair: its two new pairs split its free hose, and y's host
+	// tells their sources at once, not at the next GP period.
 	if len(s.sent) != 2 || s.sent[0].To != "h1" || s.sent[1].To != "h3" {
 		t.Fatalf("messages %+v, want one to h1 and one to h3", s.sent)
 	}
 	g, ok := s.sent[0].Body.(elasticswitch.Guarantees)
-	if !ok || len(g.Pairs) != 1 || g.Pairs[0] != (elasticswitch.RemoteGuarantee{Src: "x", Dst: "y", Share: 10 * mbps}) {
-		t.Fatalf("first report %+v, want x→y at 10 Mbps, not unbounded", s.sent[0].Body)
+	if !ok || len(g.Pairs) != 1 || g.Pairs[0] != (elasticswitch.RemoteGuarantee{Src: "x", Dst: "y", Share: 50 * mbps}) {
+		t.Fatalf("first report %+v, want x→y at 50 Mbps, not unbounded", s.sent[0].Body)
+	}
+	s.run(2)
+	if len(s.sent) != 2 {
+		t.Fatalf("%d messages before the first GP period, want the 2 first reports only", len(s.sent))
+	}
+	s.run(1)
+	if len(s.sent) != 4 {
+		t.Fatalf("%d messages after the first GP period, want 4", len(s.sent))
 	}
 	if _, err := json.Marshal(s.sent[0].Body); err != nil {
 		t.Fatalf("body does not encode to JSON: %v", err)
@@ -421,18 +439,63 @@ func TestParams(t *testing.T) {
 }
 
 // A new pair is not deemed bounded before GP has seen it for a whole GP
-// period: otherwise, alone at its VM, it would get the whole hose from
-// its partial first period (all pairs bounded: the rest is shared out),
-// and keep it as its guarantee until the destination's share arrives.
+// period: otherwise, from its partial first period, it would be bounded
+// at a small demand, and with every pair of its VM bounded it would get
+// part of the rest of the hose it has not measured.
 func TestNewPairKeepsInitialShareUntilMeasured(t *testing.T) {
 	a := newAgent(t, "h1", nil)
-	s := newSource(t, a, map[mech.PairID]float64{pid("x", "y"): 3 * mbps})
-	s.run(4) // created at the 2nd step, GP at the 4th: seen for 30 ms
+	s := newSource(t, a, map[mech.PairID]float64{pid("x", "z"): 30 * mbps})
+	s.run(10) // x→z alone and bounded: the whole hose
+	s.demand[pid("x", "y")] = 3 * mbps
+	s.run(2) // x→y created at the 11th step, GP at the 12th: seen for 15 ms
 	if got := share(t, a, pid("x", "y"), true); got != 5*mbps {
 		t.Fatalf("share after the first GP %g, want the initial 5 Mbps", got)
 	}
-	s.run(4) // next GP: measured for a whole period, bounded, alone
-	if got := share(t, a, pid("x", "y"), true); !near(got, 100*mbps) {
-		t.Errorf("share after the second GP %g, want the whole 100 Mbps hose (all pairs bounded)", got)
+	s.run(4) // next GP: measured for a whole period, bounded
+	y, z := share(t, a, pid("x", "y"), true), share(t, a, pid("x", "z"), true)
+	if !near(y+z, 100*mbps) || !near(z/y, 10) {
+		t.Errorf("after the second GP: shares %g and %g, want the 100 Mbps hose split 3:30 (all pairs bounded)", y, z)
+	}
+}
+
+// A pair of a VM with no other pair (one that starts, or comes back after
+// its pairs were forgotten: an on/off tenant) gets the VM's whole hose at
+// once, at both ends, rather than growing from the initial 5 Mbps for
+// several GP periods (issue 11: an on/off tenant with 250 ms bursts was
+// worse off under ElasticSwitch than without isolation).
+func TestNewPairOfIdleVMTakesFreeHose(t *testing.T) {
+	a := newAgent(t, "h1", nil)
+	s := newSource(t, a, map[mech.PairID]float64{pid("x", "y"): inf})
+	s.run(2) // seen at the 2nd step
+	if got := share(t, a, pid("x", "y"), true); got != 100*mbps {
+		t.Fatalf("share %g, want the whole 100 Mbps hose", got)
+	}
+	if s.limit[pid("x", "y")] != 100*mbps {
+		t.Fatalf("limit %g, want 100 Mbps", s.limit[pid("x", "y")])
+	}
+	// Idle past the idle timeout (1 s): forgotten; back: the whole hose
+	// again, not 5 Mbps.
+	s.demand[pid("x", "y")] = 0
+	s.run(80)
+	if _, ok := a.Share(pid("x", "y"), true); ok {
+		t.Fatal("pair idle for 1.2 s not forgotten")
+	}
+	s.demand[pid("x", "y")] = inf
+	s.run(1)
+	if got := share(t, a, pid("x", "y"), true); got != 100*mbps {
+		t.Errorf("share on return %g, want the whole 100 Mbps hose", got)
+	}
+	// Two new pairs at once split the free hose; a third one later finds
+	// it held and starts at 5 Mbps.
+	a = newAgent(t, "h1", nil)
+	s = newSource(t, a, map[mech.PairID]float64{pid("x", "y"): inf, pid("x", "z"): inf})
+	s.run(2)
+	if y, z := share(t, a, pid("x", "y"), true), share(t, a, pid("x", "z"), true); y != 50*mbps || z != 50*mbps {
+		t.Errorf("two new pairs: shares %g and %g, want 50 Mbps each", y, z)
+	}
+	s.demand[pid("x", "t")] = inf
+	s.run(1)
+	if got := share(t, a, pid("x", "t"), true); got != 5*mbps {
+		t.Errorf("third pair: share %g, want 5 Mbps", got)
 	}
 }

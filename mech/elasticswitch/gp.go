@@ -163,10 +163,20 @@ func (a *Agent) partition(now time.Duration) []mech.Message {
 		a.divide(a.local[dst].In, ends, demands)
 		i = j
 	}
-	// Remote guarantees, one message per source host.
+	return a.remoteGuarantees(nil)
+}
+
+// remoteGuarantees returns the remote-guarantee messages for the source
+// hosts of the pairs received here that only selects (all if nil), one
+// message per host, in host order; pairs whose source is on this host
+// take the share directly.
+func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
 	byHost := map[string]int{}
 	var msgs []mech.Message
 	for _, p := range a.inList {
+		if only != nil && !only(p) {
+			continue
+		}
 		rg := RemoteGuarantee{Src: p.id.Src, Dst: p.id.Dst, Share: p.share, Unbounded: p.state == unbounded}
 		h := a.env.HostOf(p.id.Src)
 		switch h {
