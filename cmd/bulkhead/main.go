@@ -69,6 +69,6 @@ ideal system would have delivered on the same demands.`,
 		},
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newSimCmd(), newValidateCmd(), newAllocCmd(), newBenchCmd(), newAnalyzeCmd(), newPlaceCmd(), newTestbedCmd(), newAgentCmd())
+	root.AddCommand(newSimCmd(), newValidateCmd(), newAllocCmd(), newBenchCmd(), newAnalyzeCmd(), newPlaceCmd(), newTestbedCmd(), newAgentCmd(), newGenCmd())
 	return root
 }
