@@ -3,6 +3,7 @@ package gatekeeper_test
 import (
 	"encoding/json"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,12 @@ type driver struct {
 }
 
 func (d *driver) step(vms []mech.VMObs, inbox ...mech.Message) mech.Actions {
-	obs := &mech.HostObs{Now: time.Duration(d.k) * period, Period: period, VMs: vms}
+	return d.stepObs(&mech.HostObs{VMs: vms}, inbox...)
+}
+
+// stepObs steps with obs (pairs and VMs), setting its time and period.
+func (d *driver) stepObs(obs *mech.HostObs, inbox ...mech.Message) mech.Actions {
+	obs.Now, obs.Period = time.Duration(d.k)*period, period
 	if d.k == 0 {
 		obs.Period = 0
 	}
@@ -81,7 +87,7 @@ func TestSchedulers(t *testing.T) {
 		t.Fatalf("first step set %d schedulers, want 2: %+v", len(act.Schedulers), act.Schedulers)
 	}
 	want := map[mech.Direction]mech.Scheduler{
-		mech.Egress:  {Dir: mech.Egress, Rate: 1000 * mbps, Weights: map[string]float64{"a": 645 * mbps, "b": 215 * mbps}},
+		mech.Egress:  {Dir: mech.Egress, Rate: 950 * mbps, Weights: map[string]float64{"a": 645 * mbps, "b": 215 * mbps}},
 		mech.Ingress: {Dir: mech.Ingress, Rate: 950 * mbps, Weights: map[string]float64{"a": 645 * mbps, "b": 215 * mbps}},
 	}
 	for _, s := range act.Schedulers {
@@ -113,71 +119,80 @@ func TestSchedulers(t *testing.T) {
 		t.Errorf("second step repeated itself: %+v", act)
 	}
 
-	// Parameters move LIM_IN and the egress rate.
+	// Parameters move LIM_IN, the rate of both schedulers.
 	d = &driver{a: newAgent(t, "h1", map[string]any{"link": "10Gbps", "headroom": 0.1})}
 	for _, s := range d.step(nil).Schedulers {
-		want := 10000 * mbps
-		if s.Dir == mech.Ingress {
-			want = 9000 * mbps
-		}
+		want := 9000 * mbps
 		if !near(s.Rate, want) {
 			t.Errorf("10 Gbps link, 10%% headroom: scheduler %d rate %g, want %g", s.Dir, s.Rate, want)
 		}
 	}
 }
 
-// A drop rate over the threshold sends exactly one notification, to the
-// host of the drop source, once a full 100 ms window has been seen; the
-// next one needs a fresh full window, measured after the sender reacted.
+// A VM's ingress drops trigger a notification once their average over a
+// 100 ms window exceeds the 20 Mbps threshold (2 Mb dropped in a window):
+// as soon as the bits dropped since the last decision are sure to exceed
+// it, or over the sliding window. After notifying, the period measured
+// while the notification is in flight is skipped and the next decision
+// rests on fresh samples only.
 func TestNotification(t *testing.T) {
-	a := newAgent(t, "h1", nil)
-	d := &driver{a: a}
-	d.step(nil) // Now 0: no measurement yet
-	var sent []mech.Message
-	at := -1
-	for k := 1; k <= 30; k++ {
-		act := d.step(receiving(100 * mbps))
-		if len(act.Messages) > 0 && at < 0 {
-			at = k
+	steps := func(drop float64, n int) (at []int, sent []mech.Message, a *gatekeeper.Agent) {
+		a = newAgent(t, "h1", nil)
+		d := &driver{a: a}
+		d.step(nil) // Now 0: no measurement yet
+		for k := 1; k <= n; k++ {
+			act := d.step(receiving(drop))
+			if len(act.Messages) > 0 {
+				at = append(at, k)
+			}
+			sent = append(sent, act.Messages...)
 		}
-		sent = append(sent, act.Messages...)
-		if k == 10 && len(sent) != 1 {
-			t.Fatalf("after a full window of 100 Mbps drops: %d notifications, want 1", len(sent))
-		}
-		if k > 10 && k < 21 && len(sent) != 1 {
-			t.Fatalf("step %d: %d notifications; the next must wait for a fresh full window", k, len(sent))
+		return at, sent, a
+	}
+	for _, c := range []struct {
+		drop float64
+		want []int
+	}{
+		// 1 Mb per period: 3 Mb > 2 Mb at step 3; skip 4, fresh 5..7.
+		{100 * mbps, []int{3, 7, 11, 15, 19, 23, 27}},
+		// 0.3 Mb per period: 2.1 Mb at step 7; skip 8, fresh 9..15.
+		{30 * mbps, []int{7, 15, 23}},
+		// 21 Mbps: only a full window exceeds the threshold.
+		{21 * mbps, []int{10, 21}},
+		// Below the threshold, never.
+		{19 * mbps, nil},
+	} {
+		at, _, _ := steps(c.drop, 30)
+		if !reflect.DeepEqual(at, c.want) {
+			t.Errorf("%g Mbps of drops: notified at steps %v, want %v", c.drop/mbps, at, c.want)
 		}
 	}
-	if at != 10 {
-		t.Errorf("first notification at step %d, want 10 (the window is 10 periods)", at)
-	}
-	// Notified at 10; the sample of step 11 is skipped (in flight), steps
-	// 12..21 fill a fresh window.
-	if len(sent) != 2 {
-		t.Fatalf("%d notifications in 30 periods of heavy drops, want 2 (steps 10 and 21)", len(sent))
+	_, sent, a := steps(100*mbps, 10)
+	if len(sent) != 2 || a.Sent() != 2 {
+		t.Fatalf("%d notifications (Sent() %d) in 10 periods of 100 Mbps drops, want 2", len(sent), a.Sent())
 	}
 	m := sent[0]
 	if m.To != "h3" {
 		t.Errorf("notification to %q, want h3 (the host of b2)", m.To)
 	}
+	// b2 is b's only sender: its floor is b's whole ingress guarantee
+	// (215 Mbps; h1's guarantees, 860 Mbps, fit in LIM_IN).
 	n, ok := gatekeeper.Decode(m.Body)
-	if !ok || n.VM != "b2" || n.Dst != "b" || !near(n.DropRate, 100*mbps) {
-		t.Errorf("body %+v, want a notification for b2 at b with 100 Mbps of drops", m.Body)
+	want := gatekeeper.Notification{Dst: "b", DropRate: 100 * mbps, Senders: 1, Slope: 500 * mbps, VMs: []gatekeeper.Target{{VM: "b2", Floor: 215 * mbps}}}
+	if !ok || !reflect.DeepEqual(n, want) {
+		t.Errorf("body %+v, want %+v", m.Body, want)
 	}
 	raw, err := json.Marshal(m.Body)
 	if err != nil {
 		t.Fatalf("body does not encode to JSON: %v", err)
 	}
-	if back, ok := gatekeeper.Decode(json.RawMessage(raw)); !ok || back != n {
+	if back, ok := gatekeeper.Decode(json.RawMessage(raw)); !ok || !reflect.DeepEqual(back, n) {
 		t.Errorf("JSON round trip gave %+v, %v; want %+v", back, ok, n)
-	}
-	if got := a.Sent(); got != 2 {
-		t.Errorf("Sent() = %d, want 2", got)
 	}
 
 	// A burst shorter than the window that averages below the threshold
 	// does not trigger.
-	d = &driver{a: newAgent(t, "h1", nil)}
+	d := &driver{a: newAgent(t, "h1", nil)}
 	d.step(nil)
 	for k := 1; k <= 30; k++ {
 		drop := 0.0
@@ -220,8 +235,11 @@ func TestFeedbackOff(t *testing.T) {
 	}
 }
 
-func notify(vm string) mech.Message {
-	return mech.Message{From: "h2", To: "h1", Body: gatekeeper.Notification{VM: vm, Dst: "x", DropRate: 50 * mbps}}
+// notify is a notification from h2 about its VM x, for vm with a floor
+// and the slope it may climb back at (0: none given).
+func notify(vm string, floor, slope float64) mech.Message {
+	return mech.Message{From: "h2", To: "h1", Body: gatekeeper.Notification{Dst: "x", DropRate: 50 * mbps, Senders: 1, Slope: slope,
+		VMs: []gatekeeper.Target{{VM: vm, Floor: floor}}}}
 }
 
 // sending: h1's VMs, b sending at out bits/s.
@@ -245,21 +263,22 @@ func egressLimit(t *testing.T, act mech.Actions, vm string) (float64, bool) {
 }
 
 // A notification halves LIM_j (from what the VM sends, when that is below
-// the limit), which then grows linearly at the slope up to the link rate.
+// the limit), which then grows linearly at the slope while the VM sends at
+// it, up to the link rate.
 func TestLimitHalvesAndGrows(t *testing.T) {
 	a := newAgent(t, "h1", map[string]any{"slope": "1Gbps"}) // +10 Mbps per 10 ms
 	d := &driver{a: a}
 	d.step(sending(0))
 	d.step(sending(1000 * mbps))
-	act := d.step(sending(1000*mbps), notify("b"))
+	act := d.step(sending(1000*mbps), notify("b", 0, 0))
 	if r, ok := egressLimit(t, act, "b"); !ok || !near(r, 500*mbps) {
 		t.Fatalf("after one notification b's limit is %g (set %v), want 500 Mbps", r, ok)
 	}
+	want := func(k int) float64 { return (500 + 10*float64(k)) * mbps } // b sends at its limit
 	for k := 1; k <= 5; k++ {
-		act = d.step(sending(500 * mbps))
-		want := (500 + 10*float64(k)) * mbps
-		if r, ok := egressLimit(t, act, "b"); !ok || !near(r, want) {
-			t.Fatalf("%d periods after the halving: limit %g (set %v), want %g", k, r, ok, want)
+		act = d.step(sending(want(k - 1)))
+		if r, ok := egressLimit(t, act, "b"); !ok || !near(r, want(k)) {
+			t.Fatalf("%d periods after the halving: limit %g (set %v), want %g", k, r, ok, want(k))
 		}
 		if _, ok := egressLimit(t, act, "a"); ok {
 			t.Errorf("a's limit changed though it was never notified")
@@ -267,18 +286,25 @@ func TestLimitHalvesAndGrows(t *testing.T) {
 	}
 	// Two notifications in one step: halved twice, from what b sends
 	// (550 Mbps; its limit has grown to 560).
-	act = d.step(sending(550*mbps), notify("b"), notify("b"))
+	act = d.step(sending(550*mbps), notify("b", 0, 0), notify("b", 0, 0))
 	if r, _ := egressLimit(t, act, "b"); !near(r, 550*mbps/4) {
 		t.Fatalf("after two notifications: limit %g, want %g", r, 550*mbps/4)
 	}
 	// A VM sending less than its limit is halved from its rate.
-	act = d.step(sending(20*mbps), notify("b"))
+	act = d.step(sending(20*mbps), notify("b", 0, 0))
 	if r, _ := egressLimit(t, act, "b"); !near(r, 10*mbps) {
 		t.Fatalf("b sending 20 Mbps: limit %g after a notification, want 10 Mbps", r)
 	}
 	// Never below min_rate (1 Mbps on a 1 Gbps link).
-	act = d.step(sending(0.5*mbps), notify("b"))
-	if r, _ := egressLimit(t, act, "b"); !near(r, 1*mbps) {
+	act = d.step(sending(10*mbps), notify("b", 0, 0))
+	if r, _ := egressLimit(t, act, "b"); !near(r, 5*mbps) {
+		t.Fatalf("limit %g, want 5 Mbps", r)
+	}
+	for k := 0; k < 5; k++ {
+		r, _ := a.Limit("b")
+		d.step(sending(r), notify("b", 0, 0))
+	}
+	if r, _ := a.Limit("b"); !near(r, 1*mbps) {
 		t.Fatalf("limit %g, want the 1 Mbps floor", r)
 	}
 	// Linear growth back to the link rate, where the limiter goes.
@@ -296,18 +322,209 @@ func TestLimitHalvesAndGrows(t *testing.T) {
 		t.Errorf("Limit(b) = %g, want +Inf", r)
 	}
 	// Notifications for VMs elsewhere, and other bodies, are ignored; JSON
-	// bodies are understood.
-	act = d.step(sending(0), notify("b2"), mech.Message{Body: "hello"}, mech.Message{Body: 42})
+	// bodies are understood, the previous version's are not.
+	act = d.step(sending(0), notify("b2", 0, 0), mech.Message{Body: "hello"}, mech.Message{Body: 42},
+		mech.Message{Body: `{"kind":"gatekeeper.congestion.v1","vm":"b","dst":"b2","drop_rate":5e7}`})
 	if len(act.Limits) != 0 {
 		t.Errorf("foreign notifications changed limits: %+v", act.Limits)
 	}
-	act = d.step(sending(800*mbps), mech.Message{Body: `{"kind":"gatekeeper.congestion.v1","vm":"b","dst":"b2","drop_rate":5e7}`})
+	act = d.step(sending(800*mbps), mech.Message{Body: `{"kind":"gatekeeper.congestion.v2","dst":"b2","drop_rate":5e7,"senders":1,"slope":1e9,"vms":[{"vm":"b","floor":1e8}]}`})
 	if r, _ := egressLimit(t, act, "b"); !near(r, 400*mbps) {
 		t.Errorf("JSON notification: limit %g, want 400 Mbps", r)
 	}
-	act = d.step(sending(800*mbps), mech.Message{Body: `{"kind":"elasticswitch.feedback","vm":"b"}`})
+	act = d.step(sending(400*mbps), mech.Message{Body: `{"kind":"elasticswitch.feedback","vm":"b"}`})
 	if r, _ := egressLimit(t, act, "b"); !near(r, 410*mbps) {
 		t.Errorf("another mechanism's message: limit %g, want 410 Mbps (growth only)", r)
+	}
+}
+
+// The floor: a notification never takes LIM_j below the rate the congested
+// receiver guarantees the pair, plus what the VM sends elsewhere; a VM
+// sending no more than that keeps its limit. Before floors, an
+// unresponsive sender halved below its guarantee averaged under it
+// (gatekeeper-full-link.yaml).
+func TestFloor(t *testing.T) {
+	d := &driver{a: newAgent(t, "h1", nil)} // slope 500 Mbps/s: 5 Mbps per period
+	d.step(sending(0))
+	lim := func(act mech.Actions) float64 {
+		r, ok := egressLimit(t, act, "b")
+		if !ok {
+			r, _ = d.a.(*gatekeeper.Agent).Limit("b")
+		}
+		return r
+	}
+	if got := lim(d.step(sending(400*mbps), notify("b", 150*mbps, 0))); !near(got, 200*mbps) {
+		t.Fatalf("b sending 400 Mbps, floor 150: limit %g, want 200 Mbps", got)
+	}
+	if got := lim(d.step(sending(200*mbps), notify("b", 150*mbps, 0))); !near(got, 150*mbps) {
+		t.Fatalf("b sending 200 Mbps, floor 150: limit %g, want the 150 Mbps floor", got)
+	}
+	// b sends at its floor: the limit grows (b uses it) and the
+	// notification leaves it.
+	if got := lim(d.step(sending(150*mbps), notify("b", 150*mbps, 0))); !near(got, 155*mbps) {
+		t.Fatalf("b sending its 150 Mbps floor: limit %g, want 155 Mbps (grown, not halved)", got)
+	}
+	// What b sends elsewhere is kept too: b sends 300 Mbps to x and 200
+	// to y; x's host guarantees b→x 100.
+	obs := &mech.HostObs{VMs: sending(500 * mbps), Egress: []mech.PairObs{
+		{Pair: mech.PairID{Src: "b", Dst: "x"}, Rate: 300 * mbps},
+		{Pair: mech.PairID{Src: "b", Dst: "y"}, Rate: 200 * mbps},
+	}}
+	d = &driver{a: newAgent(t, "h1", nil)}
+	d.step(sending(0))
+	if got := lim(d.stepObs(obs, notify("b", 100*mbps, 0))); !near(got, 300*mbps) {
+		t.Fatalf("b sending 300 to x (floor 100) and 200 to y: limit %g, want 300 Mbps", got)
+	}
+}
+
+// A notified sender raises its limit at the slope the notification gives
+// (the receiver's slope ÷ its number of senders, so that they ramp at the
+// receiver's slope together), or at its own if that is lower; its own
+// slope comes back when the limit reaches the link rate.
+func TestSlopeShared(t *testing.T) {
+	for _, c := range []struct {
+		slope, want float64
+		why         string
+	}{
+		{250 * mbps, 2.5 * mbps, "a 1 Gbps/s receiver with 4 senders: 250 Mbps/s"},
+		{5000 * mbps, 10 * mbps, "a 10 Gbps receiver's 5 Gbps/s is above this host's 1 Gbps/s: its own"},
+		{0, 10 * mbps, "no slope given: its own"},
+	} {
+		a := newAgent(t, "h1", map[string]any{"slope": "1Gbps"}) // +10 Mbps per period
+		d := &driver{a: a}
+		d.step(sending(0))
+		d.step(sending(20*mbps), notify("b", 5*mbps, c.slope))
+		lim := 10 * mbps
+		for k := 1; k <= 10; k++ {
+			r, _ := egressLimit(t, d.step(sending(lim)), "b")
+			if !near(r, lim+c.want) {
+				t.Fatalf("%s: period %d after the notification: limit %g, want %g", c.why, k, r, lim+c.want)
+			}
+			lim = r
+		}
+		for k := 0; k < 1000 && !math.IsInf(lim, 1); k++ {
+			if r, ok := egressLimit(t, d.step(sending(lim)), "b"); ok {
+				lim = r
+			}
+		}
+		if !math.IsInf(lim, 1) {
+			t.Fatalf("%s: limit %g after 10 s, want back at the link rate", c.why, lim)
+		}
+		d.step(sending(1000*mbps), notify("b", 5*mbps, 0))
+		if r, _ := egressLimit(t, d.step(sending(500*mbps)), "b"); !near(r, 510*mbps) {
+			t.Errorf("%s: after the limit came back and a new notification: limit %g, want 510 Mbps (its own slope)", c.why, r)
+		}
+	}
+}
+
+// A VM that sends below its reduced limit does not raise it: what the
+// limit gained above the last floor decays at the slope, and the limit
+// is lifted once unused for as long as the ramp from the floor to the
+// link rate takes ((1000 − 150) ÷ 500 Mbps/s = 1.7 s). A sender that
+// pauses resumes at its floor.
+func TestIdleLimit(t *testing.T) {
+	a := newAgent(t, "h1", nil) // slope 500 Mbps/s: 5 Mbps per period
+	d := &driver{a: a}
+	d.step(sending(0))
+	d.step(sending(400*mbps), notify("b", 150*mbps, 0)) // 200
+	lim := func() float64 { r, _ := a.Limit("b"); return r }
+	for k := 0; k < 10; k++ {
+		d.step(sending(lim())) // grows to 250 while b uses it
+	}
+	if !near(lim(), 250*mbps) {
+		t.Fatalf("limit %g after 10 periods at it, want 250 Mbps", lim())
+	}
+	for k := 0; k < 50; k++ {
+		d.step(sending(0))
+	}
+	if !near(lim(), 150*mbps) {
+		t.Fatalf("limit %g after 0.5 s idle, want the 150 Mbps floor", lim())
+	}
+	d.step(sending(150 * mbps)) // back: at its floor, growing
+	if !near(lim(), 155*mbps) {
+		t.Fatalf("limit %g when b sends again, want 155 Mbps", lim())
+	}
+	for k := 0; k < 165; k++ {
+		d.step(sending(10 * mbps))
+	}
+	if math.IsInf(lim(), 1) {
+		t.Fatal("limit lifted after 1.65 s below it, want it kept until 1.7 s")
+	}
+	for k := 0; k < 10; k++ {
+		d.step(sending(10 * mbps))
+	}
+	if !math.IsInf(lim(), 1) {
+		t.Fatalf("limit %g after 1.75 s below it, want lifted", lim())
+	}
+}
+
+// The receiver notifies every remote sender of the congested VM, grouped
+// by host, each with its floor: the VM's ingress guarantee (scaled down
+// when the host's guarantees exceed LIM_IN) split by max-min among them,
+// each capped at its egress guarantee. A sender on the same host does not
+// cross the access link and is left out.
+func TestNotifyAllSenders(t *testing.T) {
+	vms := func(xIn float64) []mech.VM {
+		return []mech.VM{
+			{Name: "l", Tenant: "X", Host: "h1", Out: 400 * mbps},
+			{Name: "p", Tenant: "X", Host: "h2", Out: 100 * mbps},
+			{Name: "q", Tenant: "X", Host: "h2", Out: 400 * mbps},
+			{Name: "r", Tenant: "X", Host: "h3", Out: 400 * mbps},
+			{Name: "x", Tenant: "X", Host: "h1", In: xIn},
+			{Name: "y", Tenant: "Y", Host: "h1", In: 300 * mbps},
+		}
+	}
+	for _, c := range []struct {
+		xIn     float64
+		p, q, r float64
+		why     string
+	}{
+		{600 * mbps, 100 * mbps, 250 * mbps, 250 * mbps, "x's 600 Mbps: p capped at its 100, q and r 250 each"},
+		{700 * mbps, 100 * mbps, 282.5 * mbps, 282.5 * mbps, "guarantees 1000 Mbps > LIM_IN: x's class gets 700 × 0.95 = 665"},
+	} {
+		m, err := all.New(gatekeeper.Name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ag, err := m.NewAgent(mech.Env{Host: "h1", VMs: vms(c.xIn)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &driver{a: ag}
+		d.step(nil)
+		var msgs []mech.Message
+		for k := 0; k < 3; k++ {
+			obs := &mech.HostObs{
+				VMs: []mech.VMObs{{VM: "x", InArrival: 750 * mbps, InRate: 650 * mbps, InDrops: 100 * mbps, DropSrc: "q"}, {VM: "y"}},
+				Ingress: []mech.PairObs{
+					{Pair: mech.PairID{Src: "l", Dst: "x"}, Rate: 50 * mbps},
+					{Pair: mech.PairID{Src: "p", Dst: "x"}, Rate: 100 * mbps},
+					{Pair: mech.PairID{Src: "q", Dst: "x"}, Rate: 250 * mbps},
+					{Pair: mech.PairID{Src: "r", Dst: "x"}, Rate: 250 * mbps},
+				},
+			}
+			msgs = append(msgs, d.stepObs(obs).Messages...)
+		}
+		want := []mech.Message{
+			{From: "h1", To: "h2", Body: gatekeeper.Notification{Dst: "x", DropRate: 100 * mbps, Senders: 3, Slope: 500 * mbps / 3,
+				VMs: []gatekeeper.Target{{VM: "p", Floor: c.p}, {VM: "q", Floor: c.q}}}},
+			{From: "h1", To: "h3", Body: gatekeeper.Notification{Dst: "x", DropRate: 100 * mbps, Senders: 3, Slope: 500 * mbps / 3,
+				VMs: []gatekeeper.Target{{VM: "r", Floor: c.r}}}},
+		}
+		if len(msgs) != len(want) {
+			t.Fatalf("%s: %d messages %+v, want %+v", c.why, len(msgs), msgs, want)
+		}
+		for i := range want {
+			g, _ := gatekeeper.Decode(msgs[i].Body)
+			w := want[i].Body.(gatekeeper.Notification)
+			ok := msgs[i].To == want[i].To && g.Dst == w.Dst && g.Senders == w.Senders && near(g.Slope, w.Slope) && len(g.VMs) == len(w.VMs)
+			for j := 0; ok && j < len(w.VMs); j++ {
+				ok = g.VMs[j].VM == w.VMs[j].VM && near(g.VMs[j].Floor, w.VMs[j].Floor)
+			}
+			if !ok {
+				t.Errorf("%s: message %d to %s: %+v, want to %s: %+v", c.why, i, msgs[i].To, g, want[i].To, w)
+			}
+		}
 	}
 }
 
@@ -333,7 +550,7 @@ func TestRateLimitMode(t *testing.T) {
 		t.Errorf("missing limits %+v", want)
 	}
 	for k := 0; k < 20; k++ {
-		if act := d.step(receiving(500*mbps), notify("b")); len(act.Limits)+len(act.Messages)+len(act.Schedulers) > 0 {
+		if act := d.step(receiving(500*mbps), notify("b", 0, 0)); len(act.Limits)+len(act.Messages)+len(act.Schedulers) > 0 {
 			t.Fatalf("rate-limit mode reacted: %+v", act)
 		}
 	}

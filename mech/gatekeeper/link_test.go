@@ -58,3 +58,56 @@ mechanism:
 		t.Errorf("worst tenant's compliance %.3f at 10 Gbps against %.3f at 1 Gbps", ten.worst, one.worst)
 	}
 }
+
+// scale multiplies every rate of a scenario (links, guarantees, workload
+// rates) by k and drops the mechanism's parameters.
+func scale(k float64) func(*spec.Scenario) {
+	return func(sc *spec.Scenario) {
+		r := func(x *spec.Rate) { *x = spec.Rate(k * float64(*x)) }
+		if tt := sc.Topology.TwoTier; tt != nil {
+			r(&tt.Edge)
+			r(&tt.Core)
+		}
+		for i := range sc.Tenants {
+			t := &sc.Tenants[i]
+			r(&t.Guarantee)
+			r(&t.In)
+			r(&t.Out)
+			for j := range t.VMs {
+				r(&t.VMs[j].Guarantee)
+				r(&t.VMs[j].In)
+				r(&t.VMs[j].Out)
+			}
+		}
+		for i := range sc.Workloads {
+			r(&sc.Workloads[i].Rate)
+		}
+		sc.Mechanism.Params = nil
+	}
+}
+
+// The shipped Gatekeeper scenarios with every rate ×10, under Gatekeeper
+// with no parameters, keep the work conservation and the worst tenant's
+// compliance they have at 1 Gbps (within 5 points).
+func TestLinkFromModelScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	for _, file := range []string{"gatekeeper-fig5-rx.yaml", "gatekeeper-full-link.yaml", "gatekeeper-incast.yaml", "gatekeeper-churn.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			var wc, worst [2]float64
+			for i, k := range []float64{1, 10} {
+				r := run(t, load(t, file, scale(k)), variant{"gatekeeper", "gatekeeper", nil})
+				wc[i], worst[i] = r.WorkConservation, r.Worst.Compliance
+			}
+			t.Logf("%s: 1 Gbps: work conservation %.3f, worst tenant compliance %.3f; 10 Gbps: %.3f, %.3f", file, wc[0], worst[0], wc[1], worst[1])
+			if wc[1] < wc[0]-0.05 {
+				t.Errorf("work conservation %.3f at 10 Gbps, more than 5 points below the %.3f at 1 Gbps", wc[1], wc[0])
+			}
+			if worst[1] < worst[0]-0.05 {
+				t.Errorf("worst tenant's compliance %.3f at 10 Gbps against %.3f at 1 Gbps", worst[1], worst[0])
+			}
+		})
+	}
+}

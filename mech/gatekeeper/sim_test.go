@@ -188,8 +188,8 @@ func TestSimFig5TX(t *testing.T) {
 					t.Errorf("TX %s, %s: B %.1f Mbps, want 950 (A's idle share)", v.label, p, b)
 				}
 			default:
-				if math.Abs(a-750) > 2 || math.Abs(b-250) > 2 {
-					t.Errorf("TX %s, %s: A %.1f, B %.1f Mbps, want the egress scheduler's 750 / 250", v.label, p, a, b)
+				if math.Abs(a-712.5) > 2 || math.Abs(b-237.5) > 2 {
+					t.Errorf("TX %s, %s: A %.1f, B %.1f Mbps, want the egress scheduler's LIM_IN (950) split 3:1, 712.5 / 237.5", v.label, p, a, b)
 				}
 			}
 		}
