@@ -1,0 +1,97 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/runner"
+	"github.com/bulkhead-dc/bulkhead/spec"
+)
+
+// TestRealTrafficAgreesWithSimulator runs two scenarios written for
+// isolation on real traffic with the testbed's defaults — no queue,
+// offload or agent flags — and in the simulator, under ElasticSwitch and
+// Gatekeeper:
+//
+//   - real-connections: guarantees 600 and 200 Mbps on one 1 Gbps
+//     sending link, the small tenant with 8 times the TCP connections;
+//   - real-incast: a 64-sender TCP incast into one VM beside a VM that
+//     receives one flow (600 and 300 Mbps into one 1 Gbps access link).
+//
+// Every tenant's mean after a 2 s warm-up must hold what the simulator
+// says of its guarantee: at least 90% of the smaller of its guarantee and
+// the simulator's figure (the simulator gives both tenants at least their
+// guarantees). Under Gatekeeper, whose schedulers decide the split on
+// real hosts as in the model, each tenant must also be within 10% of the
+// simulator's figure. ElasticSwitch is not held to that: its Rate
+// Allocation probes above the link until a loss, and while it does, real
+// TCP's per-connection sharing moves the spare capacity (runs made while
+// writing this test: real-connections A 662-708 Mbps where the simulator
+// gives 745, B 218-271 for 250; real-incast A 694-713 for 606, B
+// 284-299 for 359; docs/testbed.md).
+//
+// Flows come from the built-in generator (64 iperf3 pairs would need the
+// two cores for themselves).
+func TestRealTrafficAgreesWithSimulator(t *testing.T) {
+	needRoot(t)
+	const warmup = 2 * time.Second
+	for _, file := range []string{"real-connections", "real-incast"} {
+		for _, m := range []string{"elasticswitch", "gatekeeper"} {
+			t.Run(file+"/"+m, func(t *testing.T) {
+				s, err := runner.Load("../scenarios/" + file + ".yaml")
+				if err != nil {
+					t.Fatal(err)
+				}
+				simIn, err := runner.Simulate(context.Background(), s, m, runner.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _ := tenantRates(simIn, warmup)
+				prefix := testPrefix(t)
+				in, err := Run(context.Background(), s.Spec, s.Topo, RunOptions{
+					Options: Options{Prefix: prefix}, Mechanism: m, Workload: WorkloadBuiltin,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				requireGone(t, prefix)
+				if len(in.Invalid) > 0 {
+					t.Fatalf("the measurements are invalid: %s", strings.Join(in.Invalid, "; "))
+				}
+				got, _ := tenantRates(in, warmup)
+				line := ""
+				for _, tn := range s.Spec.Tenants {
+					line += fmt.Sprintf("  %s real %.0f sim %.0f", tn.Name, got[tn.Name], want[tn.Name])
+				}
+				t.Logf("Mbps after %v:%s", warmup, line)
+				for _, tn := range s.Spec.Tenants {
+					g, w := got[tn.Name], want[tn.Name]
+					held := math.Min(guarantee(s.Spec, tn.Name), w)
+					if g < 0.9*held {
+						t.Errorf("tenant %s: %.0f Mbps on real traffic, below 90%% of %.0f (its guarantee, or the simulator's figure if lower)", tn.Name, g, held)
+					}
+					if m == "gatekeeper" && math.Abs(g-w) > 0.1*w {
+						t.Errorf("tenant %s: %.0f Mbps on real traffic, the simulator %.0f: more than 10%% apart", tn.Name, g, w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// guarantee returns what a tenant's traffic in the two scenarios above is
+// guaranteed: its receiving VM's ingress hose (Mbps, the scenarios' unit).
+func guarantee(sc *spec.Scenario, tenant string) float64 {
+	m := sc.Model()
+	best := 0.0
+	for _, v := range m.VMs() {
+		if v.Tenant == tenant {
+			best = math.Max(best, float64(v.In))
+		}
+	}
+	return best / sc.UnitScale()
+}
