@@ -22,6 +22,11 @@ type Capabilities struct {
 	// Appliances: it enforces guarantees on shared appliances, which needs
 	// request-level enforcement in front of them.
 	Appliances bool
+	// Headroom is the fraction of every server's access link the
+	// mechanism keeps free of guarantees (its schedulers serve at most
+	// 1 − Headroom of the link): admission must fit the guarantees on
+	// those links in the rest.
+	Headroom float64
 	// LiveTenants: its agents accept a new Env at runtime (they implement
 	// EnvUpdater): tenants and VMs added, removed or their guarantees
 	// changed without a restart.

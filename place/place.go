@@ -42,6 +42,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/bulkhead-dc/bulkhead/mech"
+
 	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
@@ -137,6 +139,26 @@ func linkReservations(t *topo.Topology, perLink [][]TenantReservation) []LinkRes
 //
 //	scenario.yaml: admission: link "s1->tor1" oversubscribed: guarantees sum to 1.2 Gbps, capacity 1 Gbps (tenants A 600 Mbps, B 600 Mbps)
 func Admit(s *spec.Scenario, t *topo.Topology) error {
+	return AdmitWithHeadroom(s, t, 0, "")
+}
+
+// AdmitFor checks that the scenario's guarantees fit what a mechanism
+// can guarantee: links less the headroom it keeps on servers' access
+// links (mech.Capabilities.Headroom). Admit has checked them against the
+// links' capacities.
+func AdmitFor(s *spec.Scenario, t *topo.Topology, m mech.Mechanism) error {
+	h := m.Capabilities().Headroom
+	if h <= 0 {
+		return nil
+	}
+	return AdmitWithHeadroom(s, t, h, m.Name())
+}
+
+// AdmitWithHeadroom is Admit for a mechanism (named by who) that keeps a
+// fraction headroom of every server's access link free of guarantees
+// (mech.Capabilities.Headroom): on those links the guarantees must fit
+// in capacity × (1 − headroom).
+func AdmitWithHeadroom(s *spec.Scenario, t *topo.Topology, headroom float64, who string) error {
 	res, err := Reservations(s, t)
 	if err != nil {
 		return err
@@ -144,7 +166,13 @@ func Admit(s *spec.Scenario, t *topo.Topology) error {
 	var errs []error
 	for i := range res {
 		r := &res[i]
-		if !r.Oversubscribed() {
+		capacity, why := r.Capacity, ""
+		if headroom > 0 && t.IsAccess(r.Link) {
+			capacity *= 1 - headroom
+			why = fmt.Sprintf(" of which %s guarantees at most %s (it keeps %g%% of a server's link free)",
+				who, units.FormatRate(capacity), 100*headroom)
+		}
+		if r.Total <= capacity*(1+1e-9) {
 			continue
 		}
 		parts := make([]string, len(r.Tenants))
@@ -152,8 +180,8 @@ func Admit(s *spec.Scenario, t *topo.Topology) error {
 			parts[j] = x.Tenant + " " + units.FormatRate(x.Rate)
 		}
 		errs = append(errs, &model.FieldError{File: s.File, Path: "admission", Msg: fmt.Sprintf(
-			"link %q oversubscribed: guarantees sum to %s, capacity %s (tenants %s)",
-			r.Name, units.FormatRate(r.Total), units.FormatRate(r.Capacity), strings.Join(parts, ", "))})
+			"link %q oversubscribed: guarantees sum to %s, capacity %s%s (tenants %s)",
+			r.Name, units.FormatRate(r.Total), units.FormatRate(r.Capacity), why, strings.Join(parts, ", "))})
 	}
 	return errors.Join(errs...)
 }

@@ -300,3 +300,42 @@ func TestDocExamplesAdmitted(t *testing.T) {
 		t.Error("no examples found")
 	}
 }
+
+// TestAdmitWithHeadroom: a mechanism that keeps 5% of every server's
+// access link free (Gatekeeper's LIM_IN) cannot take guarantees that fill
+// an access link; core links keep their whole capacity.
+func TestAdmitWithHeadroom(t *testing.T) {
+	for _, tc := range []struct {
+		name, tenants string
+		want          []string
+	}{
+		{"fits in 95%", `
+  - {name: A, guarantee: 500Mbps, vms: [{name: a1, server: s1}, {name: a2, server: s3}]}
+  - {name: B, guarantee: 450Mbps, vms: [{name: b1, server: s1}, {name: b2, server: s3}]}
+`, nil},
+		{"fills the link", `
+  - {name: A, guarantee: 500Mbps, vms: [{name: a1, server: s1}, {name: a2, server: s2}]}
+  - {name: B, guarantee: 500Mbps, vms: [{name: b1, server: s1}, {name: b2, server: s2}]}
+`, []string{
+			`scenario.yaml: admission: link "s1->tor1" oversubscribed: guarantees sum to 1 Gbps, capacity 1 Gbps of which gatekeeper guarantees at most 950 Mbps (it keeps 5% of a server's link free) (tenants A 500 Mbps, B 500 Mbps)`,
+			`scenario.yaml: admission: link "tor1->s1" oversubscribed: guarantees sum to 1 Gbps, capacity 1 Gbps of which gatekeeper guarantees at most 950 Mbps (it keeps 5% of a server's link free) (tenants A 500 Mbps, B 500 Mbps)`,
+			`scenario.yaml: admission: link "s2->tor1" oversubscribed: guarantees sum to 1 Gbps, capacity 1 Gbps of which gatekeeper guarantees at most 950 Mbps (it keeps 5% of a server's link free) (tenants A 500 Mbps, B 500 Mbps)`,
+			`scenario.yaml: admission: link "tor1->s2" oversubscribed: guarantees sum to 1 Gbps, capacity 1 Gbps of which gatekeeper guarantees at most 950 Mbps (it keeps 5% of a server's link free) (tenants A 500 Mbps, B 500 Mbps)`,
+		}},
+		{"core link keeps its capacity", `
+  - {name: A, guarantee: 475Mbps, vms: [{name: a1, server: s1}, {name: a2, server: s3}]}
+  - {name: B, guarantee: 475Mbps, vms: [{name: b1, server: s2}, {name: b2, server: s4}]}
+`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, top := load(t, twoTier("core: 950Mbps", tc.tenants))
+			if err := place.Admit(s, top); err != nil {
+				t.Fatalf("Admit: %v", err)
+			}
+			err := place.AdmitWithHeadroom(s, top, 0.05, "gatekeeper")
+			if got := messages(err); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("errors:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tc.want, "\n  "))
+			}
+		})
+	}
+}

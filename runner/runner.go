@@ -49,7 +49,7 @@ func Prepare(sc *spec.Scenario) (*Scenario, error) {
 	if err := place.Admit(sc, tp); err != nil {
 		return nil, err
 	}
-	if err := checkMechanism(sc); err != nil {
+	if err := checkMechanism(sc, tp); err != nil {
 		return nil, err
 	}
 	return &Scenario{Spec: sc, Topo: tp}, nil
@@ -58,10 +58,13 @@ func Prepare(sc *spec.Scenario) (*Scenario, error) {
 // checkMechanism checks the scenario's own mechanism: its name, its
 // parameters, and that it can take the tenants that join or leave during
 // the run.
-func checkMechanism(sc *spec.Scenario) error {
+func checkMechanism(sc *spec.Scenario, tp *topo.Topology) error {
 	m, err := all.New(sc.Mechanism.Name, sc.Mechanism.Params)
 	if err != nil {
 		return fmt.Errorf("%s: %w", sc.File, err)
+	}
+	if err := place.AdmitFor(sc, tp, m); err != nil {
+		return err
 	}
 	if len(sc.ModelChanges()) > 0 && !m.Capabilities().LiveTenants {
 		for i, t := range sc.Tenants {
@@ -125,6 +128,9 @@ func Simulate(ctx context.Context, s *Scenario, mechanism string, opts Options) 
 	m, err := all.New(mechanism, params)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Spec.File, err)
+	}
+	if err := place.AdmitFor(s.Spec, s.Topo, m); err != nil {
+		return nil, err
 	}
 	res, err := Reservations(s)
 	if err != nil {

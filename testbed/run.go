@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/place"
+
 	"github.com/bulkhead-dc/bulkhead/agent"
 	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -168,6 +170,9 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	}
 	m, err := NewMechanism(o.Mechanism, o.Params, o.Loss)
 	if err != nil {
+		return nil, err
+	}
+	if err := place.AdmitFor(sc, tp, m); err != nil {
 		return nil, err
 	}
 	o.ForMechanism(m)

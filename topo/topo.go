@@ -171,6 +171,16 @@ func (t *Topology) Downlink(server int) int {
 	return t.Links[up].Reverse
 }
 
+// IsAccess reports whether a link direction has a server at one end: a
+// server's access link (uplink or downlink).
+func (t *Topology) IsAccess(link int) bool {
+	if link < 0 || link >= len(t.Links) {
+		return false
+	}
+	l := t.Links[link]
+	return t.Nodes[l.From].Kind == Server || t.Nodes[l.To].Kind == Server
+}
+
 // Hosts returns every server with the capacity of its access link (its
 // uplink; each direction of a link has the same capacity), in node order.
 func (t *Topology) Hosts() []model.Host {

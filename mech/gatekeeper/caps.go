@@ -8,9 +8,15 @@ import (
 )
 
 // Capabilities implements mech.Mechanism: per-VM egress and ingress
-// schedulers with VM limits, tenants changed at runtime.
+// schedulers with VM limits, tenants changed at runtime; the schedulers
+// serve LIM_IN, so guarantees must fit in the link less the headroom (the
+// paper's "rate limit" baseline has no schedulers and no headroom).
 func (m *Mechanism) Capabilities() mech.Capabilities {
-	return mech.Capabilities{Schedulers: true, LiveTenants: true}
+	c := mech.Capabilities{Schedulers: true, LiveTenants: true}
+	if m.cfg.Mode != ModeRateLimit {
+		c.Headroom = m.cfg.Headroom
+	}
+	return c
 }
 
 // UpdateEnv implements mech.EnvUpdater: VMs new on the host start with no
