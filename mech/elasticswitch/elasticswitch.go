@@ -21,6 +21,12 @@
 // Agent.Period is the RA period; GP runs every gp_period / ra_period-th
 // step (every 4th by default).
 //
+// A best-effort pair (its source VM has no out-hose or its destination VM
+// no in-hose, e.g. a best_effort tenant) has guarantee 0, so RA's weight
+// ∝ guarantee would leave it unable to use even an idle link; it gets the
+// RA weight of best_effort_weight (45 Mbps) instead, and no floor (see
+// Config.BestEffortWeight).
+//
 // Headroom (§5 improvement 1, §7: 10%) is "a strictly positive gap between
 // the link capacity and the maximum offered guarantees on any link": a
 // property of admission control, which this mechanism can neither see nor
@@ -92,13 +98,33 @@ type Config struct {
 	// IdleTimeout is how long a pair may send nothing before it is
 	// forgotten (its limiter removed at the source). It then starts anew.
 	IdleTimeout time.Duration
+	// BestEffortWeight is the rate whose RA weight (w = rate /
+	// RA.WeightUnit) a best-effort pair gets: one whose hoses allow it no
+	// guarantee (its source VM's out-hose or its destination VM's in-hose
+	// is zero). §5 shares spare capacity "in proportion to the active
+	// guarantees", which gives such a pair nothing where guaranteed pairs
+	// want the spare, and leaves undefined what it gets on a link nobody
+	// else uses, where §5's first goal is that "the entire available
+	// network capacity is utilized". With the weight of its zero
+	// guarantee (RA's MinRate, 100 Kbps: w = 0.0002) it could not use it:
+	// its convex increase is n·w·A ≈ n·0.1 Kbps per period and one
+	// congestion event holds it for ⌈1/w⌉ ≈ 4,500 periods (Hold-Increase),
+	// so a best-effort tenant got ~1 Mbps of an idle 1 Gbps link. It gets
+	// this weight instead; its floor stays zero, so it never holds
+	// capacity a guarantee needs, and where guaranteed pairs want the
+	// spare it takes about the share a pair guaranteed this rate would.
+	// Default 45 Mbps (w = 0.1): a best-effort pair alone on an idle
+	// 1 Gbps link averages ~800 Mbps; beside guaranteed tenants that want
+	// the spare it stays below its ideal share (random scenario 73).
+	BestEffortWeight float64
 }
 
 // Defaults returns the paper's parameters (§7): RA every 15 ms and GP every
 // 60 ms, α 0.4, δ 0.75, A 0.5 Mbps, T_S 1.5, w = B / 450 Mbps, Hold-Increase
 // (γ 0.75), Rate-Caution (C 0.5, C_min 0.3); and, where the paper gives no
 // number, a 10% demand-estimate margin, new pairs at 5 Mbps doubling every
-// GP period, pairs forgotten after 1 s idle.
+// GP period, pairs forgotten after 1 s idle, and best-effort pairs weighted
+// as a 45 Mbps guarantee (see Config.BestEffortWeight).
 func Defaults() Config {
 	return Config{
 		RA:          ra.Defaults(),
@@ -107,12 +133,14 @@ func Defaults() Config {
 		Initial:     5e6,
 		Growth:      2,
 		IdleTimeout: time.Second,
+
+		BestEffortWeight: 45e6,
 	}
 }
 
 // gpParams are the GP parameters (see Parse).
 func gpParams() []string {
-	return []string{"gp_period", "gp_margin", "gp_initial", "gp_growth", "idle_timeout"}
+	return []string{"gp_period", "gp_margin", "gp_initial", "gp_growth", "idle_timeout", "best_effort_weight"}
 }
 
 // ParamNames lists every parameter of the mechanism: ra.CoreParams,
@@ -133,6 +161,9 @@ func ParamNames() []string {
 //	gp_initial    guarantee of a new pair (rate, "5Mbps")
 //	gp_growth     growth factor of a new pair's guarantee per GP (2)
 //	idle_timeout  idle time after which a pair is forgotten (duration, "1s")
+//	best_effort_weight
+//	              the RA weight of a pair with no guarantee, as a rate
+//	              ("45Mbps"; see Config.BestEffortWeight)
 func Parse(params map[string]any) (Config, error) {
 	p := spec.Params(params)
 	cfg := Defaults()
@@ -157,6 +188,9 @@ func Parse(params map[string]any) (Config, error) {
 		errs = append(errs, err)
 	}
 	if cfg.IdleTimeout, err = p.Duration("idle_timeout", cfg.IdleTimeout); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.BestEffortWeight, err = p.Rate("best_effort_weight", cfg.BestEffortWeight); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -189,6 +223,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout <= 0 {
 		bad("idle_timeout", "must be positive, got %v", c.IdleTimeout)
+	}
+	if !(c.BestEffortWeight > 0) || math.IsInf(c.BestEffortWeight, 0) {
+		bad("best_effort_weight", "must be a positive finite rate, got %g", c.BestEffortWeight)
 	}
 	return errors.Join(errs...)
 }
@@ -544,6 +581,9 @@ func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
 		in := ra.Input{Now: now}
 		in.Floor = p.guarantee()
 		in.Weight = ra.Weight(in.Floor, c)
+		if a.bestEffort(p.id) {
+			in.Weight = ra.Weight(a.cfg.BestEffortWeight, c)
+		}
 		if o := p.obs; o != nil {
 			in.Rate = o.Rate
 			in.Demanding = ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
@@ -557,6 +597,14 @@ func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
 		}
 	}
 	return limits
+}
+
+// bestEffort says whether a pair can have no guarantee: its source VM's
+// out-hose or its destination VM's in-hose is zero.
+func (a *Agent) bestEffort(p mech.PairID) bool {
+	src, ok1 := a.env.VM(p.Src)
+	dst, ok2 := a.env.VM(p.Dst)
+	return ok1 && ok2 && (src.Out <= 0 || dst.In <= 0)
 }
 
 // forget drops the pairs idle for longer than IdleTimeout, removing their

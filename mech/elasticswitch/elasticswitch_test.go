@@ -397,7 +397,7 @@ func TestParams(t *testing.T) {
 	d := elasticswitch.Defaults()
 	if c.RA.Period != 15*time.Millisecond || c.GPPeriod != 60*time.Millisecond || c.RA.Alpha != 0.4 || c.RA.Delta != 0.75 ||
 		c.RA.Increase != 0.5e6 || c.RA.TimeScale != 1.5 || c.RA.Caution != 0.5 || c.RA.CautionMin != 0.3 || c.RA.Gamma != 0.75 ||
-		c.RA.WeightUnit != 450e6 || !c.RA.HoldIncrease || !c.RA.RateCaution || c != d {
+		c.RA.WeightUnit != 450e6 || !c.RA.HoldIncrease || !c.RA.RateCaution || c.BestEffortWeight != 45e6 || c != d {
 		t.Errorf("defaults %+v", c)
 	}
 	m, err = elasticswitch.New(map[string]any{"aggressive": true, "hold_increase": false, "rate_caution": false, "gp_period": "90ms"})
@@ -419,6 +419,7 @@ func TestParams(t *testing.T) {
 		{map[string]any{"gp_initial": "-1Mbps"}, "mechanism.params.gp_initial: expected a rate"},
 		{map[string]any{"gp_margin": 1}, "mechanism.params.gp_margin: must be in [0, 1), got 1"},
 		{map[string]any{"idle_timeout": 5}, `mechanism.params.idle_timeout: expected a duration such as "60ms", got 5`},
+		{map[string]any{"best_effort_weight": "0Mbps"}, "mechanism.params.best_effort_weight: must be a positive finite rate, got 0"},
 		{map[string]any{"delta": 0, "alpha": true}, "mechanism.params.alpha: expected a number, got true"},
 	} {
 		_, err := elasticswitch.New(tc.params)

@@ -2,6 +2,7 @@ package elasticswitch_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -158,4 +159,95 @@ workloads:
 	if x < target || y < target {
 		t.Errorf("X gets %.1f and Y %.1f Mbps under elasticswitch, want both ≥ %.1f", x, y, target)
 	}
+}
+
+// window is a tenant's mean and lowest throughput (report units) over the
+// samples that end in (from, to].
+func window(t *testing.T, r *eval.Report, tenant string, from, to time.Duration) (mean, low float64) {
+	t.Helper()
+	for _, tr := range r.Tenants {
+		if tr.Name != tenant {
+			continue
+		}
+		sum, n := 0.0, 0
+		low = math.Inf(1)
+		for i, at := range r.Times {
+			if at > from.Seconds() && at <= to.Seconds() {
+				sum += tr.Series.Achieved[i]
+				low = math.Min(low, tr.Series.Achieved[i])
+				n++
+			}
+		}
+		if n == 0 {
+			t.Fatalf("no samples in (%v, %v]", from, to)
+		}
+		return sum / float64(n), low
+	}
+	t.Fatalf("no tenant %q in the report", tenant)
+	return 0, 0
+}
+
+// Best-effort tenants (no guarantee): a pair whose hoses allow it none
+// uses a link nobody else wants (§5: "the entire available network
+// capacity is utilized") and never takes a guarantee from a guaranteed
+// tenant. With the weight of its zero guarantee, a best-effort TCP pair
+// alone on an idle 1 Gbps link got ~4 Mbps (random network scenario 5:
+// work conservation 0.01).
+func TestBestEffortSim(t *testing.T) {
+	t.Run("alone on an idle link", func(t *testing.T) {
+		s := parseScenario(t, `name: best-effort-alone
+duration: 6s
+topology: {kind: two-tier, two_tier: {racks: 1, servers_per_rack: 3, edge: 1Gbps}}
+tenants:
+  - {name: A, guarantee: 450Mbps, vms: [{name: a-rx, server: s2}, {name: a-tx, server: s3}]}
+  - {name: B, best_effort: true, vms: [{name: b-rx, server: s1}, {name: b-tx, server: s2}]}
+workloads:
+  - {tenant: B, kind: tcp, src: b-tx, dst: b-rx}
+`)
+		b, _ := window(t, runScenario(t, s, "elasticswitch"), "B", 2*time.Second, 6*time.Second)
+		t.Logf("best-effort pair alone on a 1 Gbps link: %.1f Mbps", b)
+		if b < 500 {
+			t.Errorf("best-effort pair alone on an idle 1 Gbps link gets %.1f Mbps, want ≥ 500", b)
+		}
+	})
+	t.Run("beside guaranteed pairs", func(t *testing.T) {
+		// Nine TCP senders of G (100 Mbps each, 900 into g0) join at 3 s a
+		// receiving link that best-effort UDP (1 Gbps) and TCP (16
+		// connections) fill; G stops at 9 s.
+		s := parseScenario(t, `name: best-effort-flood
+duration: 12s
+topology: {kind: two-tier, two_tier: {racks: 1, servers_per_rack: 12, edge: 1Gbps}}
+tenants:
+  - name: G
+    vms:
+      - {name: g0, server: s1, in: 900Mbps, out: 0}
+      - {name: g1, server: s2, in: 0, out: 100Mbps}
+      - {name: g2, server: s3, in: 0, out: 100Mbps}
+      - {name: g3, server: s4, in: 0, out: 100Mbps}
+      - {name: g4, server: s5, in: 0, out: 100Mbps}
+      - {name: g5, server: s6, in: 0, out: 100Mbps}
+      - {name: g6, server: s7, in: 0, out: 100Mbps}
+      - {name: g7, server: s8, in: 0, out: 100Mbps}
+      - {name: g8, server: s9, in: 0, out: 100Mbps}
+      - {name: g9, server: s10, in: 0, out: 100Mbps}
+  - name: B
+    best_effort: true
+    vms: [{name: b0, server: s1}, {name: b1, server: s11}, {name: b2, server: s12}]
+workloads:
+  - {name: g, tenant: G, kind: tcp, src: [g1, g2, g3, g4, g5, g6, g7, g8, g9], dst: g0, start: 3s, stop: 9s}
+  - {name: bu, tenant: B, kind: udp, src: b1, dst: b0, rate: 1Gbps}
+  - {name: bt, tenant: B, kind: tcp, src: b2, dst: b0, connections: 16}
+`)
+		r := runScenario(t, s, "elasticswitch")
+		before, _ := window(t, r, "B", time.Second, 3*time.Second)
+		after, _ := window(t, r, "B", 11*time.Second, 12*time.Second)
+		_, gLow := window(t, r, "G", 3500*time.Millisecond, 9*time.Second)
+		t.Logf("best effort before G: %.1f Mbps, 2 s after: %.1f; G's lowest sample: %.1f (guarantee 900)", before, after, gLow)
+		if gLow < 0.95*900 {
+			t.Errorf("G's lowest sample from 0.5 s after it starts is %.1f Mbps, want ≥ 95%% of its 900", gLow)
+		}
+		if before < 500 || after < 500 {
+			t.Errorf("best effort gets %.1f Mbps before G and %.1f in the last second (2 s after G), want ≥ 500 on the otherwise idle link", before, after)
+		}
+	})
 }

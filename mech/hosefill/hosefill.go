@@ -21,15 +21,19 @@
 //   - a pair its limiter held back (the source's enforcer had a backlog,
 //     or it sent at ≥ 90% of its limit) is unbounded: it gets its
 //     guarantee and its weighted share of whatever is left;
-//   - any other pair that sent is bounded at what it sent × (1 + margin);
+//   - a pair sending below its limit across a full link may be starved
+//     there (TCP beside UDP) and is unbounded after two periods of it, or
+//     at once if its VMs have no other pair with demand;
+//   - any other pair that sent is bounded at what it sent × (1 + margin)²;
 //   - a pair that sent nothing has no demand (no guarantee is held for it,
-//     which is what work conservation means) but keeps a limit of at least
-//     min_rate, so that it is seen as soon as it sends again, and gets its
-//     guarantee at the next step.
+//     which is what work conservation means).
 //
-// A guarantee is thus late by at most one period (plus the measurement
-// period) when a pair's demand rises, and never otherwise. Links are
-// allocated up to (1 − headroom) of their capacity.
+// No pair's limit is below the guarantee it would have were its demand
+// unbounded (see potentials), so a flow that starts on an idle or bounded
+// pair sends at its guarantee at once and gets its share of the spare at
+// the next step. Links are allocated up to (1 − headroom) of their
+// capacity; the headroom is also the gap through which a pair never seen
+// (behind unresponsive senders filling its link) sends and shows up.
 //
 // The controller is central: host agents do nothing (the pair limits are
 // the controller's allocations, applied by the driver at the sources).
@@ -61,8 +65,14 @@ type Config struct {
 	// (0.1).
 	Margin float64
 	// Headroom is the fraction of every link's capacity left unallocated
-	// (0: the fluid simulator has no queues to protect; a real network
-	// wants a few percent).
+	// (0.01). It is how the controller finds pairs it has never seen: a
+	// pair that sends nothing has no demand and no limit, and behind
+	// unresponsive senders (UDP) allocated a link to the last bit, a TCP
+	// pair gets nothing, so it would never send and never be seen (random
+	// network scenarios 29 and 30: tenants at 0 behind a UDP flood). In
+	// the gap it sends, shows demand across a full link and gets its
+	// guarantee at the next step. A real network also wants a few percent
+	// to keep its queues short.
 	Headroom float64
 	// MinRate is the lowest limit of a pair (100 Kbps).
 	MinRate float64
@@ -70,7 +80,7 @@ type Config struct {
 
 // Defaults returns the default parameters.
 func Defaults() Config {
-	return Config{Period: 10 * time.Millisecond, Margin: 0.1, Headroom: 0, MinRate: 100e3}
+	return Config{Period: 10 * time.Millisecond, Margin: 0.1, Headroom: 0.01, MinRate: 100e3}
 }
 
 // ParamNames lists the scenario parameters (see Parse).
@@ -80,7 +90,7 @@ func ParamNames() []string { return []string{"period", "margin", "headroom", "mi
 //
 //	period    controller period (duration, "10ms")
 //	margin    demand-estimate margin of bounded pairs (0.1)
-//	headroom  fraction of each link left unallocated, in [0, 1) (0)
+//	headroom  fraction of each link left unallocated, in [0, 1) (0.01)
 //	min_rate  lowest pair limit (rate, "100Kbps")
 //
 // Problems are *spec.FieldError values, joined.
@@ -169,10 +179,6 @@ const usedFraction = 0.9
 // neverActive is the last sending time of a pair that never sent.
 const neverActive = -time.Duration(math.MaxInt64 / 2)
 
-// recentPeriods: a pair that sent within this many periods and now sends
-// below its limit across a full link is deemed unbounded.
-const recentPeriods = 2
-
 // fullLink: a link whose measured load reaches this fraction of its
 // allocatable capacity is full.
 const fullLink = 0.98
@@ -193,15 +199,16 @@ const minWeightFraction = 1e-6
 
 // pair is the controller's state of one VM pair.
 type pair struct {
-	id     mech.FlowID
-	tenant int   // index into Controller.tenants
-	src    int   // VM indices in the tenant's hose network
-	dst    int   //
-	links  []int // resources on its path
-	demand float64
-	guar   float64
-	rate   float64       // allocation, bits/s
-	active time.Duration // last time it sent
+	id      mech.FlowID
+	tenant  int   // index into Controller.tenants
+	src     int   // VM indices in the tenant's hose network
+	dst     int   //
+	links   []int // resources on its path
+	demand  float64
+	guar    float64
+	rate    float64       // allocation, bits/s
+	active  time.Duration // last time it sent (the time of a step)
+	suspect bool          // scratch for trustSuspects
 }
 
 type tenant struct {
@@ -211,6 +218,11 @@ type tenant struct {
 	pairs []int
 	ip    []hose.IndexPair
 	g     []float64
+	// per VM (index in net): the demands of its pairs with demand out of
+	// it and into it, and the share of its out- and in-hose a pair with
+	// unbounded demand would get among them (see potentials)
+	dout, din [][]float64
+	lout, lin []float64
 }
 
 // Controller is the central allocator. It is not safe for concurrent use.
@@ -226,9 +238,15 @@ type Controller struct {
 	prob   alloc.Problem
 	rates  []float64
 	load   []float64
-	flowOf []int     // prob.Flows[k] is pairs[flowOf[k]]
-	sent   []float64 // per resource: bits/s the pairs sent over the period
-	obs    []int     // indices of the observed VM pairs in ControllerObs.Flows
+	flowOf []int         // prob.Flows[k] is pairs[flowOf[k]]
+	sent   []float64     // per resource: bits/s the pairs sent over the period
+	obs    []int         // indices of the observed VM pairs in ControllerObs.Flows
+	last   time.Duration // time of the previous step
+	// pairs that sent in this period only, below their limits across a
+	// full link, and the VMs (tenant, index) with other pairs with demand
+	// out of them and into them (see trustSuspects)
+	suspects        []*pair
+	busyOut, busyIn map[[2]int]bool
 }
 
 // NewController returns the controller for env under cfg.
@@ -327,23 +345,31 @@ func (c *Controller) Step(obs *mech.ControllerObs) mech.ControllerActions {
 			}
 		}
 		held := len(fo.Backlog) > 0 && fo.Backlog[0] > 0
+		// Sent in this period and the one before.
+		steady := used > 0 && p.active == c.last
 		if used > 0 {
 			p.active = obs.Now
 		}
 		switch {
 		case held || used >= usedFraction*limit:
 			p.demand = math.Inf(1)
-		case obs.Now-p.active <= recentPeriods*c.cfg.Period && c.bottlenecked(p):
-			// Active a moment ago and crossing a full link: its demand is
-			// unknown, perhaps starved there; deem it unbounded so that
-			// it gets its guarantee.
+		case used > 0 && c.bottlenecked(p) && steady:
+			// Sending for two periods below its limit across a full link:
+			// its demand is unknown, perhaps starved there (TCP beside an
+			// unresponsive sender gets only what the headroom leaves);
+			// deem it unbounded so that it gets its guarantee.
 			p.demand = math.Inf(1)
 		case used > 0:
 			// (1 + margin)²: a steady demand stays below usedFraction of
 			// the limit it gets, so it stays classified bounded.
 			p.demand = used * (1 + c.cfg.Margin) * (1 + c.cfg.Margin)
+			if c.bottlenecked(p) {
+				c.suspects = append(c.suspects, p)
+			}
 		}
 	}
+	c.trustSuspects()
+	c.last = obs.Now
 	c.allocate()
 	var act mech.ControllerActions
 	for _, p := range c.pairs {
@@ -355,6 +381,44 @@ func (c *Controller) Step(obs *mech.ControllerObs) mech.ControllerActions {
 		act.Allocations = append(act.Allocations, mech.FlowAllocation{Flow: p.id, Rates: r})
 	}
 	return act
+}
+
+// trustSuspects deems unbounded, like a pair starved for two periods, a
+// pair that started sending in this period below its limit across a full
+// link when neither its source nor its destination VM has another pair
+// with demand (other than such new ones): its guarantee then comes out of
+// other tenants' spare, not out of its own tenant's other guarantees, and
+// a pair that starts on an idle VM behind a full link (an on/off tenant)
+// gets its guarantee a period sooner. A new pair of a busy VM waits for a
+// second period of traffic: it may be a short flow, done already, whose
+// guarantee would be cut from its VM's other pairs for a period in which
+// it sends nothing (Fig. 9's short flows beside x's elephant).
+func (c *Controller) trustSuspects() {
+	if len(c.suspects) == 0 {
+		return
+	}
+	if c.busyOut == nil {
+		c.busyOut, c.busyIn = map[[2]int]bool{}, map[[2]int]bool{}
+	}
+	clear(c.busyOut)
+	clear(c.busyIn)
+	for _, p := range c.suspects {
+		p.suspect = true
+	}
+	for _, p := range c.pairs {
+		if p.demand > 0 && !p.suspect {
+			c.busyOut[[2]int{p.tenant, p.src}] = true
+			c.busyIn[[2]int{p.tenant, p.dst}] = true
+		}
+	}
+	for _, p := range c.suspects {
+		if !c.busyOut[[2]int{p.tenant, p.src}] && !c.busyIn[[2]int{p.tenant, p.dst}] {
+			p.demand = math.Inf(1)
+		}
+		p.suspect = false
+	}
+	clear(c.suspects)
+	c.suspects = c.suspects[:0]
 }
 
 // pairOf returns the state of an observed VM-to-VM flow, made on first
@@ -422,6 +486,7 @@ func (c *Controller) allocate() {
 			p.guar = math.Min(t.g[k], p.demand)
 			maxG = math.Max(maxG, p.guar)
 		}
+		t.potentials()
 	}
 	minW := 1.0
 	if maxG > 0 {
@@ -484,9 +549,66 @@ func (c *Controller) allocate() {
 		c.flowOf = append(c.flowOf, i)
 	}
 	c.solve()
+	// No pair is limited below the guarantee it would get were its demand
+	// unbounded, so that a flow starting on an idle or bounded pair has
+	// its guarantee at once instead of a period later (on a full link its
+	// fill share is min_rate, and a short flow would crawl through its
+	// first period and stay short of its guarantee for as long). When
+	// several such pairs start together they may over-commit a link
+	// until the next step, as a pair not yet seen, which runs unlimited,
+	// does.
 	for _, p := range c.pairs {
-		p.rate = math.Max(p.rate, c.cfg.MinRate)
+		t := &c.tenants[p.tenant]
+		p.rate = math.Max(p.rate, math.Max(math.Min(t.lout[p.src], t.lin[p.dst]), c.cfg.MinRate))
 	}
+}
+
+// potentials computes, for every VM of the tenant, the share of its out-
+// and in-hose a pair with unbounded demand would get besides the VM's
+// pairs with demand (t.ip): the level of the max-min of the hose among
+// their demands and one more unbounded one. The lower of a pair's
+// source's and destination's levels is at most its hose guarantee were
+// its demand unbounded (at the VM where it would be bottlenecked, every
+// other pair gets at most its demand and at most the pair's share), so a
+// limit at that level holds no more than the pair's guarantee.
+func (t *tenant) potentials() {
+	vms := t.net.VMs()
+	n := len(vms)
+	for len(t.dout) < n {
+		t.dout, t.din = append(t.dout, nil), append(t.din, nil)
+	}
+	if cap(t.lout) < n {
+		t.lout, t.lin = make([]float64, n), make([]float64, n)
+	}
+	t.lout, t.lin = t.lout[:n], t.lin[:n]
+	for i := range n {
+		t.dout[i], t.din[i] = t.dout[i][:0], t.din[i][:0]
+	}
+	for _, ip := range t.ip {
+		if ip.Demand > 0 {
+			t.dout[ip.Src] = append(t.dout[ip.Src], ip.Demand)
+			t.din[ip.Dst] = append(t.din[ip.Dst], ip.Demand)
+		}
+	}
+	for i, v := range vms {
+		t.lout[i] = level(v.Out, t.dout[i])
+		t.lin[i] = level(v.In, t.din[i])
+	}
+}
+
+// level is the max-min share of capacity that one more unbounded demand
+// gets among demands (sorted in place).
+func level(capacity float64, demands []float64) float64 {
+	sort.Float64s(demands)
+	left, k := capacity, len(demands)+1
+	for _, d := range demands {
+		if d > left/float64(k) {
+			break // every demand from here on gets the level (+Inf too)
+		}
+		left -= d
+		k--
+	}
+	return math.Max(left/float64(k), 0)
 }
 
 func (c *Controller) flow(p *pair, floor, demand, weight float64) alloc.Flow {
