@@ -10,10 +10,28 @@ import (
 	"github.com/bulkhead-dc/bulkhead/spec"
 )
 
-// BaseRTT is the network round trip a closed-loop request pays besides its
-// service time; with N outstanding requests a flow cannot exceed
-// N / (service time + BaseRTT) requests/s.
-const BaseRTT = 100 * time.Microsecond
+// The round trip a request pays besides its service times follows its
+// path: HostRTT in the hosts at its ends (the VM's stack and hypervisor,
+// the appliance's or destination's), plus HopLatency for every link it
+// crosses, going and coming back (propagation, switching and a packet's
+// serialization; the fluid model has no queues in the network, so no
+// queueing delay there). With N outstanding requests a closed-loop flow
+// cannot exceed N / (service time + round trip) requests/s. A request from
+// a VM to an appliance behind a server of its rack crosses 2 links each
+// way: 60 + 4 × 10 = 100 µs; to another rack of a two-tier tree (4 links
+// each way) 140 µs; across pods of a fat-tree (6) 180 µs; to an appliance
+// in its own hypervisor (none) 60 µs.
+const (
+	HostRTT    = 60 * time.Microsecond
+	HopLatency = 10 * time.Microsecond
+)
+
+// RoundTrip is the round trip of a request over fwd links going and rev
+// links coming back, besides its service times: HostRTT + HopLatency per
+// link.
+func RoundTrip(fwd, rev int) time.Duration {
+	return HostRTT + time.Duration(fwd+rev)*HopLatency
+}
 
 // Appliance physics (Pulsar §2.3, the brief's simulator model): an
 // appliance serves requests FIFO and never drops them. Its capacity is
@@ -83,6 +101,7 @@ type rflow struct {
 	reqBits   float64 // mean bits per request on the forward path
 	respBits  float64 // mean bits per response on the reverse path
 	svc       float64 // mean service time over all stations, seconds
+	rtt       float64 // round trip besides service times, seconds (RoundTrip of its path)
 	fwd, rev  []int   // links
 	elems     []mech.PathElem
 	elemTok   []float64 // tokens per request on each path element
@@ -209,6 +228,7 @@ func (e *engine) newRequestFlow(w *spec.Workload, wi int, src, dst string, toVM 
 	for k := len(nodes) - 1; k > 0; k-- {
 		f.rev = append(f.rev, e.tp.Route(nodes[k], nodes[k-1], connHash(e.sc.Seed, names[k], names[k-1], 0))...)
 	}
+	f.rtt = RoundTrip(len(f.fwd), len(f.rev)).Seconds()
 	for _, l := range f.fwd {
 		f.elems = append(f.elems, mech.PathElem{Resource: l, Role: mech.Forward})
 		f.elemTok = append(f.elemTok, tokFwd)
@@ -239,7 +259,7 @@ func (f *rflow) stationAt(ai int) *station {
 // requests/s.
 func (e *engine) baseDemand(f *rflow) float64 {
 	if f.closed {
-		return f.n / (f.svc + BaseRTT.Seconds())
+		return f.n / (f.svc + f.rtt)
 	}
 	d := f.backlog / e.dtSec
 	if f.gen {
@@ -392,7 +412,7 @@ func (e *engine) setGenerating(i int, on bool) {
 // at its enforcer when the enforcer holds it back, otherwise all beyond it;
 // an open-loop flow's backlog is at the enforcer when the enforcer holds it
 // back, otherwise beyond it. Beyond the enforcer a request spends the round
-// trip, its service times and, at every appliance on its way, that
+// trip of its path, its service times and, at every appliance on its way, that
 // appliance's FIFO queueing delay. The delay comes from the flows the
 // appliance holds back (its cap binds them): their requests beyond the
 // enforcer that are neither in service nor on the wire wait in its queue,
@@ -402,7 +422,6 @@ func (e *engine) setGenerating(i int, on bool) {
 // come back, so more of them are outstanding beyond the enforcer.
 func (e *engine) accountRequests() {
 	dt := e.dtSec
-	rtt := BaseRTT.Seconds()
 	for ai := range e.apps {
 		a := &e.apps[ai]
 		a.busy, a.queue, a.qrate, a.tokens = 0, 0, 0, 0
@@ -437,7 +456,7 @@ func (e *engine) accountRequests() {
 		if k := f.bindingStation(); k >= 0 && !f.enfBound {
 			excess := f.backlog
 			if f.closed {
-				excess = f.n - f.rate*(f.svc+rtt)
+				excess = f.n - f.rate*(f.svc+f.rtt)
 			}
 			a := &e.apps[f.stations[k].app]
 			a.queue += math.Max(0, excess)
@@ -469,7 +488,7 @@ func (e *engine) accountRequests() {
 				wait += e.apps[st.app].wait
 			}
 		}
-		inFlight := f.rate * (f.svc + rtt + wait)
+		inFlight := f.rate * (f.svc + f.rtt + wait)
 		if f.closed {
 			if f.enfBound {
 				f.outstandng = math.Min(f.n, inFlight)

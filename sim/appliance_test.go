@@ -4,8 +4,10 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/eval"
+	"github.com/bulkhead-dc/bulkhead/sim"
 )
 
 // appHeader: two tenants on a 40 Gbps rack with a filestore and a
@@ -213,5 +215,54 @@ func TestRequestConnections(t *testing.T) {
 	// 64 KB writes: 64000 B on the wire for 64000 tokens.
 	if math.Abs(a-93.75) > 1 || math.Abs(b-31.25) > 1 {
 		t.Errorf("A %.1f, B %.1f MT/s through the 125 MB/s link, want 93.75 and 31.25 (3:1)", a, b)
+	}
+}
+
+// A closed-loop request's round trip follows its path: with one request
+// outstanding a flow runs at 1 / (service time + sim.RoundTrip(links
+// going, links coming back)). The same 10 µs requests to an appliance in
+// the sender's rack (2 links each way), in the other rack (4) and in the
+// sender's hypervisor (none).
+func TestClosedLoopRoundTrip(t *testing.T) {
+	in := run(t, `
+name: rtt
+duration: 1s
+dt: 1ms
+units: MT/s
+topology: {kind: two-tier, two_tier: {racks: 2, servers_per_rack: 2, edge: 40Gbps}}
+appliances:
+  - {name: near, server: s2, model: custom, costs: [{type: op, base: 10us}]}
+  - {name: far, server: s3, model: custom, costs: [{type: op, base: 10us}]}
+  - {name: local, hypervisor: true, model: custom, costs: [{type: op, base: 10us}]}
+tenants:
+  - name: A
+    guarantee: 1Gbps
+    vms: [{name: a1, server: s1}]
+    vdc: {appliances: [{appliance: near, guarantee: 1MT/s}, {appliance: far, guarantee: 1MT/s}, {appliance: local, guarantee: 1MT/s}]}
+workloads:
+  - {tenant: A, kind: requests, src: a1, appliance: near, outstanding: 1, mix: [{type: op, size: 1KB}]}
+  - {tenant: A, kind: requests, src: a1, appliance: far, outstanding: 1, mix: [{type: op, size: 1KB}]}
+  - {tenant: A, kind: requests, src: a1, appliance: local, outstanding: 1, mix: [{type: op, size: 1KB}]}
+`, "none")
+	links := map[string]int{"near": 2, "far": 4, "local": 0}
+	for i, f := range in.RequestFlows {
+		n, ok := links[f.Appliance]
+		if !ok {
+			t.Fatalf("unexpected flow to %s", f.Appliance)
+		}
+		want := 1 / (10e-6 + sim.RoundTrip(n, n).Seconds())
+		sum, k := 0.0, 0
+		for _, s := range in.Samples {
+			if s.T.Seconds() > 0.1 {
+				sum += s.Requests[i].Requests
+				k++
+			}
+		}
+		if got := sum / float64(k); math.Abs(got-want) > 1e-3*want {
+			t.Errorf("to %s (%d links each way): %.0f requests/s, want %.0f", f.Appliance, n, got, want)
+		}
+	}
+	if got := sim.RoundTrip(2, 2); got != 100*time.Microsecond {
+		t.Errorf("round trip within a rack %v, want 100µs", got)
 	}
 }

@@ -95,6 +95,11 @@ type TenantObs struct {
 	// Forward and Reverse are its requests' network bytes/s on the way to
 	// the appliance and back (the request mix: bytes per appliance token).
 	Forward, Reverse float64
+	// Demand is what it would have used there without the queues at
+	// appliances on its flows' way: Used raised by the demand the queues
+	// hid (Σ over its flows of used × QueueFactor), tokens/s; 0 when
+	// unknown.
+	Demand float64
 }
 
 // CapacityEstimator estimates one appliance's VDC-compliant capacity in
@@ -117,12 +122,18 @@ type TenantObs struct {
 //     with the estimate not handed out, when flows are held back elsewhere
 //     or their grants fell with what they got, so the signal does not wait
 //     for the estimate to be exercised.)
-//   - VDC-violation signal: queued, and some tenant with requests
-//     outstanding used less than (1−tol) of its guarantee: it was starved
-//     by the queue, whatever it was granted. (A closed-loop tenant starved
-//     at a FIFO appliance uses what the queue leaves it and is not held
-//     back by its enforcer, so its estimated demand — and its grant — fall
-//     to what it gets: comparing with the grant would never see it.)
+//   - VDC-violation signal: some tenant used less than (1−tol) of its
+//     guarantee because of the appliance: either queued, and the tenant
+//     had requests outstanding — it was starved by the queue, whatever it
+//     was granted (a closed-loop tenant starved at a FIFO appliance uses
+//     what the queue leaves it and is not held back by its enforcer) — or
+//     with any queue there (D > 1 µs), however short against the round
+//     trip, the tenant was granted at least (1−tol) of its guarantee and
+//     its demand (TenantObs.Demand: with what the queues hid) reached
+//     that too: it would have used its guarantee but for the queue. (The
+//     controller grants a tenant whose requests queue its hidden demand up
+//     to its guarantee, so such a tenant's grant does not fall to what it
+//     gets.)
 //
 // Search (phases ① and ②). On the throughput signal, revert: maxW ←
 // min(maxW, C); if the appliance could not serve minW either (C ≤ minW, or
@@ -136,9 +147,12 @@ type TenantObs struct {
 // estimate is held (lowered as above if the throughput signal persists)
 // until an interval has passed with every guarantee met and no queue; the
 // search resumes at the next interval. Without a signal, if the estimate
-// was exercised and served (X ≥ (1−tol)·C) with no queue, ① increase: minW
-// ← min(C, X) (the appliance has shown it serves that), estimate ←
-// (minW+maxW)/2. Anything else holds (PhaseIdle). Reverts and increases
+// was exercised and served (X ≥ (1−tol)·C) with no queue — and not
+// saturated: serving clearly less than it was granted (by 0.1%) behind a
+// queue however short, which is no room to grow — ① increase: minW ←
+// min(C, X) (the
+// appliance has shown it serves that), estimate ← (minW+maxW)/2.
+// Anything else holds (PhaseIdle). Reverts and increases
 // react to one interval: the revert is what limits an overload to one
 // control interval (§4.3 ②); Readings applies to the stable phase.
 //
@@ -250,7 +264,7 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 	queued := o.Delay > minDelay && o.Delay > e.cfg.QueueDelay*o.Latency
 	exercised := C > 0 && o.Granted >= (1-tol)*C
 	over := queued && X < C*(1-1e-6)
-	viol := queued && e.violated(o)
+	viol := e.violated(o, queued)
 	e.queued, e.congestion, e.violation = queued, over, viol
 
 	switch e.state {
@@ -268,7 +282,7 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 			e.state = stSearch
 		}
 	case stSearch:
-		e.search(C, X, exercised, queued, over, viol)
+		e.search(o, C, X, exercised, queued, over, viol)
 	case stStable:
 		// Overloads are relieved at once; only a clear throughput
 		// shortfall or a VDC violation counts towards a restart.
@@ -287,7 +301,7 @@ func (e *CapacityEstimator) lowerFloor(v float64) {
 }
 
 // search is one step of phases ① and ②.
-func (e *CapacityEstimator) search(C, X float64, exercised, queued, over, viol bool) {
+func (e *CapacityEstimator) search(o *ApplianceObs, C, X float64, exercised, queued, over, viol bool) {
 	tol := e.cfg.Tolerance
 	switch {
 	case over || viol:
@@ -318,7 +332,7 @@ func (e *CapacityEstimator) search(C, X float64, exercised, queued, over, viol b
 		if viol {
 			e.state = stWait
 		}
-	case exercised && !queued && X >= (1-tol)*C:
+	case exercised && !queued && X >= (1-tol)*C && !saturated(o):
 		e.minW = min(max(e.minW, min(C, X)), e.maxW)
 		e.est = (e.minW + e.maxW) / 2
 		e.phase = PhaseIncrease
@@ -364,7 +378,9 @@ func (e *CapacityEstimator) stable(o *ApplianceObs, exercised, over, congested b
 		// estimate. Relieve it at once, as a revert would (eq. 7 is for
 		// minor fluctuations); Readings of these restart the search.
 		e.est = max(min(e.est, o.Throughput*(1-2*tol)), e.floor)
-	case e.os > 0:
+	case e.os > o.Throughput*minDelay:
+		// (An O_s below a microsecond of throughput is floating-point
+		// noise of flows that see no latency at all: nothing to track.)
 		d := e.cfg.Alpha * e.est * (O - e.os) / e.os
 		d = min(max(d, -tol*e.est), tol*e.est)
 		if d > 0 || exercised {
@@ -398,12 +414,37 @@ func (e *CapacityEstimator) stable(o *ApplianceObs, exercised, over, congested b
 	}
 }
 
-// violated reports whether some tenant with requests outstanding used
-// clearly less than its guarantee.
-func (e *CapacityEstimator) violated(o *ApplianceObs) bool {
+// servedShort is the relative shortfall of an appliance's throughput
+// against what it was granted beyond which it did not serve what it was
+// given (above the rounding of counters).
+const servedShort = 1e-3
+
+// saturated reports whether the appliance, behind a queue however short
+// (D > 1 µs), served clearly less than it was granted: it is saturated
+// below the grant, although the queue is too short against the round trip
+// to count as one (QueueDelay).
+func saturated(o *ApplianceObs) bool {
+	return o.Delay > minDelay && o.Throughput < (1-servedShort)*o.Granted
+}
+
+// violated reports the VDC-violation signal: some tenant used clearly
+// less than its guarantee because of the appliance. That is so when the
+// appliance is queued and the tenant has requests outstanding (a starved
+// closed loop uses what the queue leaves it), or when — with any queue
+// there, however short against the round trip — the tenant was granted
+// its guarantee and its demand (Demand: with what the queues hid) reached
+// it: it would have used its guarantee but for the queue.
+func (e *CapacityEstimator) violated(o *ApplianceObs, queued bool) bool {
+	tol := e.cfg.Tolerance
 	for i := range o.Tenants {
 		t := &o.Tenants[i]
-		if t.Guarantee > 0 && t.Outstanding > 0 && t.Used < (1-e.cfg.Tolerance)*t.Guarantee {
+		if !(t.Guarantee > 0) || t.Used >= (1-tol)*t.Guarantee {
+			continue
+		}
+		if queued && t.Outstanding > 0 {
+			return true
+		}
+		if o.Delay > minDelay && t.Granted >= (1-tol)*t.Guarantee && t.Demand >= (1-tol)*t.Guarantee {
 			return true
 		}
 	}

@@ -250,6 +250,40 @@ func TestEstimatorPhases(t *testing.T) {
 		// is an earlier overload's; maxW stays.
 		{aobs(1700, 0.003, 1500, a(400)), PhaseRevert, 1000, 1000, 2000},
 	})
+	// A tenant granted its guarantee whose demand — with what the queue
+	// hid — reaches it, but which used less: violated by the appliance
+	// even when the queue is short against the round trip (0.2 ms of a
+	// 1 ms round trip, below QueueDelay).
+	starved := func(granted, demand float64) TenantObs {
+		return TenantObs{Tenant: "A", Guarantee: 600, Granted: granted, Demand: demand, Used: 500, Outstanding: 0.6, Forward: 500}
+	}
+	runSteps(t, "violation behind a short queue", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000, a(600)), PhaseIncrease, 1500, 1000, 2000},
+		{aobs(1500, 0.0002, 1500, starved(600, 650)), PhaseRevert, 1000, 1000, 1500},
+		{aobs(1000, 0, 1000, a(600)), PhaseWait, 1000, 1000, 1500},
+	})
+	for _, c := range []struct {
+		name           string
+		delay          float64
+		granted, deman float64
+	}{
+		{"its demand is below its guarantee", 0.0002, 600, 550},
+		{"it was granted less", 0.0002, 500, 650},
+		{"no queue at all", 0, 600, 650},
+	} {
+		runSteps(t, "no violation: "+c.name, testEstimator(1000, 2000), []estStep{
+			{aobs(1000, 0, 1000, a(600)), PhaseIncrease, 1500, 1000, 2000},
+			{aobs(1500, c.delay, 1500, starved(c.granted, c.deman)), PhaseIncrease, 1750, 1500, 2000},
+		})
+	}
+	// A queue however short with the appliance serving a little less
+	// than it was granted: saturated there, no room to grow: held. Served
+	// all it was granted behind the same queue: ① increase.
+	runSteps(t, "short queue", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
+		{aobs(1490, 0.0002, 1500), PhaseIdle, 1500, 1000, 2000},
+		{aobs(1490, 0.0002, 1490), PhaseIncrease, 1745, 1490, 2000},
+	})
 	runSteps(t, "capacity below minW", testEstimator(1000, 2000), []estStep{
 		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
 		{aobs(800, 0.002, 1500), PhaseRevert, 768, 768, 1500},

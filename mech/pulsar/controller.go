@@ -18,13 +18,10 @@ import (
 //
 //   - Demand (ingest.go): every observed flow's estimate (EstimateDemand;
 //     Bound decides whether it was held back, by its allocation or, for a
-//     flow never allocated, by the default rate) is scaled down, as a
-//     vector, until no element exceeds its resource's capacity (links:
-//     capacity; appliances: the window's maximum), then averaged:
-//     d ← ewma·estimate + (1−ewma)·d (the first estimate is taken as is).
-//     A flow not observed decays as if it demanded 0; after ForgetIntervals
-//     steps without observations it is forgotten and its allocation reset
-//     to the default rate.
+//     flow never allocated, by the default rate; Held whether requests
+//     were left queued at its enforcer). A flow not observed decays as if
+//     it demanded 0; after ForgetIntervals steps without observations it
+//     is forgotten and its allocation reset to the default rate.
 //   - Capacity (estimate.go): each allocated appliance's CapacityEstimator
 //     observes the interval: throughput and outstanding tokens summed over
 //     the flows on it, per-tenant usage, what the previous step granted
@@ -32,7 +29,15 @@ import (
 //     to appliances from its flows' round trips (outstanding ÷ used) against
 //     their unloaded baselines (delays): a FIFO appliance delays every flow
 //     it serves, so the flows through a queue-free appliance clear it of the
-//     queueing its other flows meet elsewhere on their way.
+//     queueing its other flows meet elsewhere on their way. From those
+//     delays, the demand the queues hide (hiddenDemand: QueueFactor, a
+//     closed loop's window over its round trip without the queue), per
+//     flow and summed per tenant (TenantObs.Demand, for the VDC-violation
+//     signal).
+//   - Smoothing (ingest.go, smooth): the estimate is scaled down, as a
+//     vector, until no element exceeds its resource's capacity (links:
+//     capacity; appliances: the window's maximum), then averaged:
+//     d ← ewma·estimate + (1−ewma)·d (the first estimate is taken as is).
 //   - Local (local.go): for each tenant, its policy over its virtual
 //     resources. A flow's demand on a virtual resource is its largest demand
 //     among the path elements mapped to it: Forward links → the source VM's
@@ -41,21 +46,29 @@ import (
 //     the tenant's virtual appliance. An element without such a guarantee
 //     (an unknown VM, a VM of another tenant, an appliance not in the VDC)
 //     maps to a virtual resource of capacity 0: the flow then gets nothing
-//     locally. The policies scale a flow's demand vector by x ∈ [0, 1]; the
-//     flow's local allocation on each path element is x·d.
+//     locally. Guarantees first: the local demand of a flow held back by
+//     its enforcer is k·d, k ≥ 1 raising it to the capacity of one of its
+//     virtual resources (its whole guarantee: a new or returning flow gets
+//     it at once, not as its estimate ramps up); of a flow whose requests
+//     queue at appliances, k·d up to its demand without the queues, within
+//     its guarantees. The policies scale a flow's local demand vector by
+//     x ∈ [0, 1]; the flow's local allocation on each path element is
+//     lx·d, lx = x·k.
 //   - Global (global.go): the spare capacity of every allocated physical
 //     resource — links (1−headroom)·capacity, appliances the estimate, minus
-//     the local allocations — goes to the unmet demands (1−x)·d of the flows
-//     of tenants whose guarantees are minimums (not Fixed). A tenant's unmet
-//     demand on an appliance with ApplianceGuarantee.Max is scaled down so
-//     that local + global stays within Max. H-DRF: groups = tenants with
-//     their global weights, flows weighted by VDC.Weights within; DRF and
-//     max-min: a tenant's weight split among its flows by VDC.Weights; first
-//     fit: heavier tenants first.
-//   - Output (output.go): every known flow's allocation, (x + y·(1−x))·d on
-//     each allocated element (floored at the default rate where d is below
-//     it, so that idle flows can ramp up), +Inf on the others; the default
-//     rate; the appliance estimates.
+//     the local allocations — goes to the unmet demands (1−lx)·d of the
+//     flows of tenants whose guarantees are minimums (not Fixed): the
+//     spare follows the estimates. A tenant's unmet demand on an appliance
+//     with ApplianceGuarantee.Max is scaled down so that local + global
+//     stays within Max. H-DRF: groups = tenants with their global weights,
+//     flows weighted by VDC.Weights within; DRF and max-min: a tenant's
+//     weight split among its flows by VDC.Weights; first fit: heavier
+//     tenants first.
+//   - Output (output.go): every known flow's allocation, (lx + y·(1−lx)⁺)·d
+//     on each allocated element (floored at the default rate where d is
+//     below it and the flow is not held back, so that an idle flow can
+//     show it wants more again), +Inf on the others; the default rate; the
+//     appliance estimates.
 type Controller struct {
 	p      Params
 	res    []mech.ResourceInfo
@@ -90,6 +103,7 @@ type Controller struct {
 	// scratch
 	aorder []int // appliances, for delay attribution
 	spare  []float64
+	vcount []int32 // per virtual resource (allV): the flows using it, for floors
 	gvp    alloc.VectorProblem
 	gfl    []*flow
 	log    *slog.Logger
@@ -138,12 +152,23 @@ type flow struct {
 	seen   int        // last step with an observation
 	obs    *mech.FlowObs
 	fresh  bool
-	dead   bool    // forgotten
-	x, y   float64 // local and global fractions of demand
-	s      float64 // Max-cap scale of unmet demand
-	luse   []alloc.Use
-	guse   []alloc.Use
-	aslot  []int32 // per element: the tenant's slot in its appliance's appState (−1: none; nil: not yet known)
+	dead   bool // forgotten
+	// held: this interval its enforcer held it back with demand left
+	// (Held); qf ≥ 1: the factor by which queues at appliances hid its
+	// demand this interval (hiddenDemand), and hidden ≥ 1 that demand as
+	// a multiple of d (smooth).
+	held       bool
+	qf, hidden float64
+	// The local allocation is lx = x·k of the demand: x ∈ [0, 1] the
+	// tenant's policy's fraction of the local demand k·d, k ≥ 1 (k > 1
+	// for a held flow or one with hidden demand: its demand up to its
+	// guarantees). y is the global fraction of the unmet demand
+	// (1 − lx)·s·d.
+	x, k, lx, y float64
+	s           float64 // Max-cap scale of unmet demand
+	luse        []alloc.Use
+	guse        []alloc.Use
+	aslot       []int32 // per element: the tenant's slot in its appliance's appState (−1: none; nil: not yet known)
 	// Round trip of its requests (outstanding ÷ used at an appliance on
 	// its path, s) this interval (−1: unknown) and its unloaded baseline
 	// (0: none yet); appEl are the path elements at allocated appliances.
@@ -453,6 +478,7 @@ func (c *Controller) Step(obs *mech.ControllerObs) mech.ControllerActions {
 		c.reorder()
 	}
 	est := c.estimate(T)
+	c.smooth()
 	c.local()
 	c.global()
 	act := c.output(resets)

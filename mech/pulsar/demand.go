@@ -75,6 +75,50 @@ func Bound(o *mech.FlowObs, defaultRate, tol float64) bool {
 	return false
 }
 
+// Held reports whether the enforcer held the flow back with demand left
+// over: Bound, and the estimate d (EstimateDemand with bound = true) above
+// what the flow used on some element — requests were queued at the
+// enforcer, so the flow's demand is larger than it could show. A flow
+// that merely runs at its limit with nothing queued (it wants exactly
+// that) is not held.
+func Held(o *mech.FlowObs, d []float64, bound bool) bool {
+	if !bound {
+		return false
+	}
+	for e := range o.Path {
+		if at(d, e) > at(o.Used, e)*(1+1e-9) {
+			return true
+		}
+	}
+	return false
+}
+
+// QueueFactor is the ratio by which queueing beyond the enforcer hides a
+// closed-loop flow's demand: §4.2's closed-loop term generalized to
+// requests that wait in a FIFO queue on their way. A flow with out tokens
+// outstanding beyond its enforcer (on some element) and q queued at it
+// runs at u; its round trip is out/u. Were the delay (seconds of it spent
+// queued at appliances) gone and the queued requests released, the same
+// window — q + out — would run at (q + out)/(out/u − delay):
+//
+//	factor = (q + out) / (out − u·delay)
+//
+// With nothing queued at the enforcer it is the round trip over the round
+// trip without the queue; with delay = 0 it would be eq. (5), u·factor =
+// u + q·u/out, which EstimateDemand applies. It returns 1 where it does
+// not apply (no traffic, nothing outstanding, no delay, or a delay that
+// explains the whole round trip).
+func QueueFactor(u, q, out, delay float64) float64 {
+	if !(u > 0) || !(out > 0) || !(delay > 0) {
+		return 1
+	}
+	rest := out - u*delay
+	if !(rest > 0) {
+		return 1
+	}
+	return max(1, (max(q, 0)+out)/rest)
+}
+
 func at(v []float64, i int) float64 {
 	if i < len(v) {
 		x := v[i]

@@ -66,3 +66,48 @@ func TestBound(t *testing.T) {
 		}
 	}
 }
+
+func TestHeld(t *testing.T) {
+	path := []mech.PathElem{{Resource: 0}, {Resource: 1}}
+	cases := []struct {
+		name  string
+		o     mech.FlowObs
+		bound bool
+		want  bool
+	}{
+		{"held back with a backlog", mech.FlowObs{Used: []float64{100, 100}, Backlog: []float64{50, 50}}, true, true},
+		{"held back with requests queued", mech.FlowObs{Used: []float64{100, 100}, Queued: []float64{5, 5}, Outstanding: []float64{5, 5}}, true, true},
+		{"at its limit, nothing queued", mech.FlowObs{Used: []float64{100, 100}}, true, false},
+		{"not bound", mech.FlowObs{Used: []float64{100, 100}, Backlog: []float64{50, 50}}, false, false},
+	}
+	for _, c := range cases {
+		c.o.Path = path
+		d := EstimateDemand(&c.o, 1, c.bound, nil)
+		if got := Held(&c.o, d, c.bound); got != c.want {
+			t.Errorf("%s: Held = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestQueueFactor(t *testing.T) {
+	cases := []struct {
+		name                string
+		u, q, out, delay, w float64
+	}{
+		// 100 tokens/s with 0.3 tokens outstanding: a 3 ms round trip, of
+		// which 2 ms queued: 1 ms without the queue, 3× the rate.
+		{"queue beyond the enforcer", 100, 0, 0.3, 0.002, 3},
+		// Without a queue beyond the enforcer the factor would be eq. (5),
+		// which EstimateDemand applies: 1 here.
+		{"no queue beyond the enforcer", 100, 0.6, 0.3, 0, 1},
+		{"both", 100, 0.3, 0.3, 0.002, 6},
+		{"no traffic", 0, 0, 0.3, 0.002, 1},
+		{"nothing outstanding", 100, 0, 0, 0.002, 1},
+		{"the delay explains the whole round trip", 100, 0, 0.3, 0.003, 1},
+	}
+	for _, c := range cases {
+		if got := QueueFactor(c.u, c.q, c.out, c.delay); math.Abs(got-c.w) > 1e-9 {
+			t.Errorf("%s: QueueFactor = %v, want %v", c.name, got, c.w)
+		}
+	}
+}

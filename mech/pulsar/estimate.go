@@ -21,7 +21,7 @@ func (c *Controller) estimate(T float64) map[string]float64 {
 		a.obs = ApplianceObs{Period: T, Granted: a.granted}
 		for i := range a.tenants {
 			t := &a.tenants[i]
-			t.Used, t.Outstanding, t.Forward, t.Reverse = 0, 0, 0, 0
+			t.Used, t.Outstanding, t.Forward, t.Reverse, t.Demand = 0, 0, 0, 0, 0
 		}
 	}
 	for _, f := range c.order {
@@ -66,6 +66,7 @@ func (c *Controller) estimate(T float64) map[string]float64 {
 		}
 	}
 	c.delays()
+	c.hiddenDemand()
 	est := make(map[string]float64)
 	for r, a := range c.apps {
 		if a == nil {
@@ -76,6 +77,43 @@ func (c *Controller) estimate(T float64) map[string]float64 {
 		est[c.res[r].ID] = c.capacity[r]
 	}
 	return est
+}
+
+// hiddenDemand sets every observed flow's f.qf, the factor by which the
+// queues at the allocated appliances on its way hide its demand
+// (QueueFactor with their delays; 1 without), and adds each flow's
+// demand so revealed, used·qf, to its tenant's TenantObs.Demand at those
+// appliances.
+func (c *Controller) hiddenDemand() {
+	for _, f := range c.order {
+		f.qf = 1
+		o := f.obs
+		if o == nil {
+			continue
+		}
+		if delay := c.queueDelay(f); delay > minDelay {
+			for _, e := range f.appEl {
+				if u := at(o.Used, e); u > 0 {
+					f.qf = QueueFactor(u, at(o.Queued, e), at(o.Outstanding, e), delay)
+					break
+				}
+			}
+		}
+		for _, e := range f.appEl {
+			a := c.apps[f.path[e].Resource]
+			a.tenants[c.appSlot(f, e)].Demand += f.qf * at(o.Used, e)
+		}
+	}
+}
+
+// queueDelay is the queueing delay f's requests met at the allocated
+// appliances on their way this interval (seconds; set by delays).
+func (c *Controller) queueDelay(f *flow) float64 {
+	d := 0.0
+	for _, e := range f.appEl {
+		d += c.apps[f.path[e].Resource].delay
+	}
+	return d
 }
 
 // baseDrift is how fast a flow's latency baseline rises per interval while

@@ -26,11 +26,11 @@ func (c *Controller) global() {
 				continue
 			}
 			d := f.demand[e]
-			c.spare[pe.Resource] -= f.x * d
+			c.spare[pe.Resource] -= f.lx * d
 			if m := f.t.capLocal; m != nil {
 				if _, ok := f.t.appMax[pe.Resource]; ok && pe.Role == mech.Appliance {
-					m[pe.Resource] += f.x * d
-					f.t.capUnmet[pe.Resource] += (1 - f.x) * d
+					m[pe.Resource] += f.lx * d
+					f.t.capUnmet[pe.Resource] += max(0, 1-f.lx) * d
 				}
 			}
 		}
@@ -42,7 +42,7 @@ func (c *Controller) global() {
 	// Flows with unmet demand, of tenants with minimum guarantees.
 	c.gfl = c.gfl[:0]
 	for _, f := range c.order {
-		if f.t.fixed || f.x >= 1 {
+		if f.t.fixed || f.lx >= 1 {
 			continue
 		}
 		s := 1.0
@@ -61,7 +61,7 @@ func (c *Controller) global() {
 		f.s = s
 		f.guse = f.guse[:0]
 		for e, pe := range f.path {
-			if d := (1 - f.x) * s * f.demand[e]; f.in[e] && d > 0 {
+			if d := (1 - f.lx) * s * f.demand[e]; f.in[e] && d > 0 {
 				f.guse = append(f.guse, alloc.Use{Resource: pe.Resource, Coef: d})
 			}
 		}

@@ -8,9 +8,10 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech"
 )
 
-// ingest updates the flows' demands from the observations.
+// ingest reads the observations into the flows: this interval's raw
+// demand estimates (EstimateDemand) and whether the enforcer held them
+// back (Held). smooth turns the estimates into demands.
 func (c *Controller) ingest(obs *mech.ControllerObs, T float64) {
-	w := c.p.EWMA
 	for i := range obs.Flows {
 		o := &obs.Flows[i]
 		var f *flow
@@ -35,14 +36,42 @@ func (c *Controller) ingest(obs *mech.ControllerObs, T float64) {
 		}
 		f.obs = o
 		f.seen = c.step
-		f.raw = EstimateDemand(o, T, Bound(o, c.p.DefaultRate, c.p.Tolerance), f.raw)
-		// No flow can use more than a resource's capacity: this bounds the
-		// closed-loop term when o is tiny (zero-latency appliances, or an
-		// open-loop flow's backlog read as queued requests), so one
-		// outlier does not linger in the average. The whole vector is
-		// scaled down, not each element cut: its shape is the flow's
-		// request mix (tokens per request on each resource), which the
-		// allocation must keep.
+		bound := Bound(o, c.p.DefaultRate, c.p.Tolerance)
+		f.raw = EstimateDemand(o, T, bound, f.raw)
+		f.held = Held(o, f.raw, bound)
+	}
+}
+
+// smooth turns this interval's estimates into the flows' demands, once the
+// queueing delays at appliances are known (estimate), and finds the demand
+// they hide:
+//
+//   - no flow can use more than a resource's capacity: this bounds the
+//     closed-loop terms when o is tiny (zero-latency appliances, or an
+//     open-loop flow's backlog read as queued requests), so one outlier
+//     does not linger in the average. The whole vector is scaled down, not
+//     each element cut: its shape is the flow's request mix (tokens per
+//     request on each resource), which the allocation must keep;
+//   - d ← ewma·estimate + (1−ewma)·d (the first estimate is taken as is);
+//   - a flow whose requests wait in a FIFO queue at an allocated appliance
+//     on its way hides demand, as a closed loop does at its enforcer
+//     (§4.2): its window would run faster without the queue, at u·f.qf
+//     (QueueFactor: its queued and outstanding tokens over its round trip
+//     less the appliances' queueing delays; see hiddenDemand). f.hidden is
+//     that over d, for the local step: a closed-loop tenant starved by a
+//     queue that others' allocations build is seen to demand up to its
+//     guarantee and gets it locally; the others' spare shrinks and the
+//     queue drains. Whether the flow is closed- or open-loop cannot be told
+//     (an open-loop backlog waiting in the queue reads the same), so the
+//     hidden demand raises only the local demand, within the guarantees:
+//     the spare follows the estimate d.
+func (c *Controller) smooth() {
+	w := c.p.EWMA
+	for _, f := range c.order {
+		o := f.obs
+		if o == nil {
+			continue
+		}
 		scale := 1.0
 		for e, pe := range f.path {
 			if pe.Resource >= 0 && pe.Resource < len(c.dcap) && f.raw[e] > c.dcap[pe.Resource] {
@@ -57,10 +86,19 @@ func (c *Controller) ingest(obs *mech.ControllerObs, T float64) {
 		if f.fresh {
 			copy(f.demand, f.raw)
 			f.fresh = false
-			continue
+		} else {
+			for e, d := range f.raw {
+				f.demand[e] = w*d + (1-w)*f.demand[e]
+			}
 		}
-		for e, d := range f.raw {
-			f.demand[e] = w*d + (1-w)*f.demand[e]
+		f.hidden = 1
+		if f.qf > 1 {
+			for _, e := range f.appEl {
+				if u := at(o.Used, e); u > 0 && f.demand[e] > 0 {
+					f.hidden = max(1, f.qf*u/f.demand[e])
+					break
+				}
+			}
 		}
 	}
 }
@@ -161,6 +199,7 @@ func (c *Controller) forget() []mech.FlowAllocation {
 		if f.seen == c.step {
 			continue
 		}
+		f.held, f.hidden, f.qf = false, 1, 1
 		if c.step-f.seen >= c.p.ForgetIntervals {
 			delete(c.flows, f.id)
 			f.dead = true

@@ -1,11 +1,15 @@
 package pulsar
 
-import "github.com/bulkhead-dc/bulkhead/alloc"
+import (
+	"math"
 
-// local computes every tenant's local allocation, f.x: the tenant's policy
-// over its virtual resources. Tenants' virtual resources are disjoint and
-// every policy here is separable (progressive filling, or first fit in
-// order), so the tenants of one policy are solved together.
+	"github.com/bulkhead-dc/bulkhead/alloc"
+)
+
+// local computes every tenant's local allocation, f.x and f.lx: the
+// tenant's policy over its virtual resources. Tenants' virtual resources
+// are disjoint and every policy here is separable (progressive filling, or
+// first fit in order), so the tenants of one policy are solved together.
 func (c *Controller) local() {
 	for _, pol := range []Policy{DRF, MaxMin, FirstFit} {
 		c.lfl = c.lfl[:0]
@@ -41,6 +45,9 @@ func (c *Controller) local() {
 				f.x = 0
 			}
 		}
+		for _, f := range c.lfl {
+			f.lx = f.x * f.k
+		}
 	}
 }
 
@@ -48,8 +55,20 @@ func (c *Controller) local() {
 // tenant's virtual resources: f.vdem, the largest demand of the path
 // elements mapped to each, and f.luse, the same as uses of c.allV. It
 // returns false if the flow demands nothing.
+//
+// Guarantees first (§4.1): a flow its enforcer held back (f.held: a new
+// flow at the default rate, one returning from idle at a decayed
+// allocation, one that grows) demands more than its estimate can show,
+// which only grows by what the enforcer let through. Its local demand is
+// its estimate scaled up, keeping its shape, until it reaches the
+// capacity of one of its virtual resources (f.k ≥ 1): it can then be
+// given its whole guarantee at once — the tenant's policy shares the
+// guarantees among its flows — while the estimate, which ramps up from
+// what the flow used, decides its part of the spare capacity. A flow
+// whose requests wait in queues at appliances is scaled up the same way
+// by the demand the queues hide (f.hidden), within its guarantees.
 func (c *Controller) localDemand(f *flow) bool {
-	f.x, f.y, f.s = 0, 0, 1
+	f.x, f.k, f.lx, f.y, f.s = 0, 1, 0, 0, 1
 	clear(f.vdem)
 	for e, m := range f.emap {
 		d := f.demand[e]
@@ -62,10 +81,24 @@ func (c *Controller) localDemand(f *flow) bool {
 			}
 		}
 	}
+	if f.held || f.hidden > 1 {
+		k := math.Inf(1)
+		if !f.held {
+			k = f.hidden
+		}
+		for i, d := range f.vdem {
+			if d > 0 {
+				k = min(k, c.allV[f.t.voff+int(f.vres[i])].Capacity/d)
+			}
+		}
+		if k > 1 && !math.IsInf(k, 1) {
+			f.k = k
+		}
+	}
 	f.luse = f.luse[:0]
 	for k, d := range f.vdem {
 		if d > 0 {
-			f.luse = append(f.luse, alloc.Use{Resource: f.t.voff + int(f.vres[k]), Coef: d})
+			f.luse = append(f.luse, alloc.Use{Resource: f.t.voff + int(f.vres[k]), Coef: f.k * d})
 		}
 	}
 	return len(f.luse) > 0

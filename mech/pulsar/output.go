@@ -8,7 +8,19 @@ import (
 
 // output builds the actions: every flow's allocation (local + global on
 // allocated elements, floored at the default rate where the demand is below
-// it; +Inf elsewhere), and records what was granted at each appliance.
+// it unless the flow is held back; +Inf elsewhere), and records what was
+// granted at each appliance.
+//
+// The floor lets a flow whose demand fell show that it wants more again:
+// held back there, it gets its guarantee's share at the next step. It is
+// the default rate, but no more than the flow's equal share of each of its
+// tenant's virtual resources on the element (guarantee ÷ the flows using
+// it): so the floors of a tenant's flows stay within its guarantees, and
+// hundreds of senders into one link, each floored, cannot oversubscribe
+// it when none of them is held back by its enforcer (all of them limited
+// by the congestion their floors cause, which the controller would never
+// see). A flow held back already shows it wants more, and is given its
+// guarantee's share and its estimate's part of the spare: no floor.
 func (c *Controller) output(resets []mech.FlowAllocation) mech.ControllerActions {
 	for _, a := range c.apps {
 		if a != nil {
@@ -25,10 +37,22 @@ func (c *Controller) output(resets []mech.FlowAllocation) mech.ControllerActions
 	buf := make([]float64, n)
 	allocs := make([]mech.FlowAllocation, 0, len(c.order)+len(resets))
 	def := c.p.DefaultRate
+	if def > 0 {
+		c.vcount = growInt(c.vcount, len(c.allV))
+		clear(c.vcount)
+		for _, f := range c.order {
+			if f.obs == nil || !f.active() {
+				continue
+			}
+			for _, v := range f.vres {
+				c.vcount[f.t.voff+int(v)]++
+			}
+		}
+	}
 	for _, f := range c.order {
 		rates := buf[:len(f.path):len(f.path)]
 		buf = buf[len(f.path):]
-		frac := f.x + f.y*f.s*(1-f.x)
+		frac := f.lx + f.y*f.s*max(0, 1-f.lx)
 		for e, pe := range f.path {
 			if !f.in[e] {
 				rates[e] = math.Inf(1)
@@ -40,8 +64,8 @@ func (c *Controller) output(resets []mech.FlowAllocation) mech.ControllerActions
 				a.granted += g
 				a.tenants[c.appSlot(f, e)].Granted += g
 			}
-			if def > 0 && d < def {
-				g = max(g, def)
+			if def > 0 && d < def && !f.held {
+				g = max(g, c.floor(f, e))
 			}
 			rates[e] = g
 		}
@@ -49,4 +73,45 @@ func (c *Controller) output(resets []mech.FlowAllocation) mech.ControllerActions
 	}
 	allocs = append(allocs, resets...)
 	return mech.ControllerActions{Allocations: allocs, DefaultRate: def}
+}
+
+// floor is the default-rate floor of flow f on path element e: the default
+// rate, at most f's equal share of each virtual resource of its tenant the
+// element maps to among the flows that used it this interval (c.vcount;
+// an idle flow counts itself in). A resource without a guarantee (a
+// best-effort tenant's) does not lower it: such flows only get spare
+// capacity, and the floor is what lets them ask again.
+func (c *Controller) floor(f *flow, e int) float64 {
+	fl := c.p.DefaultRate
+	self := int32(1)
+	if f.obs != nil && f.active() {
+		self = 0
+	}
+	for _, k := range f.emap[e] {
+		if k < 0 {
+			continue
+		}
+		v := f.t.voff + int(f.vres[k])
+		if g := c.allV[v].Capacity; g > 0 {
+			fl = min(fl, g/float64(c.vcount[v]+self))
+		}
+	}
+	return fl
+}
+
+// active reports whether the flow used anything in the interval observed.
+func (f *flow) active() bool {
+	for e := range f.path {
+		if at(f.obs.Used, e) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func growInt(v []int32, n int) []int32 {
+	if cap(v) < n {
+		return make([]int32, n)
+	}
+	return v[:n]
 }

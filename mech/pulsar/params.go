@@ -86,8 +86,10 @@ type Params struct {
 	// DefaultRate is the rate in tokens/s on every resource of a flow's
 	// path for flows that were never allocated (ControllerActions
 	// .DefaultRate) and the floor of allocations where a flow's demand is
-	// below it, so idle flows can ramp up [default_rate]; default 1e6
-	// (1 MB/s on links ≈ 8 Mbit/s); 0 = unlimited for new flows, no floor.
+	// below it and the flow is not held back, so that an idle flow can
+	// show it wants more again (held back there, it gets its guarantee's
+	// share at the next step) [default_rate]; default 1e6 (1 MB/s on links
+	// ≈ 8 Mbit/s); 0 = unlimited for new flows, no floor.
 	DefaultRate float64
 	// LocalPolicy is the local policy of tenants whose VDC.Policy is empty
 	// [local_policy]: "drf" (default), "maxmin" or "firstfit".

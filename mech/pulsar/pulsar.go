@@ -8,7 +8,8 @@
 // enforcers uphold with multi-resource token buckets:
 //
 //  1. demand estimation (§4.2): d = u + max(b/T, q·u/o), smoothed by an
-//     EWMA (EstimateDemand);
+//     EWMA (EstimateDemand), and the demand that queues at appliances hide
+//     from a closed loop (QueueFactor);
 //  2. appliance capacity estimation (§4.3): a probing window narrowed by
 //     binary search on throughput and VDC-violation signals, then eq. (7)
 //     (CapacityEstimator);
@@ -16,9 +17,14 @@
 //     default) over its virtual resources, whose capacities are its
 //     guarantees: each VM's virtual out-link and in-link (VM.Out/8 and
 //     VM.In/8 bytes/s) and each virtual appliance (ApplianceGuarantee.Min);
+//     guarantees first: a flow its enforcer holds back (a new one at the
+//     default rate, one returning from idle) may take its whole guarantee
+//     at the next step, and one whose requests queue at an appliance its
+//     demand without the queue up to its guarantee;
 //  4. global allocation (eq. 3): the spare capacity of the physical
 //     resources (minus headroom on links) to the unmet demand of tenants
-//     with minimum guarantees, by H-DRF over tenants by default.
+//     with minimum guarantees, by H-DRF over tenants by default; the spare
+//     follows the estimates, which ramp up with what flows use.
 //
 // The allocation of a flow is local + global on every element of its path.
 // The host side of Pulsar is the data-plane rate enforcer, which the driver
