@@ -25,17 +25,26 @@ const (
 //
 //   - guarantee: a pair's hose guarantee for its current demand (Oracle); a
 //     tenant's guarantee is the sum over its pairs, averaged over samples.
-//   - ideal_throughput: the Oracle's ideal work-conserving allocation.
+//     A pair active for only part of a sample (PairSample.Active) is
+//     guaranteed only then: the sample is cut where pairs start or stop,
+//     the Oracle solves every segment on the demands of the pairs active
+//     in it, and the pair's guarantee over the sample is the mean of its
+//     segments' guarantees weighted by their lengths (a pair active half
+//     the sample at a guarantee G is guaranteed G/2 on average, which its
+//     mean rate over the sample is compared with).
+//   - ideal_throughput: the Oracle's ideal work-conserving allocation,
+//     pro-rated the same way.
 //   - compliance: served VM-seconds ÷ VM-seconds, counting a VM in a sample
-//     only when it has a positive guaranteed rate (sum of its pairs' hose
-//     guarantees) in at least one direction; it is served when in every such
-//     direction its achieved rate is ≥ ServedFraction × the guaranteed rate.
-//     1 when nothing is guaranteed (vm_seconds = 0).
+//     for the part of it in which it has a positive guaranteed rate (sum of
+//     its pairs' hose guarantees) in at least one direction; it is served
+//     when in every such direction its achieved rate over the sample is ≥
+//     ServedFraction × its guaranteed rate over the sample. 1 when nothing
+//     is guaranteed (vm_seconds = 0).
 //   - work_conservation: Σ achieved ÷ Σ ideal over the (sample, pair)
 //     entries whose pair crosses a physical link that the ideal allocation
-//     saturates ("on the bottlenecks"), clipped to [0, 1]. If the ideal never
-//     saturates a link, over all entries (scope "all"); if there is no ideal
-//     throughput at all, 1 (scope "none").
+//     saturates while the pair is active ("on the bottlenecks"), clipped to
+//     [0, 1]. If the ideal never saturates a link, over all entries (scope
+//     "all"); if there is no ideal throughput at all, 1 (scope "none").
 //   - throughput_ratio: Σ achieved ÷ Σ ideal over all entries, unclipped.
 //   - jain: Jain's index of mean_throughput ÷ guarantee over the tenants with
 //     a positive guarantee.
@@ -143,7 +152,8 @@ type FCTStats struct {
 }
 
 // Evaluate validates the input, runs the Oracle on every sample's demands
-// (recomputing only when demands change) and computes the Report.
+// (on every segment of it where pairs started or stopped; recomputing only
+// when demands change) and computes the Report.
 func Evaluate(in Input) (*Report, error) {
 	if err := in.Validate(); err != nil {
 		return nil, err
@@ -189,18 +199,14 @@ func Evaluate(in Input) (*Report, error) {
 	aOut := make([]float64, nv)
 	aIn := make([]float64, nv)
 
-	demand := make([]float64, np)
-	prev := make([]float64, np)
-	guar := make([]float64, np)
-	ideal := make([]float64, np)
-	bott := make([]bool, np)
+	so := newSampleOracle(o, src, dst, nv)
 
 	type acc struct {
 		a, g, i             float64 // this sample
 		sumA, sumG, sumI    float64
 		botA, botI          float64
 		spare, idealSpare   float64
-		counted, served     int
+		counted, served     float64 // VM-samples, weighted
 		achieved, gs, ideal []float64
 	}
 	ts := make([]acc, nt)
@@ -226,18 +232,9 @@ func Evaluate(in Input) (*Report, error) {
 
 	for k, s := range in.Samples {
 		r.Times[k] = s.T.Seconds()
-		same := k > 0
-		for i, ps := range s.Pairs {
-			demand[i] = ps.Demand
-			if same && ps.Demand != prev[i] {
-				same = false
-			}
-		}
-		if !same {
-			if err := o.Solve(demand, guar, ideal, bott); err != nil {
-				return nil, err
-			}
-			copy(prev, demand)
+		guar, ideal, bott, vmW, err := so.sample(s.Pairs)
+		if err != nil {
+			return nil, err
 		}
 		for v := 0; v < nv; v++ {
 			gOut[v], gIn[v], aOut[v], aIn[v] = 0, 0, 0, 0
@@ -265,13 +262,13 @@ func Evaluate(in Input) (*Report, error) {
 			aIn[dst[i]] += a
 		}
 		for v := 0; v < nv; v++ {
-			if gOut[v] <= 0 && gIn[v] <= 0 {
+			if vmW[v] <= 0 {
 				continue
 			}
 			t := &ts[vmTenant[v]]
-			t.counted++
+			t.counted += vmW[v]
 			if served(aOut[v], gOut[v]) && served(aIn[v], gIn[v]) {
-				t.served++
+				t.served += vmW[v]
 			}
 		}
 		for ti := range ts {
@@ -289,7 +286,7 @@ func Evaluate(in Input) (*Report, error) {
 
 	// Aggregate.
 	var sumA, sumG, sumI, botA, botI, spare, idealSpare float64
-	var counted, servedN int
+	var counted, servedN float64
 	for _, t := range ts {
 		sumA += t.sumA
 		sumG += t.sumG
@@ -304,8 +301,8 @@ func Evaluate(in Input) (*Report, error) {
 	nsf := float64(ns)
 	r.WorkConservation, r.WorkConservationScope = workConservation(botA, botI, sumA, sumI)
 	r.ThroughputRatio = ratio(sumA, sumI, 1)
-	r.Compliance = ratio(float64(servedN), float64(counted), 1)
-	r.VMSeconds = float64(counted) * ivl
+	r.Compliance = ratio(servedN, counted, 1)
+	r.VMSeconds = counted * ivl
 	r.MeanThroughput = sumA / nsf / scale
 	r.Guarantee = sumG / nsf / scale
 	r.IdealThroughput = sumI / nsf / scale
@@ -328,8 +325,8 @@ func Evaluate(in Input) (*Report, error) {
 		tr.Guarantee = t.sumG / nsf / scale
 		tr.MeanThroughput = t.sumA / nsf / scale
 		tr.IdealThroughput = t.sumI / nsf / scale
-		tr.Compliance = ratio(float64(t.served), float64(t.counted), 1)
-		tr.VMSeconds = float64(t.counted) * ivl
+		tr.Compliance = ratio(t.served, t.counted, 1)
+		tr.VMSeconds = t.counted * ivl
 		tr.WorkConservation, tr.WorkConservationScope = workConservation(t.botA, t.botI, t.sumA, t.sumI)
 		tr.SpareShare = ratio(t.spare, spare, 0)
 		tr.IdealSpareShare = ratio(t.idealSpare, idealSpare, 0)

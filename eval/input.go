@@ -8,9 +8,29 @@ package eval
 import "time"
 
 // PairSample is one VM pair's state averaged over one sample interval.
+//
+// A pair that has traffic to offer for only part of the interval (a phase,
+// an on period or a flow that starts or ends within it) says which part
+// with Active and ActiveFrom; the oracle then guarantees it, and counts its
+// ideal rate, only over that part (see Evaluate). Left zero, the pair is
+// taken as active over the whole interval whenever its demand is positive.
 type PairSample struct {
-	Rate   float64 // achieved throughput, bits/s
-	Demand float64 // offered demand, bits/s; +Inf for unbounded (bulk TCP)
+	Rate float64 // achieved throughput, bits/s, mean over the interval
+	// Demand is the offered demand, bits/s: for bounded traffic (UDP,
+	// rate-capped TCP) its mean over the interval; +Inf when unbounded
+	// connections (bulk or sized TCP) were active for at least half of the
+	// time the pair was active (of the interval, when Active is not
+	// recorded).
+	Demand float64
+	// Active is the fraction of the interval during which the pair had
+	// traffic to offer (at least one active connection), in [0, 1];
+	// ActiveFrom is the fraction of the interval that had passed when it
+	// first had. The oracle takes the pair as active over [ActiveFrom,
+	// ActiveFrom+Active) of the interval, offering Demand ÷ Active while
+	// active: exact when its activity is one stretch, its amount kept and
+	// its position approximate otherwise. Active = 0: not recorded (the
+	// whole interval when Demand > 0).
+	Active, ActiveFrom float64
 }
 
 // Pair is a directed VM pair of one tenant, with the physical route its

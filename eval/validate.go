@@ -8,8 +8,8 @@ import (
 // Validate checks that the Input is consistent: positive interval and unit
 // scale, unique tenants and VMs, pairs naming known VMs of their tenant and
 // known links, one PairSample per pair in every sample with finite
-// non-negative rates and non-negative (possibly +Inf) demands, increasing
-// sample times, and FCTs of known tenants. Errors name the offending item.
+// non-negative rates and non-negative (possibly +Inf) demands, active parts
+// within the interval, increasing sample times, and FCTs of known tenants. Errors name the offending item.
 func (in *Input) Validate() error {
 	if in.Interval <= 0 {
 		return fmt.Errorf("eval: sample interval %v must be > 0", in.Interval)
@@ -87,6 +87,12 @@ func (in *Input) Validate() error {
 			}
 			if !(ps.Demand >= 0) {
 				return fmt.Errorf("eval: sample %d (t=%v) pair %d (%s->%s): demand %v must be ≥ 0 (+Inf for unbounded)", k, s.T, i, in.Pairs[i].Src, in.Pairs[i].Dst, ps.Demand)
+			}
+			if !(ps.Active >= 0 && ps.Active <= 1) || !(ps.ActiveFrom >= 0 && ps.ActiveFrom < 1) || ps.ActiveFrom+ps.Active > 1+spanTolerance {
+				return fmt.Errorf("eval: sample %d (t=%v) pair %d (%s->%s): active over [%v, %v+%v) of the interval, must be within [0, 1]", k, s.T, i, in.Pairs[i].Src, in.Pairs[i].Dst, ps.ActiveFrom, ps.ActiveFrom, ps.Active)
+			}
+			if ps.Active == 0 && ps.ActiveFrom != 0 {
+				return fmt.Errorf("eval: sample %d (t=%v) pair %d (%s->%s): active from %v of the interval but for no time (Active 0: not recorded)", k, s.T, i, in.Pairs[i].Src, in.Pairs[i].Dst, ps.ActiveFrom)
 			}
 		}
 	}

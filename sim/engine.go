@@ -126,6 +126,8 @@ type pairState struct {
 	sampleBits      float64
 	unboundedTicks  int
 	boundedDemandDT float64 // Σ offered·dt of bounded connections
+	activeTicks     int     // ticks with traffic to offer
+	firstActive     int     // the sample's tick at which it first had
 }
 
 type connState struct {
@@ -219,8 +221,9 @@ type engine struct {
 	// per-VM demands and I/O for agents and the controller (vmio.go)
 	vmio vmIO
 
-	out *eval.Input
-	now time.Duration
+	out        *eval.Input
+	sampleTick int // ticks since the last sample
+	now        time.Duration
 }
 
 type inflightMsg struct {

@@ -527,6 +527,15 @@ func (e *engine) account() {
 		p := &e.pairs[i]
 		bits := p.rate*dt + p.partial
 		sentBits := p.sentRate*dt + p.partial
+		// A sized flow that finished in this tick (partial) was an
+		// unbounded connection active in it.
+		unbounded := p.unboundedActive > 0 || p.partial > 0
+		if unbounded || p.boundedOffered > 0 {
+			if p.activeTicks == 0 {
+				p.firstActive = e.sampleTick
+			}
+			p.activeTicks++
+		}
 		p.partial = 0
 		lost := p.lossRate * dt / MTU
 		marked := p.markRate * dt / MTU
@@ -551,30 +560,36 @@ func (e *engine) account() {
 		if p.bound {
 			p.ctlBound++
 		}
-		if p.unboundedActive > 0 {
+		if unbounded {
 			p.unboundedTicks++
 		} else {
 			p.boundedDemandDT += p.boundedOffered * dt
 		}
 	}
+	e.sampleTick++
 }
 
 // takeSample records every pair's mean rate and demand over the last span.
 func (e *engine) takeSample(t, span time.Duration) {
 	sec := span.Seconds()
-	ticks := int(math.Round(sec / e.dtSec))
+	ticks := e.sampleTick
 	s := eval.Sample{T: t, Pairs: make([]eval.PairSample, len(e.pairs))}
 	for i := range e.pairs {
 		p := &e.pairs[i]
 		ps := eval.PairSample{Rate: p.sampleBits / sec}
-		if ticks > 0 && 2*p.unboundedTicks >= ticks {
+		if p.activeTicks > 0 && 2*p.unboundedTicks >= p.activeTicks {
 			ps.Demand = math.Inf(1)
 		} else {
 			ps.Demand = p.boundedDemandDT / sec
 		}
+		if p.activeTicks > 0 && ticks > 0 {
+			ps.Active = float64(p.activeTicks) / float64(ticks)
+			ps.ActiveFrom = float64(p.firstActive) / float64(ticks)
+		}
 		s.Pairs[i] = ps
-		p.sampleBits, p.unboundedTicks, p.boundedDemandDT = 0, 0, 0
+		p.sampleBits, p.unboundedTicks, p.boundedDemandDT, p.activeTicks = 0, 0, 0, 0
 	}
+	e.sampleTick = 0
 	if len(e.rflows) > 0 {
 		s.Requests = make([]eval.RequestSample, len(e.rflows))
 		for i := range e.rflows {

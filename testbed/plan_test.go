@@ -1,11 +1,14 @@
 package testbed
 
 import (
+	"math"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
 )
@@ -241,6 +244,34 @@ workloads:
 	}
 	if !fl[0].active(0) || fl[0].active(1e9) || !fl[1].active(3e9) {
 		t.Error("phases")
+	}
+	// What a sample records of the pairs' activity: the TCP pair (a->b)
+	// runs [0, 1 s) and [2 s, 4 s), the UDP pair (b->a) all the time.
+	pair := map[string]int{}
+	for _, f := range fl {
+		pair[f.src] = f.pair
+	}
+	for _, tc := range []struct {
+		name          string
+		w0, w1        time.Duration
+		active, from  float64
+		tcpUnbounded  bool
+		udpDemandMbps float64
+	}{
+		{"inside a phase", 500 * time.Millisecond, 600 * time.Millisecond, 1, 0, true, 50},
+		{"the phase ends mid-sample", 950 * time.Millisecond, 1050 * time.Millisecond, 0.5, 0, true, 50},
+		{"idle", 1500 * time.Millisecond, 1600 * time.Millisecond, 0, 0, false, 50},
+		{"the phase starts mid-sample", 1950 * time.Millisecond, 2050 * time.Millisecond, 0.5, 0.5, true, 50},
+	} {
+		s := eval.Sample{Pairs: make([]eval.PairSample, 2)}
+		recordActivity(&s, fl, tc.w0, tc.w1)
+		tcp, udp := s.Pairs[pair["a"]], s.Pairs[pair["b"]]
+		if math.Abs(tcp.Active-tc.active) > 1e-9 || math.Abs(tcp.ActiveFrom-tc.from) > 1e-9 || math.IsInf(tcp.Demand, 1) != tc.tcpUnbounded {
+			t.Errorf("%s: TCP pair active %g from %g demand %g, want %g from %g unbounded %v", tc.name, tcp.Active, tcp.ActiveFrom, tcp.Demand, tc.active, tc.from, tc.tcpUnbounded)
+		}
+		if math.Abs(udp.Demand-tc.udpDemandMbps*1e6) > 1 || udp.Active != 1 {
+			t.Errorf("%s: UDP pair demand %g active %g, want %g Mbps all the time", tc.name, udp.Demand, udp.Active, tc.udpDemandMbps)
+		}
 	}
 	sc.Workloads[0].Kind = spec.KindOnOff
 	if _, err := flows(sc, p); err == nil || !strings.Contains(err.Error(), "not supported") {

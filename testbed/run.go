@@ -147,6 +147,35 @@ func flows(sc *spec.Scenario, p *Plan) ([]flow, error) {
 }
 
 // active reports whether the flow runs at t.
+// recordActivity sets what the workloads asked of each pair in the sample
+// window [w0, w1) (times from the start of the workloads): the part of the
+// window some flow of the pair ran (eval.ActiveIn: Active, ActiveFrom), an
+// unbounded demand when bulk TCP ran for at least half of that part, and
+// otherwise the offered rate averaged over the window.
+func recordActivity(s *eval.Sample, fl []flow, w0, w1 time.Duration) {
+	on := make([][]eval.Interval, len(s.Pairs))
+	unbounded := make([]time.Duration, len(s.Pairs))
+	for _, f := range fl {
+		lo, hi := max(w0, time.Duration(f.phase.Start)), min(w1, time.Duration(f.phase.Stop))
+		if lo >= hi {
+			continue
+		}
+		on[f.pair] = append(on[f.pair], eval.Interval{Start: lo, Stop: hi})
+		if !f.udp && f.rate == 0 {
+			unbounded[f.pair] += hi - lo
+		} else {
+			s.Pairs[f.pair].Demand += f.rate * float64(hi-lo) / float64(w1-w0)
+		}
+	}
+	for i := range s.Pairs {
+		a, from := eval.ActiveIn(w0, w1, on[i])
+		s.Pairs[i].Active, s.Pairs[i].ActiveFrom = a, from
+		if a > 0 && 2*unbounded[i].Seconds() >= a*(w1-w0).Seconds() {
+			s.Pairs[i].Demand = math.Inf(1)
+		}
+	}
+}
+
 func (f *flow) active(t time.Duration) bool {
 	return t >= time.Duration(f.phase.Start) && t < time.Duration(f.phase.Stop)
 }
@@ -499,22 +528,11 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 			late++
 		}
 		sec := now.Sub(prevT).Seconds()
-		mid := time.Duration(k)*o.Sample - o.Sample/2
 		s := eval.Sample{T: time.Duration(k) * o.Sample, Pairs: make([]eval.PairSample, len(cur))}
 		for i := range cur {
 			s.Pairs[i].Rate = float64(cur[i]-prev[i]) * 8 / sec / tb.plan.Scale
 		}
-		for _, f := range fl {
-			if !f.active(mid) {
-				continue
-			}
-			ps := &s.Pairs[f.pair]
-			if !f.udp && f.rate == 0 {
-				ps.Demand = math.Inf(1)
-			} else {
-				ps.Demand += f.rate
-			}
-		}
+		recordActivity(&s, fl, time.Duration(k-1)*o.Sample, time.Duration(k)*o.Sample)
 		in.Samples = append(in.Samples, s)
 		prev, prevT = cur, now
 		if err := w.err(); err != nil {

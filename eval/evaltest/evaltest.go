@@ -50,6 +50,17 @@ func AddSample(in *eval.Input, rd ...[2]float64) {
 	in.Samples = append(in.Samples, s)
 }
 
+// AddParts appends a sample with the given (rate, demand, active, active
+// from) per pair, rates and demands in Mbps: each pair active over [from,
+// from+active) of the interval (active 0: not recorded, the whole interval).
+func AddParts(in *eval.Input, ps ...[4]float64) {
+	s := eval.Sample{T: time.Duration(len(in.Samples)+1) * in.Interval, Pairs: make([]eval.PairSample, len(ps))}
+	for i, p := range ps {
+		s.Pairs[i] = eval.PairSample{Rate: p[0] * Mbps, Demand: p[1] * Mbps, Active: p[2], ActiveFrom: p[3]}
+	}
+	in.Samples = append(in.Samples, s)
+}
+
 // RequestsOnly is a run with request flows only (no VM pairs): two
 // tenants at one appliance with guarantees of 100 tokens/s each.
 func RequestsOnly(tokens [][2]float64, busy []float64) eval.Input {
