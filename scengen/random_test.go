@@ -394,9 +394,15 @@ var floors = []floor{
 	// network runs: 0.96, 0.96.
 	{mechanism: "gatekeeper", scenarios: groupNonBlocking, served: 0.5, medianWorst: 0.9},
 	{mechanism: "gatekeeper", scenarios: "network", medianWC: 0.85},
-	// QShare: served 30 of 40 runs (0.75), 76 of 100; median worst 1.00,
-	// 1.00; work conservation median 1.00, 1.00.
-	{mechanism: "qshare", scenarios: "network", served: 0.6, medianWorst: 0.9, medianWC: 0.9},
+	// QShare (dedicated: hose, issue 11: a pair kept below its hose
+	// guarantee by its own tenant's pairs in their dedicated queue has its
+	// siblings capped): served 38 of 40 runs (0.95), 94 of 100; median
+	// worst 1.00, 1.00; worst tenant 0.67 (network-9: two UDP senders
+	// into one VM), 0.00 (network-52, -73: shortfalls not caused by
+	// siblings, docs/qshare.md); work conservation median 1.00, 1.00.
+	// (Before, the paper's tenant-level guarantee, dedicated: tenant: served
+	// 30 of 40, 76 of 100.)
+	{mechanism: "qshare", scenarios: "network", served: 0.85, medianWorst: 0.95, medianWC: 0.9},
 	// hosefill (1% headroom, no limit below the guarantee a pair would
 	// have, new pairs of busy VMs deemed starved only after two periods):
 	// served 40 of 40 runs, 100 of 100; worst tenant 1.00, 1.00; median

@@ -244,7 +244,13 @@ func TestParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := Parse(map[string]any{"interval": "2s", "shared": "elasticswitch", "alpha": 0.5, "u_cap": 3})
-	if err != nil || p.Interval.Seconds() != 2 || p.UCap != 3 || p.Shared != SharedElasticSwitch {
+	if err != nil || p.Interval.Seconds() != 2 || p.UCap != 3 || p.Shared != SharedElasticSwitch || p.Dedicated != DedicatedHose {
+		t.Errorf("Parse: %+v, %v", p, err)
+	}
+	// The paper's QShare: caps in the shared queue, nothing inside
+	// dedicated queues; hypervisors step every agent_period.
+	p, err = Parse(map[string]any{"dedicated": "tenant", "agent_period": "5ms"})
+	if err != nil || p.Dedicated != DedicatedTenant || p.AgentPeriod.Milliseconds() != 5 {
 		t.Errorf("Parse: %+v, %v", p, err)
 	}
 	for _, c := range []struct {
@@ -255,7 +261,9 @@ func TestParse(t *testing.T) {
 		{map[string]any{"u_cap": -1}, "mechanism.params.u_cap: must be > 0, got -1"},
 		{map[string]any{"price": 0}, "mechanism.params.price: must be > 0"},
 		{map[string]any{"shared": "x"}, `mechanism.params.shared: must be "cap" or "elasticswitch", got "x"`},
-		{map[string]any{"alpha": 0.5}, "mechanism.params.alpha: is an ElasticSwitch parameter; it needs shared: elasticswitch"},
+		{map[string]any{"alpha": 0.5, "dedicated": "tenant"}, "mechanism.params.alpha: is an ElasticSwitch parameter; it needs shared: elasticswitch or dedicated: hose"},
+		{map[string]any{"dedicated": "x"}, `mechanism.params.dedicated: must be "hose" or "tenant", got "x"`},
+		{map[string]any{"agent_period": "5ms"}, "mechanism.params.agent_period: applies with shared: cap and dedicated: tenant only"},
 		{map[string]any{"nosuch": 1}, "mechanism.params.nosuch: unknown parameter"},
 		{map[string]any{"interval": "x"}, "mechanism.params.interval"},
 	} {

@@ -29,7 +29,15 @@
 //     tenant's traffic on any link is within its reservation) or run
 //     ElasticSwitch's guarantee partitioning and rate allocation (shared:
 //     elasticswitch, the package mech/elasticswitch, its parameters
-//     accepted here). D-tenants are unlimited: their queue isolates them.
+//     accepted here). D-tenants are not limited by their queue's share:
+//     the queue isolates them.
+//   - Inside a dedicated queue (dedicated: hose, the default; not the
+//     paper's, which promises tenant-level guarantees) hypervisors keep
+//     every VM pair's hose guarantee: a pair kept below it by its own
+//     tenant's traffic is reported to the tenant's hypervisors, which cap
+//     the siblings that share a host link with it by its deficit
+//     (protector, protect.go). With dedicated: tenant the pairs are never
+//     limited.
 //
 // docs/qshare.md gives the reconstruction of the formulas the paper's text
 // lost and every assumption.
@@ -58,6 +66,17 @@ const (
 	SharedElasticSwitch = "elasticswitch"
 )
 
+// Policies inside a dedicated queue.
+const (
+	// DedicatedHose keeps every VM pair's hose guarantee inside its
+	// tenant's queue (Bulkhead's, not the paper's: see protector).
+	DedicatedHose = "hose"
+	// DedicatedTenant leaves the pairs unlimited: the queue guarantees
+	// the tenant as a whole (the paper, §9: "QShare enforces per-tenant
+	// guarantees").
+	DedicatedTenant = "tenant"
+)
+
 // Params are QShare's parameters (keys under mechanism.params in
 // brackets).
 type Params struct {
@@ -73,24 +92,30 @@ type Params struct {
 	// Shared is the policy for tenants in the shared queue [shared]: "cap"
 	// (default) or "elasticswitch".
 	Shared string
-	// AgentPeriod is how often a host agent in cap mode applies the
-	// bindings it heard [agent_period]; default 10ms. In elasticswitch
-	// mode agents step every ElasticSwitch RA period.
+	// Dedicated is the policy inside a dedicated queue [dedicated]:
+	// "hose" (default: every VM pair keeps its hose guarantee) or
+	// "tenant" (the paper: the tenant's pairs share its queue as their
+	// traffic does).
+	Dedicated string
+	// AgentPeriod is how often a host agent applies the bindings it heard
+	// [agent_period], with shared: cap and dedicated: tenant; default
+	// 10ms. Otherwise agents run ElasticSwitch and step every RA period.
 	AgentPeriod time.Duration
 	// Seed seeds the random tie-breaking of Alg. 2 [seed]; default 1.
 	Seed int64
-	// ES is ElasticSwitch's configuration for the shared queue (its
+	// ES is ElasticSwitch's configuration for the shared queue and, with
+	// dedicated: hose, for the guarantees inside dedicated queues (its
 	// parameters, e.g. ra_period, alpha, are accepted as they are).
 	ES elasticswitch.Config
 }
 
 // DefaultParams returns the defaults.
 func DefaultParams() Params {
-	return Params{Interval: time.Second, UCap: 2, Price: 1, Shared: SharedCap,
+	return Params{Interval: time.Second, UCap: 2, Price: 1, Shared: SharedCap, Dedicated: DedicatedHose,
 		AgentPeriod: 10 * time.Millisecond, Seed: 1, ES: elasticswitch.Defaults()}
 }
 
-var ownParams = []string{"interval", "u_cap", "price", "shared", "agent_period", "seed"}
+var ownParams = []string{"interval", "u_cap", "price", "shared", "dedicated", "agent_period", "seed"}
 
 // ParamNames lists every parameter: QShare's own and ElasticSwitch's.
 func ParamNames() []string {
@@ -143,6 +168,14 @@ func Parse(params map[string]any) (Params, error) {
 	} else if p.Shared != SharedCap && p.Shared != SharedElasticSwitch {
 		bad("shared", "must be %q or %q, got %q", SharedCap, SharedElasticSwitch, p.Shared)
 	}
+	if p.Dedicated, err = sp.String("dedicated", p.Dedicated); err != nil {
+		add(err)
+	} else if p.Dedicated != DedicatedHose && p.Dedicated != DedicatedTenant {
+		bad("dedicated", "must be %q or %q, got %q", DedicatedHose, DedicatedTenant, p.Dedicated)
+	}
+	if _, ok := params["agent_period"]; ok && p.runsES() && len(errs) == 0 {
+		bad("agent_period", "applies with shared: %s and dedicated: %s only; otherwise agents step every ElasticSwitch ra_period", SharedCap, DedicatedTenant)
+	}
 	seed, err := sp.Int("seed", int(p.Seed))
 	add(err)
 	p.Seed = int64(seed)
@@ -152,9 +185,11 @@ func Parse(params map[string]any) (Params, error) {
 			esParams[n] = v
 		}
 	}
-	if len(esParams) > 0 && p.Shared != SharedElasticSwitch && len(errs) == 0 {
-		for n := range esParams {
-			bad(n, "is an ElasticSwitch parameter; it needs shared: %s", SharedElasticSwitch)
+	if len(esParams) > 0 && !p.runsES() && len(errs) == 0 {
+		for _, n := range elasticswitch.ParamNames() {
+			if _, ok := esParams[n]; ok {
+				bad(n, "is an ElasticSwitch parameter; it needs shared: %s or dedicated: %s", SharedElasticSwitch, DedicatedHose)
+			}
 		}
 	}
 	if p.ES, err = elasticswitch.Parse(esParams); err != nil {
@@ -162,6 +197,10 @@ func Parse(params map[string]any) (Params, error) {
 	}
 	return p, errors.Join(errs...)
 }
+
+// runsES says whether host agents run ElasticSwitch: for the shared queue
+// or for the guarantees inside dedicated queues.
+func (p Params) runsES() bool { return p.Shared == SharedElasticSwitch || p.Dedicated == DedicatedHose }
 
 // Mechanism is QShare with one set of parameters.
 type Mechanism struct {
