@@ -366,11 +366,9 @@ const minFloorSeeds = 20
 // floors are set below what HEAD measured when they were written
 // (commit ce30154; each figure in the comments is at 40 seeds, then at
 // 100). They are floors, not targets: issue 11 asks for every tenant at
-// ≥ 95% on every run. Pulsar has none: on network scenarios its worst
-// tenant was at 0 on every seed (it starts at a tiny rate and ramps up
-// over seconds, issue 11 item 3), and at appliances at ≤ 0.90 (no
-// guarantee in the first control interval), so any floor would be one it
-// cannot fail. Gatekeeper's compliance is held only where its paper says
+// ≥ 95% on every run. Pulsar's were added after issue 11's changes to it
+// (at ce30154 its worst tenant on network scenarios was at 0 on every
+// seed). Gatekeeper's compliance is held only where its paper says
 // it works, a core that does not congest ("Gatekeeper assumes that fabric
 // bandwidth is well provisioned").
 var floors = []floor{
@@ -411,6 +409,19 @@ var floors = []floor{
 	// (network-78). (Before, worst tenant 0.00 on network-29, -30: TCP
 	// behind UDP that filled the link from the start was never seen.)
 	{mechanism: "hosefill", scenarios: "network", served: 0.9, worst: 0.93, medianWorst: 0.95, medianWC: 0.95},
+	// Pulsar (issue 11: guarantees first; until traffic is first seen, new
+	// flows at the smallest share of a guarantee any flow of the model can
+	// have): network: served 0 of 40 runs, 0 of 100; median worst 0.84,
+	// 0.84 (a tenant whose flows' share is above that smallest one, or
+	// beside a best-effort tenant, still runs its first control interval
+	// at 8 Mbps: 0.1 of a 10 s run); worst tenant 0.44 (network-28) both;
+	// work conservation median 0.66, 0.64 (0.56, 0.58 with the fixed
+	// 8 Mbps start). Appliance and mixed: served 1 of 80, 1 of 200; median
+	// worst 0.86, 0.85. No floor on served (0 cannot fail) nor on the
+	// worst tenant (it falls with the seeds: at appliances 0.49 at 40,
+	// 0.30 at 100).
+	{mechanism: "pulsar", scenarios: "network", medianWorst: 0.8, medianWC: 0.6},
+	{mechanism: "pulsar", scenarios: groupAppliance, medianWorst: 0.8},
 }
 
 // problems says where a summary falls below the floor (none: it holds).

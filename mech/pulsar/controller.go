@@ -67,7 +67,9 @@ import (
 //   - Output (output.go): every known flow's allocation, (lx + y·(1−lx)⁺)·d
 //     on each allocated element (floored at the default rate where d is
 //     below it and the flow is not held back, so that an idle flow can
-//     show it wants more again), +Inf on the others; the default rate; the
+//     show it wants more again), +Inf on the others; the default rate
+//     (until a flow is first seen using anything, the start rate:
+//     startRate; so are the floors); the
 //     appliance estimates.
 type Controller struct {
 	p      Params
@@ -75,17 +77,22 @@ type Controller struct {
 	allocL bool // links are allocated (scope all or network)
 	allocA bool // appliances are allocated (scope all or appliances)
 
-	tenants  []*tenant // sorted by name; the last one is the unknown tenant ""
-	byName   map[string]*tenant
-	vms      map[string]vmRef
-	apps     []*appState // per resource; nil for links or when appliances are not allocated
-	flows    map[mech.FlowID]*flow
-	byPos    []*flow // flow at each position of the previous observation
-	order    []*flow // by tenant, then Src, Dst
-	dirty    bool
-	step     int
-	capacity []float64 // current capacity per resource (links: (1−h)·C; appliances: estimate)
-	dcap     []float64 // cap of a flow's demand per resource (links: C; appliances: the window's maximum)
+	tenants []*tenant // sorted by name; the last one is the unknown tenant ""
+	byName  map[string]*tenant
+	vms     map[string]vmRef
+	apps    []*appState // per resource; nil for links or when appliances are not allocated
+	flows   map[mech.FlowID]*flow
+	byPos   []*flow // flow at each position of the previous observation
+	order   []*flow // by tenant, then Src, Dst
+	dirty   bool
+	step    int
+	// def0 is the default rate until traffic is first seen (startRate);
+	// lastDef the default rate announced at the previous step, in force
+	// over the interval observed; started: some flow was allocated.
+	def0, lastDef float64
+	started       bool
+	capacity      []float64 // current capacity per resource (links: (1−h)·C; appliances: estimate)
+	dcap          []float64 // cap of a flow's demand per resource (links: C; appliances: the window's maximum)
 
 	// allV concatenates the tenants' virtual resources; lstamp, lidx map
 	// them to the resources of this interval's local problems.
@@ -374,6 +381,8 @@ func NewController(env mech.ControllerEnv, p Params) (*Controller, error) {
 		c.capacity[i] = a.est.Estimate()
 		c.dcap[i] = hi
 	}
+	c.def0 = c.startRate(env.VMs)
+	c.lastDef = p.DefaultRate
 	c.spare = make([]float64, len(c.res))
 	c.gvp.Resources = make([]alloc.Resource, len(c.res))
 	for i, r := range c.res {
@@ -436,6 +445,73 @@ func (c *Controller) newTenant(name string, v *mech.VDC, resIdx map[string]int) 
 		t.capLocal, t.capUnmet = map[int]float64{}, map[int]float64{}
 	}
 	return t, nil
+}
+
+// startRate is the default rate (of flows never allocated, and the floor
+// of those allocated) until the controller first sees a flow use anything
+// (a run's first control interval): Params.DefaultRate, raised to the
+// smallest equal share of a guarantee that any flow the declared model
+// allows can have, when that is larger. Guarantees first (§4.1), from a
+// flow's first moments: a VM's possible flows are one to each other VM
+// of its tenant and one to each appliance of its VDC, and each is given
+// no more than its equal share of every guarantee it uses — its source
+// VM's out-link and its destination VM's in-link (a flow to an appliance:
+// its VM's out- and in-link) among that VM's possible flows, a virtual
+// appliance among the tenant's VMs. So however many flows start at once,
+// their default rates stay within their tenants' guarantees, which
+// admission fits into every link. The default is one number for every
+// flow (mech.ControllerActions.DefaultRate, in each resource's tokens), so
+// it is the smallest such share: a tenant without a guarantee on an
+// allocated resource it can use (a best-effort tenant), or a VM of no
+// known tenant, leaves it at Params.DefaultRate.
+//
+// Only until traffic is first seen: from then on some flows may hold spare
+// capacity, and a new flow at a large default rate would be held back by
+// the congestion they cause rather than by its enforcer, which the
+// controller cannot see (it would never be found held, and never given
+// its guarantee). A new flow at the small Params.DefaultRate is held back
+// by its enforcer and gets its guarantee at the next step.
+func (c *Controller) startRate(vms []mech.VM) float64 {
+	def := c.p.DefaultRate
+	if !(def > 0) {
+		return def
+	}
+	count := map[*tenant]int{}
+	for _, vm := range vms {
+		count[c.vms[vm.Name].t]++
+	}
+	share := math.Inf(1)
+	for _, vm := range vms {
+		ref := c.vms[vm.Name]
+		t := ref.t
+		if t.name == "" {
+			return def
+		}
+		apps := 0
+		for r := range t.app {
+			if c.apps[r] != nil {
+				apps++
+			}
+		}
+		flows := count[t] - 1 + apps
+		if flows == 0 {
+			continue
+		}
+		if c.allocL {
+			share = min(share, t.vres[ref.out].Capacity/float64(flows), t.vres[ref.in].Capacity/float64(flows))
+		}
+	}
+	for _, t := range c.tenants {
+		for r, g := range t.appMin {
+			if c.apps[r] != nil && count[t] > 0 {
+				share = min(share, g/float64(count[t]))
+			}
+		}
+	}
+	if math.IsInf(share, 1) {
+		return def
+	}
+	return max(def, share)
 }
 
 // Period implements mech.Controller: the control interval.

@@ -36,7 +36,7 @@ func (c *Controller) ingest(obs *mech.ControllerObs, T float64) {
 		}
 		f.obs = o
 		f.seen = c.step
-		bound := Bound(o, c.p.DefaultRate, c.p.Tolerance)
+		bound := Bound(o, c.lastDef, c.p.Tolerance)
 		f.raw = EstimateDemand(o, T, bound, f.raw)
 		f.held = Held(o, f.raw, bound)
 	}

@@ -36,7 +36,19 @@ func (c *Controller) output(resets []mech.FlowAllocation) mech.ControllerActions
 	}
 	buf := make([]float64, n)
 	allocs := make([]mech.FlowAllocation, 0, len(c.order)+len(resets))
+	// The default rate: the start rate until some flow has used anything
+	// (flows observed before, idle, are allocated at their floors: the
+	// start rate too, so nobody holds spare capacity yet).
+	for _, f := range c.order {
+		if f.obs != nil && f.active() {
+			c.started = true
+			break
+		}
+	}
 	def := c.p.DefaultRate
+	if !c.started {
+		def = c.def0
+	}
 	if def > 0 {
 		c.vcount = growInt(c.vcount, len(c.allV))
 		clear(c.vcount)
@@ -65,24 +77,25 @@ func (c *Controller) output(resets []mech.FlowAllocation) mech.ControllerActions
 				a.tenants[c.appSlot(f, e)].Granted += g
 			}
 			if def > 0 && d < def && !f.held {
-				g = max(g, c.floor(f, e))
+				g = max(g, c.floor(f, e, def))
 			}
 			rates[e] = g
 		}
 		allocs = append(allocs, mech.FlowAllocation{Flow: f.id, Rates: rates})
 	}
 	allocs = append(allocs, resets...)
+	c.lastDef = def
 	return mech.ControllerActions{Allocations: allocs, DefaultRate: def}
 }
 
 // floor is the default-rate floor of flow f on path element e: the default
-// rate, at most f's equal share of each virtual resource of its tenant the
+// rate def, at most f's equal share of each virtual resource of its tenant the
 // element maps to among the flows that used it this interval (c.vcount;
 // an idle flow counts itself in). A resource without a guarantee (a
 // best-effort tenant's) does not lower it: such flows only get spare
 // capacity, and the floor is what lets them ask again.
-func (c *Controller) floor(f *flow, e int) float64 {
-	fl := c.p.DefaultRate
+func (c *Controller) floor(f *flow, e int, def float64) float64 {
+	fl := def
 	self := int32(1)
 	if f.obs != nil && f.active() {
 		self = 0

@@ -89,7 +89,10 @@ type Params struct {
 	// below it and the flow is not held back, so that an idle flow can
 	// show it wants more again (held back there, it gets its guarantee's
 	// share at the next step) [default_rate]; default 1e6 (1 MB/s on links
-	// ≈ 8 Mbit/s); 0 = unlimited for new flows, no floor.
+	// ≈ 8 Mbit/s); 0 = unlimited for new flows, no floor. Until traffic is
+	// first seen, new flows run at the smallest equal share of a guarantee
+	// any flow of the declared model can have when that is larger (the
+	// start rate: guarantees from a flow's first moments).
 	DefaultRate float64
 	// LocalPolicy is the local policy of tenants whose VDC.Policy is empty
 	// [local_policy]: "drf" (default), "maxmin" or "firstfit".

@@ -20,7 +20,10 @@
 //     guarantees first: a flow its enforcer holds back (a new one at the
 //     default rate, one returning from idle) may take its whole guarantee
 //     at the next step, and one whose requests queue at an appliance its
-//     demand without the queue up to its guarantee;
+//     demand without the queue up to its guarantee; until traffic is
+//     first seen, new flows run at the smallest share of a guarantee
+//     that any flow of the declared model can have, not at the small
+//     default rate;
 //  4. global allocation (eq. 3): the spare capacity of the physical
 //     resources (minus headroom on links) to the unmet demand of tenants
 //     with minimum guarantees, by H-DRF over tenants by default; the spare

@@ -2,6 +2,7 @@ package pulsar
 
 import (
 	"testing"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
 )
@@ -181,4 +182,92 @@ func TestFloorShare(t *testing.T) {
 		checkRates(t, f.Flow.Src, got[f.Flow], []float64{want, want})
 	}
 	checkRates(t, "best effort", got[be.Flow], []float64{100, 100})
+}
+
+// TestStartRate: until traffic is first seen, flows never allocated run at
+// the smallest equal share of a guarantee any flow of the declared model
+// can have (when above default_rate): new flows have their guarantees
+// from their first moments, and however many start at once, stay within
+// them.
+func TestStartRate(t *testing.T) {
+	vm := func(name, tenant string, g float64) mech.VM {
+		return mech.VM{Name: name, Tenant: tenant, Host: "h1", In: g, Out: g}
+	}
+	kv := func(tenant string, g float64) mech.VDC {
+		return mech.VDC{Tenant: tenant, Appliances: []mech.ApplianceGuarantee{{Appliance: "kv", Min: g}}}
+	}
+	cases := []struct {
+		name   string
+		vms    []mech.VM
+		vdcs   []mech.VDC
+		params map[string]any
+		want   float64
+	}{
+		{"one pair per tenant: the whole guarantee",
+			[]mech.VM{vm("a1", "A", 450), vm("a2", "A", 450), vm("b1", "B", 300), vm("b2", "B", 300)}, nil, nil, 300},
+		{"four VMs: a third of the smallest hose",
+			[]mech.VM{vm("a1", "A", 600), vm("a2", "A", 600), vm("a3", "A", 600), vm("a4", "A", 300)}, nil, nil, 100},
+		{"below the default rate: the default rate",
+			[]mech.VM{vm("a1", "A", 600), vm("a2", "A", 600)}, nil, map[string]any{"default_rate": 1000}, 1000},
+		{"a best-effort tenant: the default rate",
+			[]mech.VM{vm("a1", "A", 600), vm("a2", "A", 600), vm("b1", "B", 0), vm("b2", "B", 0)}, nil, nil, 10},
+		{"a VM alone has no flow",
+			[]mech.VM{vm("a1", "A", 600), vm("a2", "A", 600), vm("b1", "B", 0)}, nil, nil, 600},
+		{"a flow to an appliance shares the VM's hoses; the appliance's guarantee among the tenant's VMs",
+			[]mech.VM{vm("a1", "A", 600), vm("a2", "A", 600)}, []mech.VDC{kv("A", 500)}, nil, 250},
+		{"network only: appliances are not allocated",
+			[]mech.VM{vm("a1", "A", 600), vm("a2", "A", 600)}, []mech.VDC{kv("A", 100)}, map[string]any{"scope": "network"}, 600},
+		{"appliances only: links are not allocated",
+			[]mech.VM{vm("a1", "A", 0), vm("a2", "A", 0)}, []mech.VDC{kv("A", 100)}, map[string]any{"scope": "appliances"}, 50},
+		{"default_rate 0: unlimited",
+			[]mech.VM{vm("a1", "A", 600), vm("a2", "A", 600)}, nil, map[string]any{"default_rate": 0}, 0},
+	}
+	for _, c := range cases {
+		params := map[string]any{"default_rate": 10}
+		for k, v := range c.params {
+			params[k] = v
+		}
+		ctl := newTestController(t, testEnv(1e6, c.vms, c.vdcs...), params)
+		if act := ctl.Step(&mech.ControllerObs{Period: time.Second}); act.DefaultRate != c.want {
+			t.Errorf("%s: default rate %v, want %v", c.name, act.DefaultRate, c.want)
+		}
+	}
+
+	// Fig. 3's two tenants: the first step (no traffic yet) announces the
+	// whole guarantee; at the next, their flows, held there, get their
+	// guarantees (and the spare), and new flows from then on run at
+	// default_rate: others may now hold spare capacity, and a new flow at
+	// a large default rate would be held back by their congestion, which
+	// the controller does not see, rather than by its enforcer.
+	vms := func() []mech.VM { // testEnv scales them
+		return []mech.VM{vm("a1", "A", 300), vm("a2", "A", 300), vm("b1", "B", 300), vm("b2", "B", 300)}
+	}
+	ctl := newTestController(t, testEnv(1e6, vms()), map[string]any{"default_rate": 10, "headroom": 0})
+	if act := ctl.Step(&mech.ControllerObs{Period: time.Second}); act.DefaultRate != 300 {
+		t.Fatalf("first step: default rate %v, want 300", act.DefaultRate)
+	}
+	held := func(src, dst, tenant string) mech.FlowObs {
+		o := flowObs(src, dst, tenant, vmPath(), 300, 300)
+		o.Backlog = []float64{300, 300}
+		return o
+	}
+	act := ctl.Step(&mech.ControllerObs{Period: time.Second, Flows: []mech.FlowObs{held("a1", "a2", "A"), held("b1", "b2", "B")}})
+	if act.DefaultRate != 10 {
+		t.Errorf("once traffic is seen: default rate %v, want 10", act.DefaultRate)
+	}
+	for _, a := range act.Allocations {
+		checkRates(t, "held at the start rate: guarantee and spare", a.Rates, []float64{500, 500})
+	}
+
+	// A flow seen before it sends anything (a request flow, active from
+	// the start) is floored at the start rate, which stays.
+	ctl = newTestController(t, testEnv(1e6, vms()), map[string]any{"default_rate": 10, "headroom": 0})
+	ctl.Step(&mech.ControllerObs{Period: time.Second})
+	act = ctl.Step(&mech.ControllerObs{Period: time.Second, Flows: []mech.FlowObs{flowObs("a1", "a2", "A", vmPath(), 0, 0)}})
+	if act.DefaultRate != 300 {
+		t.Errorf("idle flow seen: default rate %v, want 300", act.DefaultRate)
+	}
+	for _, a := range act.Allocations {
+		checkRates(t, "idle flow seen: floored at the start rate", a.Rates, []float64{300, 300})
+	}
 }
