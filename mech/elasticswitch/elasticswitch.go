@@ -83,13 +83,15 @@ type Config struct {
 	// share is bounded, and its demand estimate is that rate times
 	// (1 + Margin)² (so that a steady demand stays classified bounded).
 	Margin float64
-	// Initial is the guarantee of a new pair (§4: "a small value"), given
-	// as soon as the pair is seen; the next GP run partitions the hose
-	// again with the new pair in it, so until then (at most GPPeriod) a
-	// VM's pairs may hold up to Initial per new pair more than its hose.
-	// A new pair of a VM whose hose is not all held by its other pairs
-	// (a VM that was idle, or starts) gets the free part instead, split
-	// among the pairs that appear in the same period (see freeShares).
+	// Initial is the least demand estimate of a new pair (§4: its demand
+	// estimate and guarantee are set "at a small value"). Departure from
+	// the paper: the new pair's VM's hose is re-partitioned at once, at
+	// both ends, with the new pair's demand estimated from its first
+	// (unlimited) period, at least Initial, then deemed unbounded as soon
+	// as it uses its share, and whatever the other pairs' demands leave
+	// of the hose lent to it (the whole hose for a VM that was idle); see
+	// earlyDemands and repartition. Every VM's shares sum to at most its
+	// hose.
 	Initial float64
 	// Growth is the factor by which the guarantee of a new (or bounded)
 	// pair that used its guarantee grows at each GP, up to the fair share
@@ -291,6 +293,14 @@ type end struct {
 	held  bool          // held back by its limiter in a period since the last GP (source only)
 	last  time.Duration // last time it sent anything (or was created)
 	since time.Duration // when it was created
+	// demand is the demand estimate the share was last split for: GP's
+	// estimate, or +Inf for a pair not yet through a GP (see repartition).
+	demand float64
+	// early: the pair appeared since the last GP and has not stopped; its
+	// demand is re-estimated at every step (see earlyDemands).
+	early   bool
+	rate    float64 // rate measured in this step (0 if not seen)
+	heldNow bool    // held back by its limiter in this step (source only)
 }
 
 // outPair is a pair whose source VM is on this host.
@@ -422,7 +432,6 @@ func (a *Agent) Share(p mech.PairID, out bool) (float64, bool) {
 func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	now := obs.Now
 	var act mech.Actions
-	fresh := false // a pair appeared in this step
 	for _, m := range a.det.Receive(inbox) {
 		g, ok := mech.DecodeBody[Guarantees](m.Body)
 		if !ok {
@@ -447,13 +456,14 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			}
 			p = &outPair{end: a.newEnd(o.Pair, vm.Out, now), limit: math.NaN()}
 			a.out[o.Pair] = p
-			fresh = true
+
 			a.outList = append(a.outList, p)
 			sort.Slice(a.outList, func(i, j int) bool { return pairLess(a.outList[i].id, a.outList[j].id) })
 		}
 		p.obs = o
 		p.see(o.Rate, now)
-		p.held = p.held || ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
+		p.heldNow = ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
+		p.held = p.held || p.heldNow
 	}
 	for i := range obs.Ingress {
 		o := &obs.Ingress[i]
@@ -468,26 +478,26 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			}
 			p = &inPair{end: a.newEnd(o.Pair, vm.In, now)}
 			a.in[o.Pair] = p
-			fresh = true
+
 			a.inList = append(a.inList, p)
 			sort.Slice(a.inList, func(i, j int) bool { return inLess(a.inList[i].id, a.inList[j].id) })
 		}
 		p.see(o.Rate, now)
 	}
-	if fresh {
-		a.freeShares()
-	}
+	a.earlyDemands(now)
+	ins := a.repartition()
 	act.Messages = a.det.Report(a.env.Host, obs.Ingress, a.env.HostOf)
 
 	a.steps++
 	if a.steps%a.gpEvery == 0 {
 		act.Messages = append(act.Messages, a.partition(now)...)
-	} else if fresh {
-		// The destination tells the sources of its new pairs their
-		// shares at once rather than at the next GP period, so that a
-		// pair that starts on a free hose gets its guarantee within one
-		// RA period (plus the message's delay).
-		act.Messages = append(act.Messages, a.remoteGuarantees(func(p *inPair) bool { return p.fresh })...)
+	} else if len(ins) > 0 {
+		// The destination tells the sources of the pairs of the VMs it
+		// re-partitioned their shares at once rather than at the next
+		// GP period, so that a new pair gets its guarantee within one RA
+		// period (plus the message's delay), and the pairs whose shares
+		// shrank are held to them.
+		act.Messages = append(act.Messages, a.remoteGuarantees(func(p *inPair) bool { return ins[p.id.Dst] })...)
 	}
 	a.clearFresh()
 
@@ -498,62 +508,146 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 }
 
 func (a *Agent) newEnd(id mech.PairID, hose float64, now time.Duration) end {
-	return end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now, since: now, fresh: true}
+	return end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now, since: now, fresh: true,
+		demand: math.Inf(1), early: true}
 }
 
-// freeShares gives the pairs that appeared in this step the part of their
-// VM's hose that its other pairs do not hold (all of it for a VM that had
-// no pair: one that starts, or comes back after its pairs were forgotten),
-// split equally among the VM's new pairs, when that is more than Initial.
-// GP allocates a VM's whole hose to its pairs whenever it has some (§4:
-// the rest goes to bounded pairs too), so this only happens when a VM had
-// none: §4's "small value" then leaves the hose unused for the several GP
-// periods the pair needs to grow, which an on/off tenant may never outlast.
-// Every VM's shares still sum to at most its hose.
-func (a *Agent) freeShares() {
-	type side struct {
-		held  float64
-		fresh int
-	}
-	outs, ins := map[string]*side{}, map[string]*side{}
-	at := func(m map[string]*side, vm string) *side {
-		s := m[vm]
-		if s == nil {
-			s = &side{}
-			m[vm] = s
+// resplit sets the shares of one VM side's pairs for their demands (see
+// split); what max-min leaves unallocated when some pair is not bounded
+// (early pairs of finite demand) goes to the early pairs that are not
+// bounded, equally, so that a VM whose other pairs hold little of its hose
+// (all of it for a VM that was idle) lends the free part to its new pairs
+// at once. Their shares still sum to at most hose.
+func (a *Agent) resplit(hose float64, ends []*end, demands []float64) (changed bool) {
+	shares := a.split(hose, ends, demands)
+	sum, n := 0.0, 0
+	for i, e := range ends {
+		sum += shares[i]
+		if e.early && e.state != bounded {
+			n++
 		}
-		return s
+	}
+	rest := hose - sum
+	for i, e := range ends {
+		s := shares[i]
+		if rest > 0 && e.early && e.state != bounded {
+			s += rest / float64(n)
+		}
+		changed = changed || s != e.share
+		e.share = s
+	}
+	return changed
+}
+
+// earlyDemands re-estimates, at every step, the demand of the pairs that
+// appeared since the last GP (early), and marks fresh those whose estimate
+// changed so that their VM's side is re-partitioned at once (repartition):
+//
+//   - at first sight, its rate in this step (plus the error margin, as
+//     at a GP), and at least Initial: it had no limiter yet, so this is
+//     what it wanted, over a partial period;
+//   - a pair that sent nothing in this step stopped (a short flow that
+//     ended): it becomes bounded, of demand 0 until the next GP estimates
+//     it from its peak, and is no longer early, so the share it held goes
+//     back to its VM's other pairs now rather than at the next GP;
+//   - a pair that used its share in this step (at the source: held back
+//     by its limiter; at the destination: rate·(1+margin) ≥ share) is
+//     deemed unbounded for the split (+Inf), so max-min gives it the fair
+//     share of its VM's hose.
+func (a *Agent) earlyDemands(now time.Duration) {
+	m := 1 + a.cfg.Margin
+	est := func(e *end, held bool) {
+		switch {
+		case !e.early:
+		case e.fresh:
+			e.demand = math.Max(a.cfg.Initial, e.rate*m*m)
+		case e.last < now:
+			e.early = false
+			e.state = bounded
+			e.demand = 0
+			e.fresh = true
+		case !math.IsInf(e.demand, 1) && (held || e.rate*m >= e.share):
+			e.demand = math.Inf(1)
+			e.fresh = true
+		}
 	}
 	for _, p := range a.outList {
-		s := at(outs, p.id.Src)
+		est(&p.end, p.heldNow)
+		p.rate, p.heldNow = 0, false
+	}
+	for _, p := range a.inList {
+		est(&p.end, false)
+		p.rate = 0
+	}
+}
+
+// repartition applies GP at once to every VM side with a pair that
+// appeared (fresh) or an early pair that stopped (endEarly marks it fresh)
+// in this step, and returns the destination VMs whose shares it changed.
+//
+// §4 applies GP "on each new VM-to-VM flow" but sets the new pair's
+// demand estimate (and guarantee) "at a small value" (Initial) until the
+// next GP has measured it. Departure from the paper: the new pair's demand
+// is estimated at every step until the next GP (earlyDemands), and is
+// deemed unbounded as soon as it uses its share, so that it gets the fair
+// share of its VM's hose within an RA period; the other pairs keep the
+// demand estimates of the last GP (max-min, as GP does; resplit lends
+// what they leave to the new pairs). A flow from a VM whose hose an
+// elephant holds otherwise runs at Initial, a few Mbps, until the next GP
+// (up to 60 ms) and then doubles per GP. The new pair is still not
+// reported as unbounded to its source (§4: "not considering new flows as
+// unbounded"), and it gives its share back as soon as it stops sending
+// or at the next GP. Every VM's shares still sum to at most its hose.
+func (a *Agent) repartition() map[string]bool {
+	outs, ins := map[string]bool{}, map[string]bool{}
+	for _, p := range a.outList {
 		if p.fresh {
-			s.fresh++
-		} else {
-			s.held += p.share
+			outs[p.id.Src] = true
 		}
 	}
 	for _, p := range a.inList {
-		s := at(ins, p.id.Dst)
 		if p.fresh {
-			s.fresh++
-		} else {
-			s.held += p.share
+			ins[p.id.Dst] = true
 		}
 	}
-	for _, p := range a.outList {
-		if s := outs[p.id.Src]; p.fresh {
-			if f := (a.local[p.id.Src].Out - s.held) / float64(s.fresh); f > p.share {
-				p.share = f
+	var ends []*end
+	for i := 0; i < len(a.outList); {
+		src := a.outList[i].id.Src
+		j := i
+		for j < len(a.outList) && a.outList[j].id.Src == src {
+			j++
+		}
+		if outs[src] {
+			ends = ends[:0]
+			demands := grow(&a.demands, j-i)
+			for k, p := range a.outList[i:j] {
+				ends = append(ends, &p.end)
+				demands[k] = p.demand
+			}
+			a.resplit(a.local[src].Out, ends, demands)
+		}
+		i = j
+	}
+	for i := 0; i < len(a.inList); {
+		dst := a.inList[i].id.Dst
+		j := i
+		for j < len(a.inList) && a.inList[j].id.Dst == dst {
+			j++
+		}
+		if ins[dst] {
+			ends = ends[:0]
+			demands := grow(&a.demands, j-i)
+			for k, p := range a.inList[i:j] {
+				ends = append(ends, &p.end)
+				demands[k] = p.demand
+			}
+			if !a.resplit(a.local[dst].In, ends, demands) {
+				delete(ins, dst)
 			}
 		}
+		i = j
 	}
-	for _, p := range a.inList {
-		if s := ins[p.id.Dst]; p.fresh {
-			if f := (a.local[p.id.Dst].In - s.held) / float64(s.fresh); f > p.share {
-				p.share = f
-			}
-		}
-	}
+	return ins
 }
 
 func (a *Agent) clearFresh() {
@@ -566,6 +660,7 @@ func (a *Agent) clearFresh() {
 }
 
 func (e *end) see(rate float64, now time.Duration) {
+	e.rate = rate
 	if rate > e.peak {
 		e.peak = rate
 	}

@@ -177,12 +177,13 @@ func TestGPSplitThroughAgent(t *testing.T) {
 	}
 }
 
-// A new pair starts at gp_initial and doubles every GP period (4 RA
-// periods) up to the fair share, here the whole 100 Mbps hose.
-func TestNewPairGrowsExponentially(t *testing.T) {
-	// x's hose is all held by x→z (bounded at 30 Mbps, alone: it gets the
-	// whole hose), so a new pair x→y starts at the initial 5 Mbps and
-	// doubles every GP period up to what x→z leaves: 100 − 30·1.1².
+// A new pair is partitioned into its VM's hose at once (repartition): x's
+// hose is all held by x→z (bounded at 30 Mbps, alone: it gets the whole
+// hose), and a new pair x→y gets what x→z's demand leaves, 100 − 30·1.1²,
+// at once rather than growing from gp_initial (5 Mbps) by doubling every
+// GP period (§4's rule, which took four GP periods, 240 ms, here), and
+// keeps it at the next GPs.
+func TestNewPairGetsWhatOthersLeave(t *testing.T) {
 	a := newAgent(t, "h1", nil)
 	s := newSource(t, a, map[mech.PairID]float64{pid("x", "z"): 30 * mbps})
 	s.run(12)
@@ -191,14 +192,17 @@ func TestNewPairGrowsExponentially(t *testing.T) {
 	}
 	s.demand[pid("x", "y")] = inf
 	s.run(1) // x→y seen at the 13th step; GP at the 16th
-	if got := share(t, a, pid("x", "y"), true); got != 5*mbps {
-		t.Fatalf("new pair share %g, want 5 Mbps", got)
+	if got := share(t, a, pid("x", "y"), true); !near(got, (100-30*1.21)*mbps) {
+		t.Fatalf("new pair share %g, want what x→z leaves, %g Mbps", got, 100-30*1.21)
 	}
-	if s.limit[pid("x", "y")] != 5*mbps {
-		t.Fatalf("new pair limit %g, want 5 Mbps", s.limit[pid("x", "y")])
+	if got := s.limit[pid("x", "y")]; !near(got, (100-30*1.21)*mbps) {
+		t.Fatalf("new pair limit %g, want %g Mbps", got, 100-30*1.21)
+	}
+	if y, z := share(t, a, pid("x", "y"), true), share(t, a, pid("x", "z"), true); y+z > 100*mbps*(1+1e-9) {
+		t.Fatalf("shares %g + %g exceed x's 100 Mbps hose", y, z)
 	}
 	s.run(3)
-	for _, w := range []float64{10, 20, 40, 100 - 30*1.21, 100 - 30*1.21} {
+	for _, w := range []float64{100 - 30*1.21, 100 - 30*1.21, 100 - 30*1.21} {
 		if got := share(t, a, pid("x", "y"), true); !near(got, w*mbps) {
 			t.Fatalf("share %g, want %g Mbps", got, w)
 		}
@@ -449,8 +453,10 @@ func TestNewPairKeepsInitialShareUntilMeasured(t *testing.T) {
 	s.run(10) // x→z alone and bounded: the whole hose
 	s.demand[pid("x", "y")] = 3 * mbps
 	s.run(2) // x→y created at the 11th step, GP at the 12th: seen for 15 ms
-	if got := share(t, a, pid("x", "y"), true); got != 5*mbps {
-		t.Fatalf("share after the first GP %g, want the initial 5 Mbps", got)
+	// It kept the share it got at once: what x→z's demand (30·1.1²)
+	// leaves of the hose (see TestNewPairGetsWhatOthersLeave).
+	if got := share(t, a, pid("x", "y"), true); !near(got, (100-30*1.21)*mbps) {
+		t.Fatalf("share after the first GP %g, want the %g Mbps it got at once", got, 100-30*1.21)
 	}
 	s.run(4) // next GP: measured for a whole period, bounded
 	y, z := share(t, a, pid("x", "y"), true), share(t, a, pid("x", "z"), true)
@@ -486,17 +492,83 @@ func TestNewPairOfIdleVMTakesFreeHose(t *testing.T) {
 	if got := share(t, a, pid("x", "y"), true); got != 100*mbps {
 		t.Errorf("share on return %g, want the whole 100 Mbps hose", got)
 	}
-	// Two new pairs at once split the free hose; a third one later finds
-	// it held and starts at 5 Mbps.
+	// Two new pairs at once split the free hose (a third one later: see
+	// TestNewPairOfBusyVMGetsFairShare).
 	a = newAgent(t, "h1", nil)
 	s = newSource(t, a, map[mech.PairID]float64{pid("x", "y"): inf, pid("x", "z"): inf})
 	s.run(2)
 	if y, z := share(t, a, pid("x", "y"), true), share(t, a, pid("x", "z"), true); y != 50*mbps || z != 50*mbps {
 		t.Errorf("two new pairs: shares %g and %g, want 50 Mbps each", y, z)
 	}
-	s.demand[pid("x", "t")] = inf
-	s.run(1)
-	if got := share(t, a, pid("x", "t"), true); got != 5*mbps {
-		t.Errorf("third pair: share %g, want 5 Mbps", got)
+}
+
+// A new pair of a VM whose hose its other pairs hold (unbounded) gets the
+// fair share of the hose at once, at both ends, and the other pairs' shares
+// shrink in the same step, so that every VM's shares sum to at most its
+// hose; the destination reports its new shares at once. §4 starts it at
+// gp_initial (5 Mbps) until the next GP period, and a flow of a few ms
+// never outlasts that. A pair that stops gives its share back at the next
+// step, not at the next GP.
+func TestNewPairOfBusyVMGetsFairShare(t *testing.T) {
+	for _, out := range []bool{true, false} {
+		host := "h1" // x's host: the source side
+		if !out {
+			host = "h2" // y's host: the destination side (x→y, t→y, z→y)
+		}
+		a := newAgent(t, host, nil)
+		s := newSource(t, a, nil)
+		pairs := []mech.PairID{pid("x", "y"), pid("x", "z"), pid("x", "t")}
+		if !out {
+			pairs = []mech.PairID{pid("x", "y"), pid("t", "y"), pid("z", "y")}
+		}
+		rate := map[mech.PairID]float64{pairs[0]: 200 * mbps, pairs[1]: 200 * mbps}
+		obs := func() {
+			if out { // unbounded demands, limited by the agent's limits
+				s.demand = map[mech.PairID]float64{}
+				for p := range rate {
+					s.demand[p] = inf
+				}
+				return
+			}
+			s.ingress = nil
+			for _, p := range pairs {
+				if r := rate[p]; r > 0 {
+					s.ingress = append(s.ingress, mech.PairObs{Pair: p, Tenant: "T", Rate: r, Limit: inf})
+				}
+			}
+		}
+		obs()
+		s.run(9) // two unbounded pairs: 50 Mbps each
+		for _, p := range pairs[:2] {
+			if got := share(t, a, p, out); !near(got, 50*mbps) {
+				t.Fatalf("out=%v: %v share %g, want 50 Mbps", out, p, got)
+			}
+		}
+		sent := len(s.sent)
+		rate[pairs[2]] = 200 * mbps // a third pair, at full speed
+		obs()
+		s.run(1) // not a GP step (the 10th)
+		sum := 0.0
+		for _, p := range pairs {
+			got := share(t, a, p, out)
+			sum += got
+			if !near(got, 100*mbps/3) {
+				t.Errorf("out=%v: %v share %g right after the third pair appeared, want 100/3 Mbps", out, p, got)
+			}
+		}
+		if sum > 100*mbps*(1+1e-9) {
+			t.Errorf("out=%v: shares sum to %g, above the 100 Mbps hose", out, sum)
+		}
+		if !out && len(s.sent) == sent {
+			t.Errorf("destination: no report of the new shares before the next GP")
+		}
+		delete(rate, pairs[2]) // it stops
+		obs()
+		s.run(1)
+		for _, p := range pairs[:2] {
+			if got := share(t, a, p, out); !(got > 45*mbps) {
+				t.Errorf("out=%v: %v share %g after the third pair stopped, want its ~50 Mbps back", out, p, got)
+			}
+		}
 	}
 }

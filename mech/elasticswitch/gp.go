@@ -80,6 +80,22 @@ func (a *Agent) estimate(e *end, now time.Duration) float64 {
 // allocated (§4). Growing pairs the max-min capped become unbounded. Peaks
 // are reset for the next period.
 func (a *Agent) divide(hose float64, ends []*end, demands []float64) {
+	shares := a.split(hose, ends, demands)
+	for i, e := range ends {
+		if e.state == growing && shares[i] < demands[i]*(1-1e-9) {
+			e.state = unbounded
+		}
+		e.share, e.demand, e.early = shares[i], demands[i], false
+		e.peak, e.held = 0, false
+	}
+}
+
+// split returns the shares of one VM's pairs on one side (hose capacity)
+// for their demands: max-min, then, if every pair is bounded, the
+// unallocated rest shared in proportion to the demands (equally if all
+// are zero) so that the whole guarantee is allocated (§4). The result sums
+// to at most hose. It changes no state.
+func (a *Agent) split(hose float64, ends []*end, demands []float64) []float64 {
 	shares := grow(&a.shares, len(ends))
 	MaxMin(hose, demands, shares)
 	allBounded := true
@@ -87,9 +103,6 @@ func (a *Agent) divide(hose float64, ends []*end, demands []float64) {
 	for i, e := range ends {
 		if e.state != bounded {
 			allBounded = false
-		}
-		if e.state == growing && shares[i] < demands[i]*(1-1e-9) {
-			e.state = unbounded
 		}
 		sumShare += shares[i]
 		sumDemand += demands[i]
@@ -103,10 +116,7 @@ func (a *Agent) divide(hose float64, ends []*end, demands []float64) {
 			}
 		}
 	}
-	for i, e := range ends {
-		e.share = shares[i]
-		e.peak, e.held = 0, false
-	}
+	return shares
 }
 
 func grow(s *[]float64, n int) []float64 {
