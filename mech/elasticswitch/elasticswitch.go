@@ -611,42 +611,32 @@ func (a *Agent) repartition() map[string]bool {
 		}
 	}
 	var ends []*end
-	for i := 0; i < len(a.outList); {
-		src := a.outList[i].id.Src
-		j := i
-		for j < len(a.outList) && a.outList[j].id.Src == src {
-			j++
+	runs(a.outList, func(p *outPair) string { return p.id.Src }, func(src string, run []*outPair) {
+		if !outs[src] {
+			return
 		}
-		if outs[src] {
-			ends = ends[:0]
-			demands := grow(&a.demands, j-i)
-			for k, p := range a.outList[i:j] {
-				ends = append(ends, &p.end)
-				demands[k] = p.demand
-			}
-			a.resplit(a.local[src].Out, ends, demands)
+		ends = ends[:0]
+		demands := grow(&a.demands, len(run))
+		for k, p := range run {
+			ends = append(ends, &p.end)
+			demands[k] = p.demand
 		}
-		i = j
-	}
-	for i := 0; i < len(a.inList); {
-		dst := a.inList[i].id.Dst
-		j := i
-		for j < len(a.inList) && a.inList[j].id.Dst == dst {
-			j++
+		a.resplit(a.local[src].Out, ends, demands)
+	})
+	runs(a.inList, func(p *inPair) string { return p.id.Dst }, func(dst string, run []*inPair) {
+		if !ins[dst] {
+			return
 		}
-		if ins[dst] {
-			ends = ends[:0]
-			demands := grow(&a.demands, j-i)
-			for k, p := range a.inList[i:j] {
-				ends = append(ends, &p.end)
-				demands[k] = p.demand
-			}
-			if !a.resplit(a.local[dst].In, ends, demands) {
-				delete(ins, dst)
-			}
+		ends = ends[:0]
+		demands := grow(&a.demands, len(run))
+		for k, p := range run {
+			ends = append(ends, &p.end)
+			demands[k] = p.demand
 		}
-		i = j
-	}
+		if !a.resplit(a.local[dst].In, ends, demands) {
+			delete(ins, dst)
+		}
+	})
 	return ins
 }
 

@@ -127,6 +127,20 @@ func grow(s *[]float64, n int) []float64 {
 	return *s
 }
 
+// runs calls fn with every run of consecutive items of list that have
+// the same key (the pair lists are sorted by their local VM), in order.
+func runs[T any](list []T, key func(T) string, fn func(key string, run []T)) {
+	for i := 0; i < len(list); {
+		k := key(list[i])
+		j := i + 1
+		for j < len(list) && key(list[j]) == k {
+			j++
+		}
+		fn(k, list[i:j])
+		i = j
+	}
+}
+
 // partition runs GP (§4) for every VM on this host, both sides, and
 // returns the remote-guarantee messages for the source hosts of the pairs
 // received here (one message per host, in host order). Pairs between two
@@ -134,15 +148,10 @@ func grow(s *[]float64, n int) []float64 {
 func (a *Agent) partition(now time.Duration) []mech.Message {
 	var ends []*end
 	// Out side: outList is sorted by source VM.
-	for i := 0; i < len(a.outList); {
-		src := a.outList[i].id.Src
-		j := i
-		for j < len(a.outList) && a.outList[j].id.Src == src {
-			j++
-		}
+	runs(a.outList, func(p *outPair) string { return p.id.Src }, func(src string, run []*outPair) {
 		ends = ends[:0]
-		demands := grow(&a.demands, j-i)
-		for k, p := range a.outList[i:j] {
+		demands := grow(&a.demands, len(run))
+		for k, p := range run {
 			ends = append(ends, &p.end)
 			if p.remoteKnown && p.remoteUnbounded && p.remote <= p.share && p.peak > 0 {
 				// Weak interdependence (§4): the destination gives the
@@ -155,24 +164,17 @@ func (a *Agent) partition(now time.Duration) []mech.Message {
 			demands[k] = a.estimate(&p.end, now)
 		}
 		a.divide(a.local[src].Out, ends, demands)
-		i = j
-	}
+	})
 	// In side: inList is sorted by destination VM.
-	for i := 0; i < len(a.inList); {
-		dst := a.inList[i].id.Dst
-		j := i
-		for j < len(a.inList) && a.inList[j].id.Dst == dst {
-			j++
-		}
+	runs(a.inList, func(p *inPair) string { return p.id.Dst }, func(dst string, run []*inPair) {
 		ends = ends[:0]
-		demands := grow(&a.demands, j-i)
-		for k, p := range a.inList[i:j] {
+		demands := grow(&a.demands, len(run))
+		for k, p := range run {
 			ends = append(ends, &p.end)
 			demands[k] = a.estimate(&p.end, now)
 		}
 		a.divide(a.local[dst].In, ends, demands)
-		i = j
-	}
+	})
 	return a.remoteGuarantees(nil)
 }
 
