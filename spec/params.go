@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -167,3 +168,54 @@ func toFloat(v any) (float64, bool) {
 	}
 	return 0, false
 }
+
+// ParamReader reads parameters into a configuration's fields, keeping
+// each field's current value as its default and collecting every problem
+// instead of stopping at the first (Err joins them).
+type ParamReader struct {
+	p    Params
+	errs []error
+}
+
+// Reader returns a ParamReader over the parameters.
+func (p Params) Reader() *ParamReader { return &ParamReader{p: p} }
+
+func read[T any](r *ParamReader, dst *T, name string, get func(string, T) (T, error)) {
+	v, err := get(name, *dst)
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	*dst = v
+}
+
+// Float reads the number name into dst.
+func (r *ParamReader) Float(dst *float64, name string) { read(r, dst, name, r.p.Float) }
+
+// Int reads the integer name into dst.
+func (r *ParamReader) Int(dst *int, name string) { read(r, dst, name, r.p.Int) }
+
+// Bool reads the boolean name into dst.
+func (r *ParamReader) Bool(dst *bool, name string) { read(r, dst, name, r.p.Bool) }
+
+// String reads the string name into dst.
+func (r *ParamReader) String(dst *string, name string) { read(r, dst, name, r.p.String) }
+
+// Duration reads the duration name into dst.
+func (r *ParamReader) Duration(dst *time.Duration, name string) { read(r, dst, name, r.p.Duration) }
+
+// Rate reads the rate name (bits/s) into dst.
+func (r *ParamReader) Rate(dst *float64, name string) { read(r, dst, name, r.p.Rate) }
+
+// Tokens reads the token rate name into dst.
+func (r *ParamReader) Tokens(dst *float64, name string) { read(r, dst, name, r.p.Tokens) }
+
+// Add records a problem found otherwise (a nested configuration's).
+func (r *ParamReader) Add(err error) {
+	if err != nil {
+		r.errs = append(r.errs, err)
+	}
+}
+
+// Err returns every problem met, joined, or nil.
+func (r *ParamReader) Err() error { return errors.Join(r.errs...) }

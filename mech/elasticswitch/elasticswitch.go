@@ -172,31 +172,16 @@ func Parse(params map[string]any) (Config, error) {
 	if err := p.Check(ParamNames()...); err != nil {
 		return cfg, err
 	}
-	var errs []error
-	if err := ra.Parse(p, &cfg.RA, append(ra.CoreParams(), ra.ImprovementParams()...)...); err != nil {
-		errs = append(errs, err)
-	}
-	var err error
-	if cfg.GPPeriod, err = p.Duration("gp_period", cfg.GPPeriod); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Margin, err = p.Float("gp_margin", cfg.Margin); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Initial, err = p.Rate("gp_initial", cfg.Initial); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Growth, err = p.Float("gp_growth", cfg.Growth); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.IdleTimeout, err = p.Duration("idle_timeout", cfg.IdleTimeout); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.BestEffortWeight, err = p.Rate("best_effort_weight", cfg.BestEffortWeight); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return cfg, errors.Join(errs...)
+	r := p.Reader()
+	r.Add(ra.Parse(p, &cfg.RA, append(ra.CoreParams(), ra.ImprovementParams()...)...))
+	r.Duration(&cfg.GPPeriod, "gp_period")
+	r.Float(&cfg.Margin, "gp_margin")
+	r.Rate(&cfg.Initial, "gp_initial")
+	r.Float(&cfg.Growth, "gp_growth")
+	r.Duration(&cfg.IdleTimeout, "idle_timeout")
+	r.Rate(&cfg.BestEffortWeight, "best_effort_weight")
+	if err := r.Err(); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.Validate()
 }

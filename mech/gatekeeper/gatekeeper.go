@@ -251,37 +251,20 @@ func Parse(params map[string]any) (Config, error) {
 	if err := p.Check(ParamNames()...); err != nil {
 		return cfg, err
 	}
-	var errs []error
-	var err error
-	if cfg.Mode, err = p.String("mode", cfg.Mode); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Link, err = p.Rate("link", cfg.Link); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Headroom, err = p.Float("headroom", cfg.Headroom); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Period, err = p.Duration("period", cfg.Period); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Window, err = p.Duration("window", cfg.Window); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.DropThreshold, err = p.Rate("drop_threshold", defaultThreshold*cfg.Link); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Slope, err = p.Rate("slope", cfg.Slope); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.MinRate, err = p.Rate("min_rate", defaultMinRate*cfg.Link); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Feedback, err = p.Bool("feedback", cfg.Feedback); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return cfg, errors.Join(errs...)
+	r := p.Reader()
+	r.String(&cfg.Mode, "mode")
+	r.Rate(&cfg.Link, "link")
+	r.Float(&cfg.Headroom, "headroom")
+	r.Duration(&cfg.Period, "period")
+	r.Duration(&cfg.Window, "window")
+	cfg.DropThreshold = defaultThreshold * cfg.Link
+	r.Rate(&cfg.DropThreshold, "drop_threshold")
+	r.Rate(&cfg.Slope, "slope")
+	cfg.MinRate = defaultMinRate * cfg.Link
+	r.Rate(&cfg.MinRate, "min_rate")
+	r.Bool(&cfg.Feedback, "feedback")
+	if err := r.Err(); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.Validate()
 }

@@ -100,22 +100,13 @@ func Parse(params map[string]any) (Config, error) {
 	if err := p.Check(ParamNames()...); err != nil {
 		return cfg, err
 	}
-	var errs []error
-	var err error
-	if cfg.Period, err = p.Duration("period", cfg.Period); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Margin, err = p.Float("margin", cfg.Margin); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.Headroom, err = p.Float("headroom", cfg.Headroom); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.MinRate, err = p.Rate("min_rate", cfg.MinRate); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return cfg, errors.Join(errs...)
+	r := p.Reader()
+	r.Duration(&cfg.Period, "period")
+	r.Float(&cfg.Margin, "margin")
+	r.Float(&cfg.Headroom, "headroom")
+	r.Rate(&cfg.MinRate, "min_rate")
+	if err := r.Err(); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.Validate()
 }

@@ -72,16 +72,11 @@ func Parse(params map[string]any) (Config, error) {
 	if err := p.Check(ParamNames()...); err != nil {
 		return cfg, err
 	}
-	var errs []error
-	if err := ra.Parse(p, &cfg.RA, ra.CoreParams()...); err != nil {
-		errs = append(errs, err)
-	}
-	var err error
-	if cfg.IdleTimeout, err = p.Duration("idle_timeout", cfg.IdleTimeout); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return cfg, errors.Join(errs...)
+	r := p.Reader()
+	r.Add(ra.Parse(p, &cfg.RA, ra.CoreParams()...))
+	r.Duration(&cfg.IdleTimeout, "idle_timeout")
+	if err := r.Err(); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.Validate()
 }

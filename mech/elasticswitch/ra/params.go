@@ -1,7 +1,6 @@
 package ra
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -50,59 +49,36 @@ func ImprovementParams() []string {
 // not reject unknown parameters: the caller calls p.Check with all the
 // names it knows.
 func Parse(p spec.Params, c *Config, names ...string) error {
-	var errs []error
+	r := p.Reader()
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
 	float := func(name string, dst *float64) {
-		if !want[name] {
-			return
+		if want[name] {
+			r.Float(dst, name)
 		}
-		v, err := p.Float(name, *dst)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		*dst = v
 	}
 	rate := func(name string, dst *float64) {
-		if !want[name] {
-			return
+		if want[name] {
+			r.Rate(dst, name)
 		}
-		v, err := p.Rate(name, *dst)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		*dst = v
 	}
 	boolean := func(name string, dst *bool) {
-		if !want[name] {
-			return
+		if want[name] {
+			r.Bool(dst, name)
 		}
-		v, err := p.Bool(name, *dst)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		*dst = v
 	}
 	if want["aggressive"] {
 		aggr, err := p.Bool("aggressive", false)
 		if err != nil {
-			errs = append(errs, err)
+			r.Add(err)
 		} else if aggr {
 			c.Increase, c.TimeScale = AggressiveIncrease, AggressiveTimeScale
 		}
 	}
 	if want["ra_period"] {
-		d, err := p.Duration("ra_period", c.Period)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			c.Period = d
-		}
+		r.Duration(&c.Period, "ra_period")
 	}
 	float("alpha", &c.Alpha)
 	float("delta", &c.Delta)
@@ -119,27 +95,27 @@ func Parse(p spec.Params, c *Config, names ...string) error {
 	if want["congestion"] {
 		s, err := p.String("congestion", c.Congestion.String())
 		if err != nil {
-			errs = append(errs, err)
+			r.Add(err)
 		} else if src, ok := ParseSource(s); ok {
 			c.Congestion = src
 		} else {
-			errs = append(errs, &spec.FieldError{Path: "mechanism.params.congestion",
+			r.Add(&spec.FieldError{Path: "mechanism.params.congestion",
 				Msg: fmt.Sprintf("expected egress, receiver or both, got %q", s)})
 		}
 	}
 	if want["congestion_signal"] {
 		s, err := p.String("congestion_signal", c.Signal.String())
 		if err != nil {
-			errs = append(errs, err)
+			r.Add(err)
 		} else if sig, ok := ParseSignal(s); ok {
 			c.Signal = sig
 		} else {
-			errs = append(errs, &spec.FieldError{Path: "mechanism.params.congestion_signal",
+			r.Add(&spec.FieldError{Path: "mechanism.params.congestion_signal",
 				Msg: fmt.Sprintf("expected loss, ecn or both, got %q", s)})
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if err := r.Err(); err != nil {
+		return err
 	}
 	return c.Validate()
 }
