@@ -161,10 +161,18 @@ type FlowAllocation struct {
 
 // ControllerActions are the allocations for the enforcers. Flows not
 // listed keep their allocation; flows never allocated run at DefaultRate
-// tokens/s on every resource of their path (0: unlimited).
+// tokens/s on every resource of their path (0: unlimited), or at their
+// source VM's rate in DefaultBySrc.
 type ControllerActions struct {
 	Allocations []FlowAllocation
 	DefaultRate float64
+	// DefaultBySrc are per-VM default rates (Pulsar §5: "each VM a (small)
+	// default rate for new VM-to-VM flows"): a flow never allocated whose
+	// source is a VM listed here runs at that rate, tokens/s on every
+	// resource of its path, instead of DefaultRate. Each step's map
+	// replaces the previous one: VMs not listed (and a nil map) fall back
+	// to DefaultRate. Rates must be > 0 and finite.
+	DefaultBySrc map[string]float64
 	// Estimates reports the controller's current capacity estimate per
 	// appliance resource ID (for reports and plots; not enforced).
 	Estimates map[string]float64

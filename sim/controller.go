@@ -136,24 +136,29 @@ func (e *engine) stepController() error {
 			return err
 		}
 	}
-	// Flows never allocated run at the default rate.
-	if cs.def > 0 {
-		for i := range e.pairs {
-			if cs.pairAlloc[i] == nil {
-				e.setLimiter(&e.pairs[i].limRate, cs.def*8)
-			}
+	// Flows never allocated run at their source VM's default rate, or the
+	// default rate.
+	def := func(src string) float64 {
+		if r, ok := act.DefaultBySrc[src]; ok {
+			return r
 		}
-		for i := range e.rflows {
-			if cs.rflAlloc[i] == nil {
-				f := &e.rflows[i]
-				r := math.Inf(1)
-				for _, tok := range f.elemTok {
-					if tok > 0 {
-						r = math.Min(r, cs.def/tok)
-					}
+		return cs.def
+	}
+	for i := range e.pairs {
+		if d := def(e.pairs[i].id.Src); cs.pairAlloc[i] == nil && d > 0 {
+			e.setLimiter(&e.pairs[i].limRate, d*8)
+		}
+	}
+	for i := range e.rflows {
+		f := &e.rflows[i]
+		if d := def(f.id.Src); cs.rflAlloc[i] == nil && d > 0 {
+			r := math.Inf(1)
+			for _, tok := range f.elemTok {
+				if tok > 0 {
+					r = math.Min(r, d/tok)
 				}
-				e.setLimiter(&f.enfRate, r)
 			}
+			e.setLimiter(&f.enfRate, r)
 		}
 	}
 	if len(act.Estimates) > 0 {

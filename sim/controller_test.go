@@ -123,3 +123,69 @@ func TestControllerObservations(t *testing.T) {
 		t.Errorf("round trips: a1 %.3g s, a2 %.3g s, b1 %.3g s; want b1 ≈ a1 ≫ 137 µs", rtt["a1"], rtt["a2"], rtt["b1"])
 	}
 }
+
+// defaultsCentral is a test mechanism whose controller never allocates a
+// flow: it announces a default rate and per-VM default rates only.
+type defaultsCentral struct {
+	def   float64
+	bySrc map[string]float64
+}
+
+func (defaultsCentral) Name() string                          { return "defaults" }
+func (defaultsCentral) Capabilities() mech.Capabilities       { return mech.Capabilities{} }
+func (defaultsCentral) NewAgent(mech.Env) (mech.Agent, error) { return idleAgent{}, nil }
+func (d defaultsCentral) NewController(mech.ControllerEnv) (mech.Controller, error) {
+	return defaultsController(d), nil
+}
+
+type defaultsController defaultsCentral
+
+func (defaultsController) Period() time.Duration { return 500 * time.Millisecond }
+func (c defaultsController) Step(*mech.ControllerObs) mech.ControllerActions {
+	return mech.ControllerActions{DefaultRate: c.def, DefaultBySrc: c.bySrc}
+}
+
+// TestControllerDefaultBySrc: flows never allocated run at their source
+// VM's default rate when the controller lists one (on every element of
+// their path, in its tokens), at the default rate otherwise.
+func TestControllerDefaultBySrc(t *testing.T) {
+	y := appHeader + `workloads:
+  - {tenant: A, kind: tcp, src: a1, dst: a2}
+  - {tenant: A, kind: tcp, src: a2, dst: a1}
+  - {tenant: B, kind: requests, src: b1, appliance: fs, outstanding: 64, mix: [{type: write, size: 64KB}]}
+  - {tenant: B, kind: requests, src: b2, appliance: fs, outstanding: 64, mix: [{type: write, size: 64KB}]}
+`
+	sc, err := spec.Parse([]byte(y), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := runner.Prepare(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := defaultsCentral{def: 10e6, bySrc: map[string]float64{"a1": 50e6, "b1": 20e6}}
+	in, err := sim.Run(context.Background(), s.Spec, s.Topo, sim.Options{Mechanism: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := in.Samples[len(in.Samples)-1]
+	for i, p := range in.Pairs {
+		want := 10e6 * 8
+		if p.Src == "a1" {
+			want = 50e6 * 8
+		}
+		if got := last.Pairs[i].Rate; math.Abs(got-want) > 0.01*want {
+			t.Errorf("%s->%s: %.4g bits/s, want %.4g", p.Src, p.Dst, got, want)
+		}
+	}
+	// Both request flows are limited on the same element (the same mix):
+	// b1 at twice b2's rate, at most its 20 M tokens/s there.
+	tok := map[string]float64{}
+	for i, f := range in.RequestFlows {
+		tok[f.Src] = last.Requests[i].Tokens
+	}
+	if r := tok["b1"] / tok["b2"]; !(tok["b2"] > 0) || math.Abs(r-2) > 0.02 || tok["b1"] > 20e6*1.001 {
+		t.Errorf("request flows: b1 %.4g, b2 %.4g tokens/s at fs; want b1 = 2·b2 ≤ 20e6", tok["b1"], tok["b2"])
+	}
+	t.Logf("request flows: b1 %.4g, b2 %.4g tokens/s at fs", tok["b1"], tok["b2"])
+}

@@ -88,11 +88,21 @@ func CheckScheduler(env *mech.Env, s mech.Scheduler) error {
 }
 
 // CheckControllerActions checks what a central controller returned: rates
-// that are not negative, DSCP code points in range. The driver checks
+// that are not negative (per-VM default rates positive and finite), DSCP code points in range. The driver checks
 // what depends on its flows (a known flow, a rate per path element).
 func CheckControllerActions(act *mech.ControllerActions) error {
 	if act.DefaultRate < 0 || math.IsNaN(act.DefaultRate) {
 		return fmt.Errorf("controller set default rate %g", act.DefaultRate)
+	}
+	vms := make([]string, 0, len(act.DefaultBySrc))
+	for vm := range act.DefaultBySrc {
+		vms = append(vms, vm)
+	}
+	slices.Sort(vms)
+	for _, vm := range vms {
+		if r := act.DefaultBySrc[vm]; !(r > 0) || math.IsInf(r, 1) {
+			return fmt.Errorf("controller set default rate %g for VM %q", r, vm)
+		}
 	}
 	for _, a := range act.Allocations {
 		for _, r := range a.Rates {

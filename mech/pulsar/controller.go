@@ -69,7 +69,9 @@ import (
 //     below it and the flow is not held back, so that an idle flow can
 //     show it wants more again), +Inf on the others; the default rate
 //     (until a flow is first seen using anything, the start rate:
-//     startRate; so are the floors); the
+//     startRate; so are the floors); per VM, the default rate of its new
+//     flows (vmDefaults: what the known flows' guarantee shares leave of
+//     its tenant's guarantees, shared among its possible new flows); the
 //     appliance estimates.
 type Controller struct {
 	p      Params
@@ -91,8 +93,11 @@ type Controller struct {
 	// over the interval observed; started: some flow was allocated.
 	def0, lastDef float64
 	started       bool
-	capacity      []float64 // current capacity per resource (links: (1−h)·C; appliances: estimate)
-	dcap          []float64 // cap of a flow's demand per resource (links: C; appliances: the window's maximum)
+	// lastBySrc: the per-VM default rates announced at the previous step
+	// (vmDefaults), in force over the interval observed.
+	lastBySrc map[string]float64
+	capacity  []float64 // current capacity per resource (links: (1−h)·C; appliances: estimate)
+	dcap      []float64 // cap of a flow's demand per resource (links: C; appliances: the window's maximum)
 
 	// allV concatenates the tenants' virtual resources; lstamp, lidx map
 	// them to the resources of this interval's local problems.
@@ -110,7 +115,9 @@ type Controller struct {
 	// scratch
 	aorder []int // appliances, for delay attribution
 	spare  []float64
-	vcount []int32 // per virtual resource (allV): the flows using it, for floors
+	vcount []int32   // per virtual resource (allV): the flows using it, for floors
+	vused  []float64 // per virtual resource (allV): the known flows' guarantee shares, for vmDefaults
+	vshare []float64 // per slot of one flow
 	gvp    alloc.VectorProblem
 	gfl    []*flow
 	log    *slog.Logger
@@ -131,6 +138,7 @@ type tenant struct {
 	appMin map[int]float64 // physical appliance → Min
 	appMax map[int]float64 // physical appliance → Max (> 0 only)
 	lo, hi int             // the tenant's flows are order[lo:hi]
+	vms    []string        // its VMs, in the environment's order
 
 	voff int // offset of vres in Controller.allV
 
@@ -298,6 +306,7 @@ func NewController(env mech.ControllerEnv, p Params) (*Controller, error) {
 			alloc.Resource{ID: "vm:" + vm.Name + "/out", Capacity: vm.Out / 8},
 			alloc.Resource{ID: "vm:" + vm.Name + "/in", Capacity: vm.In / 8})
 		c.vms[vm.Name] = ref
+		t.vms = append(t.vms, vm.Name)
 		netW[t] += (vm.In + vm.Out) / 8
 		netMax[t] = max(netMax[t], vm.In/8, vm.Out/8)
 	}
@@ -466,11 +475,13 @@ func (c *Controller) newTenant(name string, v *mech.VDC, resIdx map[string]int) 
 // known tenant, leaves it at Params.DefaultRate.
 //
 // Only until traffic is first seen: from then on some flows may hold spare
-// capacity, and a new flow at a large default rate would be held back by
-// the congestion they cause rather than by its enforcer, which the
-// controller cannot see (it would never be found held, and never given
-// its guarantee). A new flow at the small Params.DefaultRate is held back
-// by its enforcer and gets its guarantee at the next step.
+// capacity, and a flow floored at a large rate would be held back by the
+// congestion they cause rather than by its enforcer, which the controller
+// cannot see (it would never be found held, and never given its
+// guarantee). Idle flows are floored at the small Params.DefaultRate, and
+// held back there by their enforcers get their guarantees at the next
+// step. New flows run at their VMs' default rates (vmDefaults), which,
+// never being floors, do not keep them from being seen held.
 func (c *Controller) startRate(vms []mech.VM) float64 {
 	def := c.p.DefaultRate
 	if !(def > 0) {

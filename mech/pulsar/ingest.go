@@ -36,7 +36,11 @@ func (c *Controller) ingest(obs *mech.ControllerObs, T float64) {
 		}
 		f.obs = o
 		f.seen = c.step
-		bound := Bound(o, c.lastDef, c.p.Tolerance)
+		def := c.lastDef
+		if r, ok := c.lastBySrc[o.Flow.Src]; ok && o.Allocation == nil {
+			def = r // the source VM's default rate was in force
+		}
+		bound := Bound(o, def, c.p.Tolerance)
 		f.raw = EstimateDemand(o, T, bound, f.raw)
 		f.held = Held(o, f.raw, bound)
 	}

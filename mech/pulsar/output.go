@@ -1,6 +1,7 @@
 package pulsar
 
 import (
+	"maps"
 	"math"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
@@ -61,10 +62,16 @@ func (c *Controller) output(resets []mech.FlowAllocation) mech.ControllerActions
 			}
 		}
 	}
+	// vused: per virtual resource, the guarantee shares of the known flows
+	// (local allocation, or floor), for the per-VM default rates.
+	c.vused = growFloat(c.vused, len(c.allV))
+	clear(c.vused)
 	for _, f := range c.order {
 		rates := buf[:len(f.path):len(f.path)]
 		buf = buf[len(f.path):]
 		frac := f.lx + f.y*f.s*max(0, 1-f.lx)
+		c.vshare = growFloat(c.vshare, len(f.vres))
+		clear(c.vshare)
 		for e, pe := range f.path {
 			if !f.in[e] {
 				rates[e] = math.Inf(1)
@@ -72,20 +79,39 @@ func (c *Controller) output(resets []mech.FlowAllocation) mech.ControllerActions
 			}
 			d := f.demand[e]
 			g := frac * d
+			gl := f.lx * d
 			if a := c.apps[pe.Resource]; a != nil {
 				a.granted += g
 				a.tenants[c.appSlot(f, e)].Granted += g
 			}
 			if def > 0 && d < def && !f.held {
-				g = max(g, c.floor(f, e, def))
+				fl := c.floor(f, e, def)
+				g = max(g, fl)
+				gl = max(gl, fl)
 			}
 			rates[e] = g
+			for _, k := range f.emap[e] {
+				if k >= 0 {
+					c.vshare[k] = max(c.vshare[k], gl)
+				}
+			}
+		}
+		for k, v := range f.vres {
+			c.vused[f.t.voff+int(v)] += c.vshare[k]
 		}
 		allocs = append(allocs, mech.FlowAllocation{Flow: f.id, Rates: rates})
 	}
 	allocs = append(allocs, resets...)
 	c.lastDef = def
-	return mech.ControllerActions{Allocations: allocs, DefaultRate: def}
+	c.lastBySrc = c.vmDefaults(def)
+	return mech.ControllerActions{Allocations: allocs, DefaultRate: def, DefaultBySrc: maps.Clone(c.lastBySrc)}
+}
+
+func growFloat(v []float64, n int) []float64 {
+	if cap(v) < n {
+		return make([]float64, n)
+	}
+	return v[:n]
 }
 
 // floor is the default-rate floor of flow f on path element e: the default

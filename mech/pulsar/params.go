@@ -92,7 +92,10 @@ type Params struct {
 	// ≈ 8 Mbit/s); 0 = unlimited for new flows, no floor. Until traffic is
 	// first seen, new flows run at the smallest equal share of a guarantee
 	// any flow of the declared model can have when that is larger (the
-	// start rate: guarantees from a flow's first moments).
+	// start rate: guarantees from a flow's first moments). A new flow from
+	// a VM runs at that VM's default rate instead (ControllerActions
+	// .DefaultBySrc, vmDefaults) when its share of what is left of its
+	// tenant's guarantees is larger.
 	DefaultRate float64
 	// LocalPolicy is the local policy of tenants whose VDC.Policy is empty
 	// [local_policy]: "drf" (default), "maxmin" or "firstfit".
