@@ -219,3 +219,22 @@ func (r *ParamReader) Add(err error) {
 
 // Err returns every problem met, joined, or nil.
 func (r *ParamReader) Err() error { return errors.Join(r.errs...) }
+
+// ParamErrors collects the problems a mechanism finds in its parameters'
+// values, as *FieldError values named mechanism.params.NAME.
+type ParamErrors struct{ errs []error }
+
+// Bad records that parameter name's value is wrong, and why.
+func (e *ParamErrors) Bad(name, format string, args ...any) {
+	e.errs = append(e.errs, &FieldError{Path: "mechanism.params." + name, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Add records a problem found otherwise (a nested configuration's).
+func (e *ParamErrors) Add(err error) {
+	if err != nil {
+		e.errs = append(e.errs, err)
+	}
+}
+
+// Err returns every problem recorded, joined, or nil.
+func (e *ParamErrors) Err() error { return errors.Join(e.errs...) }

@@ -186,10 +186,8 @@ func Parse(params map[string]any) (Config, error) {
 // Validate checks the configuration; problems are *spec.FieldError values
 // named after the parameters, joined.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, &spec.FieldError{Path: "mechanism.params." + name, Msg: fmt.Sprintf(format, args...)})
-	}
+	var pe spec.ParamErrors
+	bad := pe.Bad
 	switch c.Policy {
 	case PolicyEB, PolicyHB, PolicyCC, PolicyPC:
 	default:
@@ -222,7 +220,7 @@ func (c *Config) Validate() error {
 	if !(c.MinCap > 0 && c.MinCap <= 100) {
 		bad("min_cap", "must be in (0, 100] percent, got %g", c.MinCap)
 	}
-	return errors.Join(errs...)
+	return pe.Err()
 }
 
 // Priced reports whether the policy sets prices (EB, HB) rather than caps

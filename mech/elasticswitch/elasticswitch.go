@@ -58,7 +58,6 @@
 package elasticswitch
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -189,10 +188,9 @@ func Parse(params map[string]any) (Config, error) {
 // Validate checks the configuration; problems are *spec.FieldError values
 // named after the parameters, joined.
 func (c *Config) Validate() error {
-	errs := []error{c.RA.Validate()}
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, &spec.FieldError{Path: "mechanism.params." + name, Msg: fmt.Sprintf(format, args...)})
-	}
+	var pe spec.ParamErrors
+	pe.Add(c.RA.Validate())
+	bad := pe.Bad
 	switch {
 	case c.GPPeriod <= 0:
 		bad("gp_period", "must be positive, got %v", c.GPPeriod)
@@ -214,7 +212,7 @@ func (c *Config) Validate() error {
 	if !(c.BestEffortWeight > 0) || math.IsInf(c.BestEffortWeight, 0) {
 		bad("best_effort_weight", "must be a positive finite rate, got %g", c.BestEffortWeight)
 	}
-	return errors.Join(errs...)
+	return pe.Err()
 }
 
 // Mechanism is ElasticSwitch with one configuration.

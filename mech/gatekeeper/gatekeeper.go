@@ -152,7 +152,6 @@
 package gatekeeper
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -272,10 +271,8 @@ func Parse(params map[string]any) (Config, error) {
 // Validate checks the configuration; problems are *spec.FieldError values
 // named after the parameters, joined.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, &spec.FieldError{Path: "mechanism.params." + name, Msg: fmt.Sprintf(format, args...)})
-	}
+	var pe spec.ParamErrors
+	bad := pe.Bad
 	if c.Mode != ModeGatekeeper && c.Mode != ModeRateLimit {
 		bad("mode", "unknown mode %q (use %s or %s)", c.Mode, ModeGatekeeper, ModeRateLimit)
 	}
@@ -300,7 +297,7 @@ func (c *Config) Validate() error {
 	if !(c.MinRate > 0) || !(c.MinRate < c.Link) {
 		bad("min_rate", "must be positive and below link (%g), got %g", c.Link, c.MinRate)
 	}
-	return errors.Join(errs...)
+	return pe.Err()
 }
 
 // LimIn is the ingress scheduler's rate LIM_IN = Link × (1 − Headroom).

@@ -42,7 +42,6 @@
 package hosefill
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -113,10 +112,8 @@ func Parse(params map[string]any) (Config, error) {
 
 // Validate checks the parameters' ranges.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, &spec.FieldError{Path: "mechanism.params." + name, Msg: fmt.Sprintf(format, args...)})
-	}
+	var pe spec.ParamErrors
+	bad := pe.Bad
 	if c.Period <= 0 {
 		bad("period", "must be positive, got %v", c.Period)
 	}
@@ -129,7 +126,7 @@ func (c *Config) Validate() error {
 	if !(c.MinRate > 0) || math.IsInf(c.MinRate, 0) {
 		bad("min_rate", "must be a positive finite rate, got %g", c.MinRate)
 	}
-	return errors.Join(errs...)
+	return pe.Err()
 }
 
 // Mechanism is hosefill with one configuration.

@@ -57,8 +57,6 @@
 package ra
 
 import (
-	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -142,10 +140,8 @@ const (
 // values named after the scenario parameters (mechanism.params.alpha, ...),
 // joined.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, &spec.FieldError{Path: "mechanism.params." + name, Msg: fmt.Sprintf(format, args...)})
-	}
+	var pe spec.ParamErrors
+	bad := pe.Bad
 	if c.Period <= 0 {
 		bad("ra_period", "must be positive, got %v", c.Period)
 	}
@@ -187,7 +183,7 @@ func (c *Config) Validate() error {
 	if c.Signal < SignalBoth || c.Signal > SignalECN {
 		bad("congestion_signal", "unknown signal %d", c.Signal)
 	}
-	return errors.Join(errs...)
+	return pe.Err()
 }
 
 // Input is what one RA period tells a Flow.
