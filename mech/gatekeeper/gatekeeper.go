@@ -747,7 +747,13 @@ func (a *Agent) reduce(v *vmState, dst string, floor float64, egress []mech.Pair
 	if v.outRate > 0 && v.outRate < base {
 		base = v.outRate
 	}
-	keep := math.Max(floor, 0)
+	// The floor comes from another host: never above what the VM is
+	// guaranteed to send (the receiver caps it there), never negative or
+	// NaN, whatever a datagram carries.
+	keep := 0.0
+	if floor > 0 {
+		keep = math.Min(floor, v.vm.Out)
+	}
 	for i := range egress {
 		if p := &egress[i]; p.Pair.Src == v.vm.Name && p.Pair.Dst != dst {
 			keep += p.Rate

@@ -375,6 +375,19 @@ func TestFloor(t *testing.T) {
 	if got := lim(d.stepObs(obs, notify("b", 100*mbps, 0))); !near(got, 300*mbps) {
 		t.Fatalf("b sending 300 to x (floor 100) and 200 to y: limit %g, want 300 Mbps", got)
 	}
+	// A floor above what b is guaranteed to send (a datagram no receiver
+	// would write) counts as b's guarantee: it cannot exempt b from the
+	// halving, nor can a negative one lower b below its minimum rate.
+	d = &driver{a: newAgent(t, "h1", nil)}
+	d.step(sending(0))
+	if got := lim(d.step(sending(1000*mbps), notify("b", 1e12, 0))); !(got < 1000*mbps) {
+		t.Errorf("b sending 1 Gbps, notified with a 1 Tbps floor: limit %g, want it halved to at most b's guarantee", got)
+	}
+	d = &driver{a: newAgent(t, "h1", nil)}
+	d.step(sending(0))
+	if got := lim(d.step(sending(400*mbps), notify("b", -1e12, 0))); !near(got, 200*mbps) {
+		t.Errorf("b sending 400 Mbps, notified with a negative floor: limit %g, want 200 Mbps (halved)", got)
+	}
 }
 
 // A notified sender raises its limit at the slope the notification gives
