@@ -23,7 +23,14 @@
 //     limiter-bound or not, as drop-tail drops whatever arrives: a fraction
 //     (Options.TCPLoss) of the packets it sends, plus for UDP the bits
 //     actually dropped. A link filled exactly by limiter-bound traffic is
-//     loss-free.
+//     loss-free. Hosts count whole packets: a pair's lost (and ECN-marked)
+//     packets accumulate and its agents see each one when it is complete,
+//     so a 10 Mbps pair through a queue losing 1% sees a loss about every
+//     eighth 15 ms period while a 300 Mbps pair sees several in each — as
+//     on real hosts, where slow pairs through a shared queue raise their
+//     limits between rare losses. Each pair starts at its own phase of its
+//     packet stream (a hash of the pair), so equal pairs do not lose in
+//     lockstep.
 //
 // Mechanisms run as mech.Agent values, one per server, stepped at their own
 // period with what the host would measure (per-pair rates, limits, losses)

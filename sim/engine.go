@@ -115,6 +115,10 @@ type pairState struct {
 	txLoss, rxLoss float64
 	txMark, rxMark float64
 	markRate       float64 // bits/s ECN-marked this tick
+	// fractions of a packet lost or marked and not yet counted: a host
+	// sees whole packets, so a slow pair sees a loss only every few
+	// periods while a fast one through the same queue sees one in each
+	lossAcc, markAcc float64
 	boundTicks     int
 	srcTicks       int
 
@@ -430,7 +434,11 @@ func (e *engine) pairFor(tenant, src, dst string) int {
 	s, d := e.vmIdx[src], e.vmIdx[dst]
 	links := e.tp.Route(e.vms[s].host, e.vms[d].host, topo.PairHash(e.sc.Seed, src, dst))
 	e.pairIx[id] = len(e.pairs)
-	e.pairs = append(e.pairs, pairState{id: id, tenant: tenant, src: s, dst: d, links: links, limRate: math.Inf(1), limRes: -1})
+	// Pairs start at different points of their packet streams, so that
+	// equal pairs through one queue do not lose packets in lockstep.
+	phase := float64(topo.PairHash(e.sc.Seed+1, src, dst)>>11) / (1 << 53)
+	e.pairs = append(e.pairs, pairState{id: id, tenant: tenant, src: s, dst: d, links: links, limRate: math.Inf(1), limRes: -1,
+		lossAcc: phase, markAcc: phase})
 	return len(e.pairs) - 1
 }
 

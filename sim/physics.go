@@ -537,8 +537,8 @@ func (e *engine) account() {
 			p.activeTicks++
 		}
 		p.partial = 0
-		lost := p.lossRate * dt / MTU
-		marked := p.markRate * dt / MTU
+		lost := wholePackets(&p.lossAcc, p.lossRate*dt/MTU)
+		marked := wholePackets(&p.markAcc, p.markRate*dt/MTU)
 		p.txMark += marked
 		p.rxMark += marked
 		e.vms[p.src].outBits += sentBits
@@ -618,4 +618,13 @@ func (e *engine) takeSample(t, span time.Duration) {
 
 func secondsToDuration(s float64) time.Duration {
 	return time.Duration(math.Round(s * float64(time.Second)))
+}
+
+// wholePackets adds n packets' worth to the fraction *acc carries and
+// returns the whole packets now complete, keeping the rest.
+func wholePackets(acc *float64, n float64) float64 {
+	*acc += n
+	w := math.Floor(*acc)
+	*acc -= w
+	return w
 }
