@@ -119,8 +119,8 @@ type pairState struct {
 	// sees whole packets, so a slow pair sees a loss only every few
 	// periods while a fast one through the same queue sees one in each
 	lossAcc, markAcc float64
-	boundTicks     int
-	srcTicks       int
+	boundTicks       int
+	srcTicks         int
 
 	// since the controller's last step
 	ctlBits            float64
