@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
 	"strconv"
@@ -239,4 +240,29 @@ func pathsByLine(root *yaml.Node) map[int]string {
 		}
 	}
 	return keys
+}
+
+// CheckTopology applies the scenario defaults to a topology section given
+// on its own (an operator's cluster declaration) and validates it as in a
+// scenario; problems are *FieldErrors with paths under "topology." and
+// the given file.
+func CheckTopology(t *Topology, file string) error {
+	t.applyDefaults()
+	p := &problems{File: file}
+	t.validate(p)
+	return p.Err()
+}
+
+// YAMLErrors turns an error of yaml.v3 decoding into *FieldErrors with
+// the file, the line and, where root (the parsed document or documents,
+// may be nil) tells it, the field path on that line — the same messages
+// as a scenario's (expected types, unknown fields).
+func YAMLErrors(err error, file string, roots ...*yaml.Node) error {
+	lines := map[int]string{}
+	for _, r := range roots {
+		if r != nil {
+			maps.Copy(lines, pathsByLine(r))
+		}
+	}
+	return decodeError(err, file, lines)
 }

@@ -33,10 +33,10 @@ type Scenario struct {
 
 // Topology selects one builder.
 type Topology struct {
-	Kind     string    `yaml:"kind"` // two-tier | fat-tree | explicit
-	TwoTier  *TwoTier  `yaml:"two_tier,omitempty"`
-	FatTree  *FatTree  `yaml:"fat_tree,omitempty"`
-	Explicit *Explicit `yaml:"explicit,omitempty"`
+	Kind     string    `yaml:"kind" json:"kind"` // two-tier | fat-tree | explicit
+	TwoTier  *TwoTier  `yaml:"two_tier,omitempty" json:"two_tier,omitempty"`
+	FatTree  *FatTree  `yaml:"fat_tree,omitempty" json:"fat_tree,omitempty"`
+	Explicit *Explicit `yaml:"explicit,omitempty" json:"explicit,omitempty"`
 }
 
 // TwoTier is racks of servers under top-of-rack switches joined by one core
@@ -44,42 +44,42 @@ type Topology struct {
 // "core". Core is the capacity of each ToR uplink; when zero it is derived
 // from Oversubscription: servers_per_rack × edge / oversubscription.
 type TwoTier struct {
-	Racks            int     `yaml:"racks"`
-	ServersPerRack   int     `yaml:"servers_per_rack"`
-	Edge             Rate    `yaml:"edge"`
-	Core             Rate    `yaml:"core,omitempty"`
-	Oversubscription float64 `yaml:"oversubscription,omitempty"` // default 1 when Core is not given
+	Racks            int     `yaml:"racks" json:"racks"`
+	ServersPerRack   int     `yaml:"servers_per_rack" json:"servers_per_rack"`
+	Edge             Rate    `yaml:"edge" json:"edge"`
+	Core             Rate    `yaml:"core,omitempty" json:"core,omitempty"`
+	Oversubscription float64 `yaml:"oversubscription,omitempty" json:"oversubscription,omitempty"` // default 1 when Core is not given
 }
 
 // FatTree is a k-ary fat-tree (k even): k pods, k/2 edge and k/2 aggregation
 // switches per pod, (k/2)² core switches, k³/4 servers named s1..sN.
 type FatTree struct {
-	K    int  `yaml:"k"`
-	Link Rate `yaml:"link"`
+	K    int  `yaml:"k" json:"k"`
+	Link Rate `yaml:"link" json:"link"`
 	// Oversubscription n (n:1 at the edge switches; default 1) keeps only
 	// k/2 ÷ n aggregation switches per pod and the cores they reach: every
 	// edge switch has k/2 servers below and k/2 ÷ n uplinks. n must divide
 	// k/2.
-	Oversubscription int `yaml:"oversubscription,omitempty"`
+	Oversubscription int `yaml:"oversubscription,omitempty" json:"oversubscription,omitempty"`
 }
 
 // Explicit is a graph given node by node and link by link.
 type Explicit struct {
-	Nodes []Node `yaml:"nodes"`
-	Links []Link `yaml:"links"`
+	Nodes []Node `yaml:"nodes" json:"nodes"`
+	Links []Link `yaml:"links" json:"links"`
 }
 
 // Node of an explicit graph.
 type Node struct {
-	Name string `yaml:"name"`
-	Kind string `yaml:"kind"` // server | switch
+	Name string `yaml:"name" json:"name"`
+	Kind string `yaml:"kind" json:"kind"` // server | switch
 }
 
 // Link of an explicit graph: full duplex, Capacity in each direction.
 type Link struct {
-	A        string `yaml:"a"`
-	B        string `yaml:"b"`
-	Capacity Rate   `yaml:"capacity"`
+	A        string `yaml:"a" json:"a"`
+	B        string `yaml:"b" json:"b"`
+	Capacity Rate   `yaml:"capacity" json:"capacity"`
 }
 
 // Tenant is a set of VMs with hose-model guarantees.
