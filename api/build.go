@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -41,7 +42,7 @@ type Cluster struct {
 // first). Every problem is a *model.FieldError whose File names the object
 // (`Tenant "web"`) and whose Path is the field in it.
 func Build(objs []Object) (*Cluster, error) {
-	objs = slices.Clone(objs)
+	objs = Clone(objs)
 	SortObjects(objs)
 	var errs []error
 	seen := map[string]bool{}
@@ -98,6 +99,68 @@ func Build(objs []Object) (*Cluster, error) {
 		return nil, relocate(err, tenantAt, applianceAt)
 	}
 	return c, nil
+}
+
+// Clone deep-copies objects (their specs and statuses), so that what
+// Build fills in (defaults) never reaches the caller's objects.
+func Clone(objs []Object) []Object {
+	out := make([]Object, len(objs))
+	for i := range objs {
+		out[i] = objs[i].Clone()
+	}
+	return out
+}
+
+// Clone deep-copies the object (a status is shared: the controller
+// builds a new one each time).
+func (o *Object) Clone() Object {
+	c := *o
+	if t := o.Metadata.CreationTimestamp; t != nil {
+		tt := *t
+		c.Metadata.CreationTimestamp = &tt
+	}
+	switch s := o.Spec.(type) {
+	case *ClusterSpec:
+		x := *s
+		x.Topology = cloneTopology(s.Topology)
+		x.Mechanism.Params = maps.Clone(s.Mechanism.Params)
+		c.Spec = &x
+	case *HostSpec:
+		x := *s
+		c.Spec = &x
+	case *TenantSpec:
+		x := *s
+		x.VMs = slices.Clone(s.VMs)
+		for j := range x.VMs {
+			x.VMs[j].Addrs = slices.Clone(x.VMs[j].Addrs)
+		}
+		if s.VDC != nil {
+			m := model.Model{Tenants: []model.Tenant{{VDC: s.VDC}}}
+			x.VDC = m.Clone().Tenants[0].VDC
+		}
+		c.Spec = &x
+	case *ApplianceSpec:
+		m := model.Model{Appliances: []model.Appliance{*s}}
+		x := m.Clone().Appliances[0]
+		c.Spec = &x
+	}
+	return c
+}
+
+func cloneTopology(t spec.Topology) spec.Topology {
+	if t.TwoTier != nil {
+		x := *t.TwoTier
+		t.TwoTier = &x
+	}
+	if t.FatTree != nil {
+		x := *t.FatTree
+		t.FatTree = &x
+	}
+	if t.Explicit != nil {
+		x := spec.Explicit{Nodes: slices.Clone(t.Explicit.Nodes), Links: slices.Clone(t.Explicit.Links)}
+		t.Explicit = &x
+	}
+	return t
 }
 
 // where names an object in errors.
