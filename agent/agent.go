@@ -50,6 +50,14 @@ type Config struct {
 	// A message to a host without an agent is dropped (counted); a
 	// datagram is accepted only from its sender's address.
 	Peers func(host string) (netip.AddrPort, bool)
+	// Keys gives the key this host shares with a peer
+	// (wireauth.PairKey; wireauth.KeyMap for keys handed out,
+	// wireauth.Keys to derive them from a master secret). Every message
+	// to a peer is sealed with its key, and a datagram is accepted only if
+	// its tag verifies under the key of the sender it claims; a message
+	// to or from a peer without a key is dropped (counted). Required with
+	// Listen; called by the receiver and the steps at the same time.
+	Keys func(peer string) ([]byte, bool)
 	// Scale multiplies rates on the data path (default 1).
 	Scale float64
 	// HTTP, if set, is where the agent serves /metrics (Prometheus),
@@ -165,6 +173,12 @@ func New(cfg Config) (_ *Agent, err error) {
 	}
 	if cfg.Peers == nil {
 		cfg.Peers = PeerMap(nil)
+	}
+	if cfg.Listen != nil && cfg.Keys == nil {
+		return nil, fmt.Errorf("agent %s: a UDP socket (Config.Listen) needs the keys shared with the peers (Config.Keys) to authenticate messages", cfg.Host)
+	}
+	if cfg.Keys == nil {
+		cfg.Keys = func(string) ([]byte, bool) { return nil, false }
 	}
 	a := &Agent{
 		cfg: cfg, log: cfg.Logger.With("host", cfg.Host, "mechanism", cfg.Mechanism.Name()),
@@ -600,8 +614,14 @@ func (a *Agent) send(msgs []mech.Message) {
 			a.log.Debug("message to a host without an agent", "to", m.To)
 			continue
 		}
+		key, ok := a.cfg.Keys(m.To)
+		if !ok {
+			a.met.sendErrors.WithLabelValues("no-key").Inc()
+			a.log.Debug("message to a host without a key", "to", m.To)
+			continue
+		}
 		a.seq++
-		b, err := EncodeMessage(a.cfg.Host, m.To, a.epoch, a.seq, m.Body)
+		b, err := EncodeMessage(key, a.cfg.Host, m.To, a.epoch, a.seq, m.Body)
 		if err != nil {
 			a.met.sendErrors.WithLabelValues("encode").Inc()
 			a.log.Warn("encode message", "err", err)
@@ -645,18 +665,11 @@ func (a *Agent) receive() {
 }
 
 // handle validates one datagram and queues its message; anything wrong is
-// counted by reason and dropped.
+// counted by reason and dropped. The sender's sequence is checked, and
+// moved on, only for a datagram whose tag verifies under the key of the
+// sender it claims, from that sender's address.
 func (a *Agent) handle(b []byte, from netip.AddrPort) {
-	e, err := DecodeMessage(b, a.cfg.Host)
-	if err == nil {
-		peer, ok := a.cfg.Peers(e.From)
-		switch {
-		case !ok || e.From == a.cfg.Host:
-			err = wireErr(DropSender, "unknown sender %q", e.From)
-		case peer.Addr() != from.Addr().Unmap():
-			err = wireErr(DropSender, "sender %q from %v, expected %v", e.From, from.Addr(), peer.Addr())
-		}
-	}
+	e, err := a.open(b, from)
 	if err == nil {
 		a.inMu.Lock()
 		sq := a.peerSeq[e.From]
@@ -678,6 +691,37 @@ func (a *Agent) handle(b []byte, from netip.AddrPort) {
 	if a.deliver(mech.Message{From: e.From, To: e.To, Body: e.Body}) {
 		a.met.received.Inc()
 	}
+}
+
+// open authenticates and checks one datagram: a known peer other than
+// this host as its sender, the key shared with it, the tag, the format,
+// the sender's address, the recipient and the body.
+func (a *Agent) open(b []byte, from netip.AddrPort) (Envelope, error) {
+	sender, err := Sender(b)
+	if err != nil {
+		return Envelope{}, err
+	}
+	peer, ok := a.cfg.Peers(sender)
+	if !ok || sender == a.cfg.Host {
+		return Envelope{}, wireErr(DropSender, "unknown sender %q", sender)
+	}
+	key, ok := a.cfg.Keys(sender)
+	if !ok {
+		return Envelope{}, wireErr(DropAuth, "no key for sender %q", sender)
+	}
+	e, err := DecodeMessage(b, a.cfg.Host, key)
+	if err != nil {
+		return e, err
+	}
+	switch {
+	case e.From != sender:
+		// Sender and DecodeMessage read the same bytes the same way:
+		// this cannot happen, and is refused if it does.
+		return e, wireErr(DropSender, "sender %q read as %q", e.From, sender)
+	case peer.Addr() != from.Addr().Unmap():
+		return e, wireErr(DropSender, "sender %q from %v, expected %v", e.From, from.Addr(), peer.Addr())
+	}
+	return e, nil
 }
 
 // sortedVMs returns the host's VMs by name.

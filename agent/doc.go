@@ -26,12 +26,17 @@
 //  3. sends the mechanism's messages to the other agents over UDP
 //     (wire.go): one JSON envelope per datagram with a format version,
 //     sender, recipient, sender epoch and sequence number, and the
-//     mechanism's body. A datagram that is malformed, of another version,
-//     from an unknown sender or address, for another host, with a body
-//     that is not an object with a valid kind, not newer than the last
-//     one accepted from its sender, or beyond a full inbox is counted by
-//     reason (bulkhead_agent_messages_dropped_total) and dropped; nothing
-//     a peer sends can stop the agent.
+//     mechanism's body, followed by an HMAC-SHA256 tag over the
+//     envelope's bytes under the key the two hosts share (package
+//     wireauth; Config.Keys). A datagram that is malformed, of another
+//     version, from an unknown sender or address, without a tag that
+//     verifies under its claimed sender's key, for another host, with a
+//     body that is not an object with a valid kind, not newer than the
+//     last one accepted from its sender (checked only once the tag
+//     verifies: no one without the key can move a sender's sequence), or
+//     beyond a full inbox is counted by reason
+//     (bulkhead_agent_messages_dropped_total) and dropped; nothing a peer
+//     sends can stop the agent.
 //
 // Steps are paced by drive.Pacer. Update hands a new model to the
 // mechanism between two steps (tenants and VMs added or removed, the

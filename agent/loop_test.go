@@ -9,6 +9,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/datapath/fake"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/drive"
+	"github.com/bulkhead-dc/bulkhead/wireauth"
 )
 
 // TestPacer: the agent's step timing (drive.Pacer). Steps are due every
@@ -57,7 +58,7 @@ func TestRunSteps(t *testing.T) {
 		return mech.Actions{}
 	}}
 	p := fake.New(fake.Options{Limiters: true})
-	a := newTestAgent(t, Config{Host: "h1", Model: testModel(t1VMs...), Mechanism: mc, Path: p, Listen: loopback, Restore: true})
+	a := newTestAgent(t, Config{Host: "h1", Model: testModel(t1VMs...), Mechanism: mc, Path: p, Listen: loopback, Keys: wireauth.Keys(testMaster, "h1"), Restore: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if err := a.Run(ctx); err != nil {

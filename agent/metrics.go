@@ -108,7 +108,7 @@ func newMetrics(host string, drv *drive.Host) *agentMetrics {
 			func(s drive.Stats) int64 { return s.Updates }),
 	)
 	m.nDrops = map[string]*atomic.Int64{}
-	for _, r := range []string{DropMalformed, DropSize, DropVersion, DropSender, DropRecipient, DropBody, DropStale, DropOverflow} {
+	for _, r := range dropReasons {
 		m.dropped.WithLabelValues(r)
 		m.nDrops[r] = &atomic.Int64{}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/mech/drive"
 	"github.com/bulkhead-dc/bulkhead/model"
+	"github.com/bulkhead-dc/bulkhead/wireauth"
 )
 
 // Two hosts: tenant T1 (a1 on h1, b1 on h2) from the start; tenant T2 (a2
@@ -63,7 +64,7 @@ func newCluster(t *testing.T, m mech.Mechanism, md *model.Model) *cluster {
 	}
 	for _, h := range c.hosts {
 		p := fake.New(fake.Options{Limiters: true, Schedulers: true})
-		a, err := New(Config{Host: h, Model: md, Mechanism: m, Path: p, Listen: loopback, Peers: resolve})
+		a, err := New(Config{Host: h, Model: md, Mechanism: m, Path: p, Listen: loopback, Peers: resolve, Keys: wireauth.Keys(testMaster, h)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,7 +432,8 @@ func TestUpdatePrunesState(t *testing.T) {
 	a1, b1 := vmSpec{"a1", "T", "h1", "10.0.1.1", 1e6, 1e6}, vmSpec{"b1", "T", "h2", "10.0.2.1", 1e6, 1e6}
 	c1, x1 := vmSpec{"c1", "T", "h1", "10.0.1.3", 1e6, 1e6}, vmSpec{"x1", "T", "h3", "10.0.3.1", 1e6, 1e6}
 	p := fakePath(mech.LossAtDestination)
-	a := newTestAgent(t, Config{Host: "h1", Model: testModel(a1, b1, c1, x1), Mechanism: &script{live: true}, Path: p, Peers: PeerMap(peers)})
+	a := newTestAgent(t, Config{Host: "h1", Model: testModel(a1, b1, c1, x1), Mechanism: &script{live: true}, Path: p, Peers: PeerMap(peers),
+		Keys: wireauth.Keys(testMaster, "h1")})
 	s := newStepper(a)
 	b1a1, b1c1, x1a1 := pair("10.0.2.1", "10.0.1.1"), pair("10.0.2.1", "10.0.1.3"), pair("10.0.3.1", "10.0.1.1")
 	for i, h := range []string{"h2", "h3"} {

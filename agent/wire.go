@@ -6,28 +6,35 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+
+	"github.com/bulkhead-dc/bulkhead/wireauth"
 )
 
 // WireVersion is the version of the agents' message format. A datagram
-// of another version is dropped (counted as "version").
-const WireVersion = 1
+// of another version is dropped (counted as "version"). Version 2 added
+// the authentication tag (version 1 had none).
+const WireVersion = 2
 
-// MaxDatagram is the largest message an agent sends or accepts, bytes
-// (below the 65,507 bytes of one IPv4 UDP datagram).
+// MaxDatagram is the largest message an agent sends or accepts, bytes,
+// its tag included (below the 65,507 bytes of one IPv4 UDP datagram).
 const MaxDatagram = 60000
 
-// Envelope is one agent-to-agent message on the wire: a JSON object in a
-// UDP datagram. Body is a mechanism's message body (mech.Message.Body
-// encoded to JSON): an object with a "kind" naming its type, such as
-// "MECHANISM.guarantees.v1" (mech.Body.MessageKind); the agent hands
-// it to the mechanism as a json.RawMessage, which the mechanisms decode
-// and check themselves.
+// Envelope is one agent-to-agent message on the wire: a JSON object
+// followed by its authentication tag (wireauth.Seal: HMAC-SHA256 over the
+// exact bytes of the object, under the key the sender and recipient
+// share, wireauth.PairKey) in one UDP datagram. The tag covers every
+// field, so none can be changed without the key. Body is a mechanism's
+// message body (mech.Message.Body encoded to JSON): an object with a
+// "kind" naming its type, such as "MECHANISM.guarantees.v1"
+// (mech.Body.MessageKind); the agent hands it to the mechanism as a
+// json.RawMessage, which the mechanisms decode and check themselves.
 //
 // Epoch is the sender's start time (Unix nanoseconds) and Seq its message
 // counter since then: a receiver drops a message that is not newer than the
-// last one it accepted from the same sender (a duplicate, or reordered
-// behind a newer one), and a larger epoch (the sender restarted) resets the
-// sequence.
+// last one it accepted from the same sender (a duplicate, a replay, or
+// reordered behind a newer one), and a larger epoch (the sender restarted)
+// resets the sequence. The receiver checks them only once the tag
+// verifies, so no one without the key can move a sender's sequence.
 type Envelope struct {
 	V     int             `json:"v"`
 	From  string          `json:"from"`
@@ -44,11 +51,15 @@ const (
 	DropSize      = "size"      // larger than MaxDatagram
 	DropVersion   = "version"   // another format version
 	DropSender    = "sender"    // unknown sender, or not from that sender's address
+	DropAuth      = "auth"      // no tag, no key for its sender, or a tag that does not verify (another key, changed)
 	DropRecipient = "recipient" // addressed to another host
 	DropBody      = "body"      // body not an object with a valid kind
-	DropStale     = "stale"     // not newer than the last accepted from its sender
+	DropStale     = "stale"     // not newer than the last accepted from its sender (a replay, a duplicate)
 	DropOverflow  = "overflow"  // inbox full
 )
+
+// dropReasons are every drop reason, for the metrics.
+var dropReasons = []string{DropMalformed, DropSize, DropVersion, DropSender, DropAuth, DropRecipient, DropBody, DropStale, DropOverflow}
 
 // kindRE is what a body's kind may look like.
 var kindRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
@@ -66,8 +77,9 @@ func wireErr(reason, format string, args ...any) error {
 	return &WireError{Reason: reason, Err: fmt.Errorf(format, args...)}
 }
 
-// EncodeMessage builds the datagram of one message.
-func EncodeMessage(from, to string, epoch int64, seq uint64, body any) ([]byte, error) {
+// EncodeMessage builds the datagram of one message, sealed with key, the
+// key from and to share (wireauth.PairKey).
+func EncodeMessage(key []byte, from, to string, epoch int64, seq uint64, body any) ([]byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, fmt.Errorf("encode message body for %s: %w", to, err)
@@ -79,41 +91,80 @@ func EncodeMessage(from, to string, epoch int64, seq uint64, body any) ([]byte, 
 	if err != nil {
 		return nil, fmt.Errorf("encode message for %s: %w", to, err)
 	}
-	if len(out) > MaxDatagram {
-		return nil, fmt.Errorf("encode message for %s: %d bytes, more than %d", to, len(out), MaxDatagram)
+	if len(out)+wireauth.TagSize > MaxDatagram {
+		return nil, fmt.Errorf("encode message for %s: %d bytes with its tag, more than %d", to, len(out)+wireauth.TagSize, MaxDatagram)
+	}
+	if out, err = wireauth.Seal(key, out); err != nil {
+		return nil, fmt.Errorf("encode message for %s: %w", to, err)
 	}
 	return out, nil
 }
 
-// DecodeMessage parses and checks a datagram addressed to self: the
-// format, version, recipient and body. The sender is checked by the
-// caller (it knows its peers and their addresses). Errors are
+// header is what Sender reads of an envelope before it is authenticated.
+type header struct {
+	V    *int    `json:"v"`
+	From *string `json:"from"`
+}
+
+// Sender returns the sender a datagram claims, not yet authenticated (the
+// caller finds the key it shares with that sender and calls
+// DecodeMessage), after checking its size and version. A JSON envelope of
+// this version without a tag is "auth" (unsigned). Errors are *WireError
+// values.
+func Sender(b []byte) (string, error) {
+	if len(b) > MaxDatagram {
+		return "", wireErr(DropSize, "%d bytes, more than %d", len(b), MaxDatagram)
+	}
+	var h header
+	if len(b) <= wireauth.TagSize || json.Unmarshal(b[:len(b)-wireauth.TagSize], &h) != nil {
+		// Not an envelope followed by a tag: an unsigned envelope (of
+		// this version or an older one), or not an envelope at all.
+		var whole header
+		if err := json.Unmarshal(b, &whole); err != nil || whole.V == nil {
+			return "", wireErr(DropMalformed, "not a JSON envelope followed by a tag")
+		}
+		if *whole.V != WireVersion {
+			return "", wireErr(DropVersion, "version %d, want %d", *whole.V, WireVersion)
+		}
+		return "", wireErr(DropAuth, "no authentication tag")
+	}
+	if h.V == nil {
+		return "", wireErr(DropMalformed, "no version field")
+	}
+	if *h.V != WireVersion {
+		return "", wireErr(DropVersion, "version %d, want %d", *h.V, WireVersion)
+	}
+	if h.From == nil || *h.From == "" || len(*h.From) > 200 {
+		return "", wireErr(DropSender, "no valid sender")
+	}
+	return *h.From, nil
+}
+
+// DecodeMessage authenticates a datagram with key, the key this host
+// (self) shares with the sender it claims (Sender), then parses and checks
+// it: the format, version, recipient and body. The sender's address and
+// the message's sequence are checked by the caller (it knows its peers).
+// Nothing but the tag is looked at before the tag verifies. Errors are
 // *WireError values.
-func DecodeMessage(b []byte, self string) (Envelope, error) {
+func DecodeMessage(b []byte, self string, key []byte) (Envelope, error) {
 	var e Envelope
 	if len(b) > MaxDatagram {
 		return e, wireErr(DropSize, "%d bytes, more than %d", len(b), MaxDatagram)
 	}
-	// The version first, so that a newer format is reported as such.
-	var v struct {
-		V *int `json:"v"`
+	payload, err := wireauth.Open(key, b)
+	if err != nil {
+		return e, &WireError{Reason: DropAuth, Err: err}
 	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return e, wireErr(DropMalformed, "%v", err)
-	}
-	if v.V == nil {
-		return e, wireErr(DropMalformed, "no version field")
-	}
-	if *v.V != WireVersion {
-		return e, wireErr(DropVersion, "version %d, want %d", *v.V, WireVersion)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
+	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
 		return e, wireErr(DropMalformed, "%v", err)
 	}
 	if dec.More() {
 		return e, wireErr(DropMalformed, "trailing data after the message")
+	}
+	if e.V != WireVersion {
+		return e, wireErr(DropVersion, "version %d, want %d", e.V, WireVersion)
 	}
 	if e.From == "" || len(e.From) > 200 {
 		return e, wireErr(DropSender, "sender %q", e.From)

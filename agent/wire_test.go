@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/netip"
 	"strings"
@@ -9,19 +10,27 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/mech/drive"
+	"github.com/bulkhead-dc/bulkhead/wireauth"
 )
 
+// testMaster is the master secret of the tests' pair keys.
+var testMaster = []byte("bulkhead agent tests master key!")
+
 // testAgent is an agent without a socket for what handle needs: host
-// s1, peers s2 (10.201.0.2) and s3 (10.201.0.3), a script mechanism.
+// s1, peers s2 (10.201.0.2) and s3 (10.201.0.3) with keys derived from
+// testMaster, s4 (10.201.0.4) without a key, a script mechanism.
 func testAgent(t testing.TB) *Agent {
 	t.Helper()
 	peers := map[string]netip.AddrPort{
 		"s2": netip.MustParseAddrPort("10.201.0.2:7471"),
 		"s3": netip.MustParseAddrPort("10.201.0.3:7471"),
+		"s4": netip.MustParseAddrPort("10.201.0.4:7471"),
 	}
+	keys := wireauth.KeyMap(map[string][]byte{"s2": wireauth.PairKey(testMaster, "s1", "s2"), "s3": wireauth.PairKey(testMaster, "s1", "s3")})
 	m := testModel(vmSpec{"x1", "T", "s1", "10.0.0.1", 1e6, 1e6}, vmSpec{"x2", "T", "s2", "10.0.0.2", 1e6, 1e6},
 		vmSpec{"x3", "T", "s3", "10.0.0.3", 1e6, 1e6})
-	a, err := New(Config{Host: "s1", Model: m, Mechanism: &script{}, Path: fakePath(mech.LossAtSource), Peers: PeerMap(peers)})
+	a, err := New(Config{Host: "s1", Model: m, Mechanism: &script{}, Path: fakePath(mech.LossAtSource), Peers: PeerMap(peers),
+		Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +51,11 @@ func inbox(t testing.TB, a *Agent) []mech.Message {
 
 var fromS2 = netip.MustParseAddrPort("10.201.0.2:7471")
 
+// mustEncode encodes a message sealed with the key of its sender and
+// recipient.
 func mustEncode(t testing.TB, from, to string, epoch int64, seq uint64, body any) []byte {
 	t.Helper()
-	b, err := EncodeMessage(from, to, epoch, seq, body)
+	b, err := EncodeMessage(wireauth.PairKey(testMaster, from, to), from, to, epoch, seq, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +109,40 @@ func TestBodiesRoundTrip(t *testing.T) {
 	}
 }
 
-// TestBadDatagramsDropped: malformed and unexpected datagrams are counted
-// by reason and dropped; none reaches the mechanism.
+// TestBadDatagramsDropped: malformed, unauthenticated and unexpected
+// datagrams are counted by reason and dropped; none reaches the
+// mechanism. Envelopes with bad contents are sealed with the right key,
+// so that they are refused for their contents, after the tag verifies.
 func TestBadDatagramsDropped(t *testing.T) {
 	body := map[string]any{"kind": "test.shares", "pairs": []any{}}
 	good := func(from, to string, epoch int64, seq uint64) []byte {
 		return mustEncode(t, from, to, epoch, seq, body)
 	}
+	k12 := wireauth.PairKey(testMaster, "s1", "s2")
 	env := func(fields string) []byte { return []byte(`{` + fields + `}`) }
+	sealed := func(key []byte, payload []byte) []byte {
+		b, err := wireauth.Seal(key, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	signed := func(fields string) []byte { return sealed(k12, env(fields)) }
+	encode := func(key []byte, from, to string) []byte {
+		b, err := EncodeMessage(key, from, to, 1, 1, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	flip := func(b []byte, i int) []byte {
+		b = bytes.Clone(b)
+		b[i] ^= 1
+		return b
+	}
+	g := good("s2", "s1", 1, 1)
+	otherMaster := bytes.Clone(testMaster)
+	otherMaster[0] ^= 1
 	for _, tc := range []struct {
 		name   string
 		data   []byte
@@ -115,22 +152,34 @@ func TestBadDatagramsDropped(t *testing.T) {
 		{"empty", nil, fromS2, DropMalformed},
 		{"not json", []byte("hello"), fromS2, DropMalformed},
 		{"json array", []byte(`[1,2]`), fromS2, DropMalformed},
-		{"no version", env(`"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropMalformed},
-		{"version as string", env(`"v":"1","from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropMalformed},
-		{"future version", env(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropVersion},
-		{"unknown field", env(`"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"},"extra":1`), fromS2, DropMalformed},
-		{"trailing data", append(good("s2", "s1", 1, 1), []byte(` {}`)...), fromS2, DropMalformed},
-		{"negative seq", env(`"v":1,"from":"s2","to":"s1","epoch":1,"seq":-1,"body":{"kind":"x"}`), fromS2, DropMalformed},
-		{"too large", append(good("s2", "s1", 1, 1), []byte(strings.Repeat(" ", MaxDatagram))...), fromS2, DropSize},
-		{"other recipient", good("s2", "s3", 1, 1), fromS2, DropRecipient},
+		{"no version", signed(`"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropMalformed},
+		{"version as string", signed(`"v":"2","from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropMalformed},
+		{"future version", signed(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropVersion},
+		{"version 1 (no tag)", env(`"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropVersion},
+		{"unsigned", env(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropAuth},
+		{"tag cut", g[:len(g)-wireauth.TagSize], fromS2, DropAuth},
+		{"wrong key", encode(wireauth.PairKey(otherMaster, "s1", "s2"), "s2", "s1"), fromS2, DropAuth},
+		{"another pair's key", encode(wireauth.PairKey(testMaster, "s1", "s3"), "s2", "s1"), fromS2, DropAuth},
+		{"a prefix of the key", encode(k12[:wireauth.MinKeySize], "s2", "s1"), fromS2, DropAuth},
+		{"sender without a key", encode(wireauth.PairKey(testMaster, "s1", "s4"), "s4", "s1"), netip.MustParseAddrPort("10.201.0.4:7471"), DropAuth},
+		{"envelope changed", flip(g, bytes.Index(g, []byte(`"seq":1`))+6), fromS2, DropAuth},
+		{"tag changed", flip(g, len(g)-1), fromS2, DropAuth},
+		{"unknown field", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"},"extra":1`), fromS2, DropMalformed},
+		{"trailing data", sealed(k12, append(env(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), []byte(` {}`)...)), fromS2, DropMalformed},
+		{"bytes after the tag", append(bytes.Clone(g), []byte(` {}`)...), fromS2, DropMalformed},
+		{"negative seq", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":-1,"body":{"kind":"x"}`), fromS2, DropMalformed},
+		{"too large", append(bytes.Clone(g), []byte(strings.Repeat(" ", MaxDatagram))...), fromS2, DropSize},
+		{"other recipient", encode(k12, "s2", "s3"), fromS2, DropRecipient},
+		{"for another pair", good("s2", "s3", 1, 1), fromS2, DropAuth},
 		{"unknown sender", good("s9", "s1", 1, 1), fromS2, DropSender},
+		{"no sender", signed(`"v":2,"to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropSender},
 		{"from itself", good("s1", "s1", 1, 1), fromS2, DropSender},
 		{"spoofed sender address", good("s3", "s1", 1, 1), fromS2, DropSender},
-		{"no body", env(`"v":1,"from":"s2","to":"s1","epoch":1,"seq":1`), fromS2, DropBody},
-		{"body not an object", env(`"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":[1]`), fromS2, DropBody},
-		{"body without kind", env(`"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"pairs":[]}`), fromS2, DropBody},
-		{"kind not a string", env(`"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":7}`), fromS2, DropBody},
-		{"bad kind", env(`"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"Drop Table"}`), fromS2, DropBody},
+		{"no body", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1`), fromS2, DropBody},
+		{"body not an object", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":[1]`), fromS2, DropBody},
+		{"body without kind", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"pairs":[]}`), fromS2, DropBody},
+		{"kind not a string", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":7}`), fromS2, DropBody},
+		{"bad kind", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"Drop Table"}`), fromS2, DropBody},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := testAgent(t)
@@ -169,12 +218,32 @@ func TestSequence(t *testing.T) {
 }
 
 // TestEncodeRejects: bodies that are not objects with a kind, or too
-// large, are refused at the sender.
+// large with their tag, and keys too short, are refused at the sender.
 func TestEncodeRejects(t *testing.T) {
+	key := wireauth.PairKey(testMaster, "s1", "s2")
 	for _, body := range []any{nil, 3, "x", []int{1}, map[string]any{"pairs": 1}, map[string]any{"kind": ""},
 		map[string]any{"kind": "x", "pad": strings.Repeat("a", MaxDatagram)}, func() {}} {
-		if _, err := EncodeMessage("s1", "s2", 1, 1, body); err == nil {
+		if _, err := EncodeMessage(key, "s1", "s2", 1, 1, body); err == nil {
 			t.Errorf("body %v encoded", body)
+		}
+	}
+	// the largest envelope that fits without its tag, and not with it
+	body := map[string]any{"kind": "x", "pad": ""}
+	b, err := EncodeMessage(key, "s1", "s2", 1, 1, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body["pad"] = strings.Repeat("a", MaxDatagram-len(b)+1)
+	if b, err := EncodeMessage(key, "s1", "s2", 1, 1, body); err == nil {
+		t.Errorf("%d bytes encoded", len(b))
+	}
+	body["pad"] = strings.Repeat("a", MaxDatagram-len(b))
+	if b, err := EncodeMessage(key, "s1", "s2", 1, 1, body); err != nil || len(b) != MaxDatagram {
+		t.Errorf("%d bytes: %v", len(b), err)
+	}
+	for _, k := range [][]byte{nil, key[:wireauth.MinKeySize-1]} {
+		if _, err := EncodeMessage(k, "s1", "s2", 1, 1, map[string]any{"kind": "x"}); err == nil {
+			t.Errorf("encoded with a %d-byte key", len(k))
 		}
 	}
 }
@@ -193,13 +262,18 @@ func TestInboxBounded(t *testing.T) {
 
 // FuzzHandle: no datagram makes the agent panic, whatever is delivered
 // is a valid envelope from a known peer, and the agents of every
-// mechanism host agents run take it without panicking.
+// mechanism host agents run take it without panicking. With sealed, the
+// fuzzer's bytes are sealed with the key s1 and s2 share (a peer that
+// has the key sends them), so that what follows the tag's check is
+// fuzzed too; without, nothing is ever delivered.
 func FuzzHandle(f *testing.F) {
-	f.Add([]byte(`{"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x.y","pairs":[]}}`))
-	f.Add([]byte(`{"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x","pairs":[{"src":"a","share":1e400}]}}`))
-	f.Add([]byte(`{"v":2}`))
-	f.Add([]byte(`{"v":1,"body":{"kind":null}}`))
-	f.Add([]byte{0xff, 0xfe, '{'})
+	f.Add([]byte(`{"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x.y","pairs":[]}}`), true)
+	f.Add([]byte(`{"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x","pairs":[{"src":"a","share":1e400}]}}`), true)
+	f.Add([]byte(`{"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x.y","pairs":[]}}`), false)
+	f.Add([]byte(`{"v":2}`), false)
+	f.Add([]byte(`{"v":1,"body":{"kind":null}}`), true)
+	f.Add([]byte{0xff, 0xfe, '{'}, false)
+	key := wireauth.PairKey(testMaster, "s1", "s2")
 	env := mech.Env{Host: "s1", VMs: []mech.VM{{Name: "a", Tenant: "T", Host: "s1", In: 1e8, Out: 1e8},
 		{Name: "b", Tenant: "T", Host: "s2", In: 1e8, Out: 1e8}}}
 	var agents []mech.Agent
@@ -217,10 +291,19 @@ func FuzzHandle(f *testing.F) {
 		}
 		agents = append(agents, ma)
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
+	f.Fuzz(func(t *testing.T, b []byte, sealed bool) {
+		if sealed {
+			var err error
+			if b, err = wireauth.Seal(key, b); err != nil {
+				t.Fatal(err)
+			}
+		}
 		a := testAgent(t)
 		a.handle(b, fromS2)
 		in := inbox(t, a)
+		if !sealed && len(in) > 0 {
+			t.Fatalf("an unsealed datagram delivered: %q", b)
+		}
 		for _, m := range in {
 			if m.From != "s2" || m.To != "s1" {
 				t.Fatalf("delivered %+v", m)

@@ -2,13 +2,17 @@ package testbed
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/bulkhead-dc/bulkhead/agent"
@@ -17,6 +21,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
+	"github.com/bulkhead-dc/bulkhead/wireauth"
 )
 
 // Mechanisms lists the registered mechanisms the testbed's host agents
@@ -140,7 +145,9 @@ func (p *Plan) linuxConfig(n *NodePlan, ns *dataplane.NS) linux.Config {
 // AgentConfig returns the configuration of the host agent of a server of
 // this testbed, on a data path that shares the testbed's namespace
 // handles and limiters (for agents run inside the testbed's process). A
-// mechanism that reacts to losses gets the testbed's loss counter.
+// mechanism that reacts to losses gets the testbed's loss counter. Keys
+// is left to the caller (startAgents derives them from a master secret
+// of the run).
 func (tb *Testbed) AgentConfig(server string, m mech.Mechanism, log *slog.Logger) (agent.Config, error) {
 	return tb.agentConfig(server, m, log, m.Capabilities().Losses)
 }
@@ -243,8 +250,10 @@ func (p *Plan) lossCounter(loss string, n *NodePlan, ns *dataplane.NS) (datapath
 // agent`): the server's and its VMs' namespaces, and its own limiters —
 // it replaces the root qdiscs of its VMs' interfaces (pair limiters) and
 // of their veths in the server (receive counters) with new ones, so it
-// owns them. The agent owns the data path: closing it (agent.Run,
-// Agent.Close, a failed agent.New) releases the namespaces.
+// owns them — and the keys it shares with the other agents of the run,
+// derived from the run's master secret (runMaster). The agent owns the
+// data path: closing it (agent.Run, Agent.Close, a failed agent.New)
+// releases the namespaces.
 func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slog.Logger) (_ agent.Config, err error) {
 	if err := CheckLoss(loss); err != nil {
 		return agent.Config{}, err
@@ -285,6 +294,11 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slo
 	if err != nil {
 		return cfg, err
 	}
+	master, err := runMaster(p.Prefix)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Keys = wireauth.Keys(master, server)
 	cfg.Logger = log
 	lc = p.linuxConfig(n, srv)
 	sends, recvs := map[string][]dataplane.Pair{}, map[string][]dataplane.Pair{}
@@ -406,11 +420,18 @@ func (tb *Testbed) startAgents(ctx context.Context, m mech.Mechanism, httpBase s
 		as.stop()
 		return nil, err
 	}
+	// The agents' pair keys come from a master secret of this run that
+	// only this process holds.
+	master, err := wireauth.NewMaster()
+	if err != nil {
+		return fail(fmt.Errorf("testbed: %w", err))
+	}
 	for i, n := range tb.plan.Agents() {
 		cfg, err := tb.AgentConfig(n.Name, m, tb.log)
 		if err != nil {
 			return fail(err)
 		}
+		cfg.Keys = wireauth.Keys(master, n.Name)
 		if httpBase != "" {
 			cfg.HTTP = host + ":" + strconv.Itoa(port+i)
 		}
@@ -434,6 +455,66 @@ func (tb *Testbed) startAgents(ctx context.Context, m mech.Mechanism, httpBase s
 		}()
 	}
 	return as, nil
+}
+
+// keyPath is the file of a run's master secret for the agents' keys.
+func keyPath(prefix string) string { return filepath.Join(StateDir, prefix+".key") }
+
+// runMaster returns the master secret from which the agents of a run
+// that is up derive their pair keys (wireauth.Keys), shared between the
+// agents' processes through keyPath(prefix) (hex, 0600, on the tmpfs
+// of StateDir): the first agent of the run creates it, the others read
+// it.
+func runMaster(prefix string) ([]byte, error) {
+	if err := dataplane.ValidPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("testbed: agents' keys: %w", err)
+	}
+	return masterAt(keyPath(prefix))
+}
+
+// masterAt returns the master secret in the file path, which it creates
+// if there is none.
+func masterAt(path string) ([]byte, error) {
+	dir := filepath.Dir(path)
+	read := func() ([]byte, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		m, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(m) != wireauth.KeySize {
+			return nil, fmt.Errorf("testbed: agents' master secret %s: not %d bytes in hex", path, wireauth.KeySize)
+		}
+		return m, nil
+	}
+	m, err := read()
+	if !errors.Is(err, os.ErrNotExist) {
+		return m, err
+	}
+	if m, err = wireauth.NewMaster(); err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("testbed: agents' keys: %w", err)
+	}
+	// Written whole under another name, then linked in place: an agent
+	// that starts at the same time either sees no file or all of it, and
+	// if it linked its own first, both use that one.
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".*") // 0600
+	if err != nil {
+		return nil, fmt.Errorf("testbed: agents' keys: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, werr := f.WriteString(hex.EncodeToString(m) + "\n")
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return nil, fmt.Errorf("testbed: agents' keys: %w", err)
+	}
+	if err := os.Link(f.Name(), path); errors.Is(err, os.ErrExist) {
+		return read()
+	} else if err != nil {
+		return nil, fmt.Errorf("testbed: agents' keys: %w", err)
+	}
+	return m, nil
 }
 
 // stop ends the agents and waits for them.

@@ -99,6 +99,7 @@ func removeState(prefix string) error {
 		return fmt.Errorf("testbed state: %w", err)
 	}
 	_ = os.Remove(statePath(prefix) + ".tmp")
+	_ = os.Remove(keyPath(prefix))
 	return nil
 }
 

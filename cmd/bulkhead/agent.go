@@ -28,7 +28,10 @@ code the simulator runs, through the same driver core), applies the limits
 and schedulers it returns with netlink (re-applying any that a write
 failed to set), and exchanges the mechanism's messages with the other
 servers' agents over UDP (port 7471 on each server's control address, in
-band).
+band), authenticated with a key per pair of servers derived from the
+run's master secret (/run/bulkhead/testbed/PREFIX.key, created by the
+first agent of the run; a datagram without a valid tag, or replayed, is
+dropped and counted).
 
 The agent takes over its server's limiters (it replaces their qdiscs) and
 puts them back to unlimited when it stops (SIGINT, SIGTERM, SIGHUP). It
