@@ -119,13 +119,18 @@ type Agent struct {
 
 	stMu  sync.Mutex
 	state State
+	// totals are every VM's received and sent bits since the start
+	// (record; under mu, as steps are).
+	totals map[string][2]float64
 }
 
 // vmPath is one of the host's VMs and its data path.
 type vmPath struct {
-	name string
-	addr netip.Addr
-	dev  string
+	name         string
+	addr         netip.Addr
+	dev          string                 // the VM's device on the server, for its counters
+	iface, netns string                 // as the model names them
+	counted      map[datapath.Pair]bool // pairs its receive counters were asked to count
 	datapath.VMPath
 }
 
@@ -201,6 +206,9 @@ func New(cfg Config) (_ *Agent, err error) {
 	if err := a.scheduleVMs(); err != nil {
 		return nil, err
 	}
+	if err := a.countPairs(); err != nil {
+		return nil, err
+	}
 	if cfg.Listen != nil {
 		if a.conn, err = cfg.Listen(); err != nil {
 			return nil, fmt.Errorf("agent %s: listen: %w", cfg.Host, err)
@@ -219,11 +227,20 @@ func (a *Agent) attach(vms []model.VM) ([]string, error) {
 			continue
 		}
 		addr := a.addrOf[v.Name]
-		p, err := a.cfg.Path.Attach(datapath.VM{Name: v.Name, Addr: addr, Device: v.Interface})
+		// The VM's device on the server: its interface, unless that is
+		// inside the VM's own namespace (the data path then finds it).
+		dev := v.Interface
+		if v.Netns != "" {
+			dev = ""
+		}
+		p, err := a.cfg.Path.Attach(datapath.VM{Name: v.Name, Addr: addr, Device: dev, Interface: v.Interface, Netns: v.Netns})
 		if err != nil {
 			return added, fmt.Errorf("agent %s: attach VM %s: %w", a.cfg.Host, v.Name, err)
 		}
-		a.vms[v.Name] = &vmPath{name: v.Name, addr: addr, dev: v.Interface, VMPath: p}
+		if p.Device != "" {
+			dev = p.Device
+		}
+		a.vms[v.Name] = &vmPath{name: v.Name, addr: addr, dev: dev, iface: v.Interface, netns: v.Netns, VMPath: p}
 		added = append(added, v.Name)
 	}
 	return added, nil
@@ -243,6 +260,50 @@ func (a *Agent) scheduleVMs() error {
 		}
 	}
 	return nil
+}
+
+// countPairs asks the receive counters that count only the pairs they
+// are told (datapath.PairCounterSet: a data path that built them from
+// the VM's interface) for every pair into a local VM from another VM of
+// its tenant, and to stop counting pairs that are no longer declared.
+func (a *Agent) countPairs() error {
+	var errs []error
+	for _, v := range a.vms {
+		cs, ok := v.RX.(datapath.PairCounterSet)
+		if !ok {
+			continue
+		}
+		want := map[datapath.Pair]bool{}
+		if mv, t, ok := a.model.VM(v.name); ok && mv.Host == a.cfg.Host {
+			for _, src := range t.VMs {
+				if sa, ok := a.addrOf[src.Name]; ok && src.Name != v.name {
+					want[datapath.Pair{Src: sa, Dst: v.addr}] = true
+				}
+			}
+		}
+		if v.counted == nil {
+			v.counted = map[datapath.Pair]bool{}
+		}
+		for p := range want {
+			if !v.counted[p] {
+				if err := cs.CountPair(p); err != nil {
+					errs = append(errs, fmt.Errorf("agent %s: count pair %v into VM %s: %w", a.cfg.Host, p, v.name, err))
+					continue
+				}
+				v.counted[p] = true
+			}
+		}
+		for p := range v.counted {
+			if !want[p] {
+				if err := cs.RemovePair(p); err != nil {
+					errs = append(errs, fmt.Errorf("agent %s: stop counting pair %v into VM %s: %w", a.cfg.Host, p, v.name, err))
+					continue
+				}
+				delete(v.counted, p)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Update hands a new model to the mechanism at runtime: tenants and VMs
@@ -294,7 +355,7 @@ func (a *Agent) Update(m *model.Model) error {
 	var moved []model.VM // VMs of the host whose address or device changed
 	for _, v := range m.VMs() {
 		known[v.Name] = true
-		if o := a.vms[v.Name]; o != nil && v.Host == a.cfg.Host && (o.addr != addrOf[v.Name] || o.dev != v.Interface) {
+		if o := a.vms[v.Name]; o != nil && v.Host == a.cfg.Host && (o.addr != addrOf[v.Name] || o.iface != v.Interface || o.netns != v.Netns) {
 			moved = append(moved, v)
 		}
 	}
@@ -314,7 +375,7 @@ func (a *Agent) Update(m *model.Model) error {
 		errs = append(errs, err)
 	}
 	a.enf.forget(func(vm string) bool { return known[vm] }, func(vm string) bool { return a.vms[vm] != nil })
-	errs = append(errs, a.readdress(readd), a.scheduleVMs())
+	errs = append(errs, a.readdress(readd), a.scheduleVMs(), a.countPairs())
 	a.prune(oldBy)
 	a.prunePeers(m)
 	a.log.Info("model updated", "tenants", len(m.Tenants), "vms", len(a.vms), "added", added, "moved", len(moved))

@@ -150,6 +150,11 @@ type VMState struct {
 	DropSrc      string   `json:"drop_src,omitempty"`
 	EgressLimit  *float64 `json:"egress_limit,omitempty"`
 	IngressLimit *float64 `json:"ingress_limit,omitempty"`
+	// InTotal and OutTotal are what the VM received and sent since the
+	// agent started (rate × period summed over steps; the scenario's
+	// units × seconds), for averages over any interval.
+	InTotal  float64 `json:"in_total"`
+	OutTotal float64 `json:"out_total"`
 }
 
 func finite(r float64) *float64 {
@@ -174,8 +179,16 @@ func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
 	}
 	eg, in := ps(obs.Egress, "egress"), ps(obs.Ingress, "ingress")
 	vms := make([]VMState, 0, len(obs.VMs))
+	if a.totals == nil {
+		a.totals = map[string][2]float64{}
+	}
 	for _, v := range obs.VMs {
-		s := VMState{VM: v.VM, InArrival: v.InArrival, InRate: v.InRate, InDrops: v.InDrops, OutRate: v.OutRate, DropSrc: v.DropSrc}
+		t := a.totals[v.VM]
+		t[0] += v.InRate * obs.Period.Seconds()
+		t[1] += v.OutRate * obs.Period.Seconds()
+		a.totals[v.VM] = t
+		s := VMState{VM: v.VM, InArrival: v.InArrival, InRate: v.InRate, InDrops: v.InDrops, OutRate: v.OutRate, DropSrc: v.DropSrc,
+			InTotal: t[0], OutTotal: t[1]}
 		if l, ok := a.enf.vmLimits[mech.Egress][v.VM]; ok {
 			s.EgressLimit = finite(l)
 		}

@@ -259,7 +259,7 @@ func tenantModel(o *Object, tp *topo.Topology) (model.Tenant, []error) {
 		}
 		in, out := ts.Hose(v)
 		t.VMs = append(t.VMs, model.VM{Name: v.Name, Tenant: t.Name, Host: v.Host, Addrs: slices.Clone(v.Addrs),
-			Interface: v.Interface, In: in, Out: out})
+			Interface: v.Interface, Netns: v.Netns, In: in, Out: out})
 	}
 	return t, asErrors(p.Err())
 }

@@ -148,12 +148,38 @@ type VM struct {
 	// Device is the VM's device on the server (whose counters say what
 	// the VM sent and received), "" if unknown.
 	Device string
+	// Interface and Netns are the VM's interface as the declared model
+	// names it (model.VM.Interface, Netns), for a data path that builds
+	// the VM's limiters itself: with Netns, Interface is the VM's own
+	// device inside that namespace (the VM's side of a veth); without,
+	// it is the VM's device on the server (a tap or a veth), in the
+	// server's namespace. Netns is a name in /run/netns (as `ip netns`
+	// names them) or the path of the namespace's file. "": the data path has what it needs already
+	// (or cannot enforce the VM).
+	Interface string
+	Netns     string
 }
 
 // VMPath is the data path of one VM.
 type VMPath struct {
 	TX PairLimiter  // the limiters of the pairs it sends (nil: none)
 	RX PairCounters // the counters of the pairs into it (nil: none)
+	// Device is the VM's device on the server as the data path found it
+	// (for a VM in its own namespace, the server's side of its veth):
+	// its counters (Host.Devices) say what the VM sent and received.
+	// "": the VM's Device as attached.
+	Device string
+}
+
+// PairCounterSet is a PairCounters whose pairs its user chooses: a data
+// path that builds a VM's receive counters itself counts no pair until
+// it is told which (the pairs into the VM the agent knows of).
+type PairCounterSet interface {
+	PairCounters
+	// CountPair starts counting the pair (a no-op for a pair counted).
+	CountPair(p Pair) error
+	// RemovePair stops counting the pair (a no-op for one not counted).
+	RemovePair(p Pair) error
 }
 
 // Host is the data path of one server.
@@ -165,7 +191,9 @@ type Host interface {
 	Attach(vm VM) (VMPath, error)
 	// Detach releases a VM that left the server: its pair limiters are
 	// removed. What the server has for the VM stays, for the VM to
-	// rejoin.
+	// rejoin, except what the data path built itself for the VM (from
+	// its Interface), which goes: the VM's devices are left as they
+	// were found.
 	Detach(vm string) error
 	// Devices reads the server's device counters, by device name.
 	Devices() (map[string]DevCounters, error)
@@ -175,6 +203,7 @@ type Host interface {
 	// Loss returns the server's loss counter (nil: none).
 	Loss() LossCounter
 	// Close releases what the data path holds for its user (the loss
-	// counter, handles it opened); the enforcement it set stays.
+	// counter, handles it opened); the enforcement it set stays, except
+	// the limiters it built itself for VMs (as Detach removes them).
 	Close() error
 }

@@ -141,7 +141,22 @@ func OpenNS(name string) (*NS, error) {
 	if !ValidNSName(name) {
 		return nil, fmt.Errorf("open netns %q: invalid name", name)
 	}
-	h, err := netns.GetFromPath(filepath.Join(NetnsDir, name))
+	return openNS(name, filepath.Join(NetnsDir, name))
+}
+
+// OpenNSPath opens the namespace whose file is path (/proc/PID/ns/net,
+// a bind mount a container runtime made, /proc/self/ns/net for the
+// namespace the process runs in), called name in messages. Cleanup and
+// ListNS know only the namespaces in NetnsDir.
+func OpenNSPath(name, path string) (*NS, error) {
+	if name == "" {
+		return nil, fmt.Errorf("open netns at %s: no name", path)
+	}
+	return openNS(name, path)
+}
+
+func openNS(name, path string) (*NS, error) {
+	h, err := netns.GetFromPath(path)
 	if err != nil {
 		return nil, fmt.Errorf("open netns %q: %w", name, err)
 	}
@@ -191,7 +206,13 @@ func (n *NS) Netlink() *netlink.Handle { return n.nl }
 
 // Inode returns the namespace's inode number (what /proc/PID/ns/net links
 // to), which identifies it across processes.
-func (n *NS) Inode() (uint64, error) { return nsInode(n.Name) }
+func (n *NS) Inode() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(n.h), &st); err != nil {
+		return 0, fmt.Errorf("stat netns %q: %w", n.Name, err)
+	}
+	return st.Ino, nil
+}
 
 func nsInode(name string) (uint64, error) {
 	var st unix.Stat_t

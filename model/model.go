@@ -69,6 +69,11 @@ type VM struct {
 	Addrs []netip.Addr `yaml:"addrs,omitempty" json:"addrs,omitempty"`
 	// Interface is the VM's network interface on its host, where known.
 	Interface string `yaml:"interface,omitempty" json:"interface,omitempty"`
+	// Netns, if set, is the named network namespace (/run/netns) the
+	// Interface is in: the VM's own device there, one end of a veth whose
+	// peer is in the host's namespace. Empty: the Interface is the VM's
+	// device in the host's namespace (a tap or a veth).
+	Netns string `yaml:"netns,omitempty" json:"netns,omitempty"`
 	// In and Out are the VM's hose guarantees in bits/s, resolved (no
 	// defaults from the tenant apply); 0: no guarantee that way.
 	In  float64 `yaml:"in,omitempty" json:"in,omitempty"`

@@ -7,14 +7,37 @@
 // retransmissions through sock_diag (TCPRetransmits).
 //
 // The emulated datacenter (package testbed) builds the devices and
-// limiters and hands them to a Host; a host agent (package agent) drives
-// it through the datapath interfaces only.
+// limiters and hands them to a Host (Config.VMs); a host agent (package
+// agent) drives it through the datapath interfaces only.
+//
+// On a real host, a Host builds a VM's limiters itself from the
+// interface the declared model names for it (datapath.VM Interface and
+// Netns; model.VM), in one of two layouts, and removes them when the VM
+// is detached or the Host closed, leaving the devices as it found them:
+//
+//   - the VM in a namespace of its own (Netns set: a name in
+//     /run/netns, or the path of the namespace's file; containers, the
+//     testbed's VMs): Interface is the VM's end of a veth whose peer is
+//     in the server's namespace. The pair limiter is an HTB on the
+//     interface's egress inside the VM's namespace, where the VM's TCP
+//     feels its backpressure (the namespace's TCP small-queue budget is
+//     set to VMTSQBytes while a VM of the Host is in it, and put back);
+//     the receive counters are an HTB on the peer's egress.
+//   - the VM's device in the server's namespace (Netns empty; a VM's tap,
+//     or a veth): the receive counters are an HTB on the device's egress,
+//     and the pair limiter an HTB on an IFB (IFBName) that a u32 filter
+//     on the device's ingress hook redirects every IPv4 packet to.
+//
+// The HTBs have the major handle ProvisionMajor: a device whose root
+// qdisc is neither the kernel's default nor Bulkhead's, or whose ingress
+// hook has another filter, is refused rather than taken over.
 package linux
 
 import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
@@ -56,6 +79,10 @@ type Host struct {
 	cfg   Config
 	sched [2]*Scheduler
 
+	mu   sync.Mutex
+	prov map[string]*provisioned // the VMs whose limiters it built, by name
+	tsq  map[string]*nsTSQ       // the VM namespaces whose TCP small-queue budget it set
+
 	once sync.Once
 }
 
@@ -67,7 +94,7 @@ func NewHost(cfg Config) (*Host, error) {
 		return nil, errors.New("linux data path: no namespace")
 	}
 	cfg.VMs = maps.Clone(cfg.VMs)
-	h := &Host{cfg: cfg}
+	h := &Host{cfg: cfg, prov: map[string]*provisioned{}, tsq: map[string]*nsTSQ{}}
 	if cfg.TXIFB != "" {
 		h.sched[mech.Egress] = NewScheduler(cfg.NS, cfg.TXIFB, mech.Egress, nil)
 	}
@@ -77,16 +104,39 @@ func NewHost(cfg Config) (*Host, error) {
 	return h, nil
 }
 
-// Attach implements datapath.Host: the VM's limiters from the
-// configuration. A VM without an entry there is refused: the server has
-// no limiter, counter or redirection for it.
+// Attach implements datapath.Host. A VM the configuration has
+// limiters for (Config.VMs) gets them. Another VM whose Interface is
+// named gets limiters built for it (ProvisionMajor), which Detach and
+// Close remove:
+//
+//   - with a Netns, Interface is the VM's own device in that namespace,
+//     one end of a veth whose peer is in the server's namespace: the
+//     pair limiter is an HTB on the interface's egress (and the
+//     namespace's TCP small-queue budget is VMTSQBytes, as in the
+//     testbed), the receive counters an HTB on the peer's egress;
+//   - without, Interface is the VM's device in the server's namespace
+//     (a tap or a veth): the receive counters are an HTB on its egress,
+//     the pair limiter an HTB on an IFB (IFBName) that its ingress
+//     redirects every IPv4 packet to (IngressPrio).
+//
+// The receive counters count the pairs their user asks for
+// (datapath.PairCounterSet). A device that does not exist (yet), that is
+// not what the layout needs, or whose root qdisc someone else made, is
+// refused with an error naming the VM, the device and the namespace;
+// the VM can be attached again later. Any other VM is refused: the
+// server has no limiter, counter or redirection for it.
 func (h *Host) Attach(vm datapath.VM) (datapath.VMPath, error) {
 	if !vm.Addr.Is4() {
 		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: address %v is not IPv4", vm.Name, vm.Addr)
 	}
 	l, ok := h.cfg.VMs[vm.Name]
 	if !ok {
-		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: the server was not set up for it (no limiters or counters); it cannot be enforced here", vm.Name)
+		if vm.Interface == "" {
+			return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: the server was not set up for it (no limiters or counters) and it names no interface to build them on; it cannot be enforced here", vm.Name)
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.provision(vm)
 	}
 	var p datapath.VMPath
 	if l.TX != nil {
@@ -100,8 +150,20 @@ func (h *Host) Attach(vm datapath.VM) (datapath.VMPath, error) {
 
 // Detach implements datapath.Host: the pair limiters of the VM are
 // removed (its receive counters stay: the testbed measures with them);
-// its limiters stay configured, for the VM to rejoin.
+// its limiters stay configured, for the VM to rejoin. What was built for
+// a VM from its Interface is removed whole: its devices are left as
+// they were found (no qdisc, filter or IFB of Bulkhead's).
 func (h *Host) Detach(vm string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.prov[vm]
+	delete(h.prov, vm)
+	if ok {
+		if err := h.teardown(p); err != nil {
+			return fmt.Errorf("linux data path: detach VM %s: %w", vm, err)
+		}
+		return nil
+	}
 	l := h.cfg.VMs[vm]
 	if l.TX == nil {
 		return nil
@@ -144,16 +206,27 @@ func (h *Host) Scheduler(dir mech.Direction) datapath.Scheduler {
 // Loss implements datapath.Host.
 func (h *Host) Loss() datapath.LossCounter { return h.cfg.Loss }
 
-// Close implements datapath.Host: it closes the loss counter and calls
+// Close implements datapath.Host: it removes what was built for VMs
+// from their Interface (as Detach), closes the loss counter and calls
 // Release, once.
 func (h *Host) Close() error {
 	var err error
 	h.once.Do(func() {
+		h.mu.Lock()
+		var errs []error
+		for _, n := range slices.Sorted(maps.Keys(h.prov)) {
+			errs = append(errs, h.teardown(h.prov[n]))
+		}
+		clear(h.prov)
+		h.mu.Unlock()
 		if h.cfg.Loss != nil {
-			err = h.cfg.Loss.Close()
+			errs = append(errs, h.cfg.Loss.Close())
 		}
 		if h.cfg.Release != nil {
 			h.cfg.Release()
+		}
+		if e := errors.Join(errs...); e != nil {
+			err = fmt.Errorf("linux data path: close: %w", e)
 		}
 	})
 	return err

@@ -1,0 +1,435 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"strings"
+
+	"github.com/bulkhead-dc/bulkhead/datapath"
+	"github.com/bulkhead-dc/bulkhead/dataplane"
+)
+
+// ProvisionMajor is the major handle of the HTB qdiscs a Host builds
+// itself on a VM's devices (Attach with an Interface): a root HTB of
+// this handle on such a device is Bulkhead's (one left by an agent that
+// died is replaced); a root qdisc of any other handle that is not the
+// kernel's default is someone else's, and the VM is refused rather than
+// have it destroyed.
+const ProvisionMajor = 0xb4
+
+// IngressPrio is the priority of the redirection filter a Host puts on
+// the ingress hook of a VM's device on the server (a VM without a
+// namespace): every IPv4 packet the VM sends goes to its IFB (IFBName).
+const IngressPrio = 0xb4
+
+// VMTSQBytes is the TCP small-queue budget
+// (net.ipv4.tcp_limit_output_bytes) set in the namespace of a VM whose
+// pair limiter is on its own interface: the most a TCP socket keeps
+// queued below it, so that the limiter's queue (VMLimiterQueue) holds
+// TCP back without dropping. The kernel's default (4 MB) would let a few
+// connections overflow any reasonable limiter queue. (The testbed's
+// testbed.VMTSQBytes.)
+const VMTSQBytes = 256 << 10
+
+// VMLimiterQueue is the queue of a pair class on a VM's interface: room
+// for the TCP small-queue budget of 16 connections (the testbed's
+// testbed.VMLimiterQueue).
+const VMLimiterQueue = 16 * VMTSQBytes
+
+// tsqSysctl is the TCP small-queue budget's file, in the calling
+// thread's namespace.
+const tsqSysctl = "/proc/sys/net/ipv4/tcp_limit_output_bytes"
+
+// IFBName is the IFB device a Host makes in the server's namespace for
+// the pair limiter of a VM whose device on the server is iface (a VM
+// without a namespace): "bhx" and the FNV-1a hash of the name in hex, 11
+// bytes, the same for the same device in every run (one left by an agent
+// that died is replaced).
+func IFBName(iface string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(iface))
+	return fmt.Sprintf("bhx%08x", h.Sum32())
+}
+
+// provisioned is what a Host built itself for one VM.
+type provisioned struct {
+	vm   datapath.VM
+	srv  *dataplane.NS
+	vmNS *dataplane.NS // the VM's namespace (opened here; nil: none)
+	dev  string        // the VM's device on the server
+	ifb  string        // the IFB of its pair limiter ("": none made)
+	// redirect: the redirection filter on dev's ingress was added;
+	// clsact: the clsact qdisc on dev is this Host's to remove.
+	redirect, clsact bool
+	tsq              *nsTSQ // the VM namespace's TCP small-queue budget (nil: untouched)
+	tx               *dataplane.Limiter
+	rx               *counterSet
+}
+
+func (p *provisioned) path() datapath.VMPath {
+	vp := datapath.VMPath{Device: p.dev}
+	if p.tx != nil {
+		vp.TX = p.tx
+	}
+	if p.rx != nil {
+		vp.RX = p.rx
+	}
+	return vp
+}
+
+// counterSet is a VM's receive counters built by a Host: unlimited
+// classes of a limiter on the VM's device on the server, one per pair
+// its user asks for (datapath.PairCounterSet).
+type counterSet struct{ l *dataplane.Limiter }
+
+var _ datapath.PairCounterSet = (*counterSet)(nil)
+
+func (c *counterSet) CountPair(p datapath.Pair) error {
+	if _, ok := c.l.ClassOf(p); ok {
+		return nil
+	}
+	return c.l.SetPairRate(p, math.Inf(1))
+}
+
+func (c *counterSet) RemovePair(p datapath.Pair) error { return c.l.RemovePair(p) }
+
+func (c *counterSet) Counters() (map[datapath.Pair]datapath.Counters, error) {
+	return c.l.Counters()
+}
+
+// nsTSQ is the TCP small-queue budget of a VM namespace that a Host
+// set: what it was before, and how many of the Host's VMs are in the
+// namespace (the last one detached puts it back).
+type nsTSQ struct {
+	old   string
+	users int
+}
+
+// where names a device and its namespace in errors.
+func where(dev, ns string) string { return fmt.Sprintf("device %s in netns %s", dev, ns) }
+
+// provision builds a VM's limiters on its Interface (h.mu held).
+func (h *Host) provision(vm datapath.VM) (datapath.VMPath, error) {
+	if p, ok := h.prov[vm.Name]; ok {
+		if p.vm.Interface == vm.Interface && p.vm.Netns == vm.Netns {
+			return p.path(), nil
+		}
+		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: attached on %s already; detach it before attaching it on %s",
+			vm.Name, where(p.vm.Interface, nsName(p.vm.Netns, h.cfg.NS)), where(vm.Interface, nsName(vm.Netns, h.cfg.NS)))
+	}
+	for _, o := range h.prov {
+		if o.vm.Interface == vm.Interface && o.vm.Netns == vm.Netns {
+			return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: %s is VM %s's", vm.Name, where(vm.Interface, nsName(vm.Netns, h.cfg.NS)), o.vm.Name)
+		}
+	}
+	var p *provisioned
+	var err error
+	if vm.Netns != "" {
+		p, err = h.provisionNetns(vm)
+	} else {
+		p, err = h.provisionServer(vm)
+	}
+	if err != nil {
+		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: %w", vm.Name, err)
+	}
+	h.prov[vm.Name] = p
+	return p.path(), nil
+}
+
+func nsName(netns string, srv *dataplane.NS) string {
+	if netns == "" {
+		return srv.Name
+	}
+	return netns
+}
+
+// provisionNetns builds the limiters of a VM in its own namespace: the
+// pair limiter on its interface there, the receive counters on the
+// interface's veth peer in the server's namespace.
+func (h *Host) provisionNetns(vm datapath.VM) (_ *provisioned, err error) {
+	srv := h.cfg.NS
+	at := where(vm.Interface, vm.Netns)
+	var vns *dataplane.NS
+	if strings.HasPrefix(vm.Netns, "/") { // a path to the namespace's file
+		vns, err = dataplane.OpenNSPath(vm.Netns, vm.Netns)
+	} else {
+		vns, err = dataplane.OpenNS(vm.Netns)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: the namespace cannot be opened (not made yet?): %w", at, err)
+	}
+	p := &provisioned{vm: vm, srv: srv, vmNS: vns}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, h.teardown(p))
+		}
+	}()
+	vi, err := vns.Inode()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	if si, err := srv.Inode(); err != nil || si == vi {
+		return nil, errors.Join(fmt.Errorf("%s: netns %s is the server's own namespace: for a device on the server, leave the VM's netns empty", at, vm.Netns), err)
+	}
+	if err := exists(vns, vm.Interface); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	peer, err := vns.VethPeer(vm.Interface, srv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: a VM in its own namespace must be attached by a veth whose peer is in the server's netns %s: %w", at, srv.Name, err)
+	}
+	p.dev = peer
+	if err := ownable(vns, vm.Interface); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	if err := ownable(srv, peer); err != nil {
+		return nil, fmt.Errorf("%s (the server's side of %s): %w", where(peer, srv.Name), at, err)
+	}
+	// The TCP small-queue budget of the VM's namespace, as the testbed
+	// sets it for its VMs: the limiter's queue then holds TCP back
+	// without dropping.
+	st := h.tsq[vm.Netns]
+	if st == nil {
+		var old []byte
+		err = vns.Do(func() error {
+			var err error
+			if old, err = os.ReadFile(tsqSysctl); err != nil {
+				return err
+			}
+			return os.WriteFile(tsqSysctl, []byte(fmt.Sprint(VMTSQBytes)), 0o644)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("netns %s: sysctl net.ipv4.tcp_limit_output_bytes: %w", vm.Netns, err)
+		}
+		st = &nsTSQ{old: strings.TrimSpace(string(old))}
+		h.tsq[vm.Netns] = st
+	}
+	st.users++
+	p.tsq = st
+	if p.tx, err = newLimiter(vns, vm.Interface, VMLimiterQueue); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	rx, err := newLimiter(srv, peer, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where(peer, srv.Name), err)
+	}
+	p.rx = &counterSet{l: rx}
+	return p, nil
+}
+
+// provisionServer builds the limiters of a VM whose device is on the
+// server (a tap or a veth in the server's namespace): the receive
+// counters on the device's egress, the pair limiter on an IFB fed by its
+// ingress.
+func (h *Host) provisionServer(vm datapath.VM) (_ *provisioned, err error) {
+	srv := h.cfg.NS
+	dev := vm.Interface
+	at := where(dev, srv.Name)
+	if err := exists(srv, dev); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	if err := ownable(srv, dev); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	// Another filter on the device's ingress would take the VM's
+	// traffic past the limiter (or the limiter past it): a redirection
+	// goes to one device only.
+	in, err := srv.HookFilters(dev, dataplane.Ingress)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	for _, f := range in {
+		if f.Prio != IngressPrio {
+			return nil, fmt.Errorf("%s: its ingress hook has a %s filter of priority %d that Bulkhead did not make; a VM's traffic goes to one redirection only, so it cannot be limited here", at, f.Kind, f.Prio)
+		}
+	}
+	eg, err := srv.HookFilters(dev, dataplane.Egress)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	hadClsact, err := srv.HasClsact(dev)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	ifb := IFBName(dev)
+	found, isIFB, err := srv.IsIFB(ifb)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	if found && !isIFB {
+		return nil, fmt.Errorf("%s: the name of its limiter's IFB, %s, is taken by a device that is not an IFB", at, ifb)
+	}
+	p := &provisioned{vm: vm, srv: srv, dev: dev,
+		// a clsact holding nothing but a redirection of an agent that
+		// died is this Host's to remove, as is one it makes
+		clsact: !hadClsact || (len(in) > 0 && len(eg) == 0)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, h.teardown(p))
+		}
+	}()
+	if len(in) > 0 || found { // left by an agent that died
+		p.redirect = len(in) > 0
+		if found {
+			p.ifb = ifb
+		}
+		if err := p.unredirect(); err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
+		p.ifb = ""
+	}
+	rx, err := newLimiter(srv, dev, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	p.rx = &counterSet{l: rx}
+	if err := srv.AddIFB(ifb); err != nil {
+		return nil, fmt.Errorf("%s: its limiter's IFB: %w", at, err)
+	}
+	p.ifb = ifb
+	if p.tx, err = newLimiter(srv, ifb, 0); err != nil {
+		return nil, fmt.Errorf("%s: its limiter's IFB: %w", at, err)
+	}
+	p.redirect = true
+	if err := srv.RedirectIngress(dev, ifb, IngressPrio); err != nil {
+		return nil, fmt.Errorf("%s: redirect its ingress to %s: %w", at, ifb, err)
+	}
+	return p, nil
+}
+
+// exists says clearly that a device is not there (yet).
+func exists(ns *dataplane.NS, dev string) error {
+	if _, err := ns.LinkIndex(dev); err != nil {
+		if dataplane.IsLinkNotFound(err) {
+			return fmt.Errorf("no such device (not made yet?): %w", err)
+		}
+		return err
+	}
+	return nil
+}
+
+// ownable checks that a device's root qdisc may be replaced by a
+// limiter: the kernel's default, or a limiter of a Host (ProvisionMajor).
+func ownable(ns *dataplane.NS, dev string) error {
+	q, err := ns.RootQdisc(dev)
+	if err != nil {
+		return err
+	}
+	if q.Kind == "" || q.Default() || ours(q) {
+		return nil
+	}
+	return fmt.Errorf("its root qdisc %s was not made by Bulkhead; it is not replaced (remove it to let Bulkhead enforce the VM here)", q)
+}
+
+func ours(q dataplane.Qdisc) bool {
+	return q.Kind == "htb" && q.Handle == dataplane.TCHandle(ProvisionMajor, 0)
+}
+
+// newLimiter replaces the device's root qdisc (the default, or a
+// limiter of a Host) with an empty limiter.
+func newLimiter(ns *dataplane.NS, dev string, queue uint32) (*dataplane.Limiter, error) {
+	q, err := ns.RootQdisc(dev)
+	if err != nil {
+		return nil, err
+	}
+	if ours(q) { // HTB cannot be changed in place
+		if err := ns.DeleteRootQdisc(dev); err != nil {
+			return nil, err
+		}
+	}
+	return dataplane.NewLimiter(ns, dataplane.LimiterConfig{Dev: dev, Major: ProvisionMajor, QueueBytes: queue})
+}
+
+// unroot removes the device's root qdisc if it is a limiter of a Host:
+// the kernel's default comes back. A device that is gone is not an
+// error.
+func unroot(ns *dataplane.NS, dev string) error {
+	q, err := ns.RootQdisc(dev)
+	if dataplane.IsLinkNotFound(err) {
+		return nil
+	}
+	if err != nil || !ours(q) {
+		return err
+	}
+	if err := ns.DeleteRootQdisc(dev); err != nil && !dataplane.IsLinkNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// unredirect removes the redirection to the IFB, then the IFB, and the
+// clsact qdisc if it is this Host's and holds nothing else.
+func (p *provisioned) unredirect() error {
+	var errs []error
+	if p.redirect {
+		if err := p.srv.DeleteHookFilters(p.dev, dataplane.Ingress, IngressPrio); err != nil && !dataplane.IsLinkNotFound(err) {
+			errs = append(errs, err)
+		}
+		p.redirect = false
+	}
+	if p.clsact {
+		in, err := p.srv.HookFilters(p.dev, dataplane.Ingress)
+		if err == nil && len(in) == 0 {
+			var eg []dataplane.HookFilter
+			if eg, err = p.srv.HookFilters(p.dev, dataplane.Egress); err == nil && len(eg) == 0 {
+				err = p.srv.DeleteClsact(p.dev)
+			}
+		}
+		if err != nil && !dataplane.IsLinkNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if p.ifb != "" {
+		if err := p.srv.DeleteLink(p.ifb); err != nil && !dataplane.IsLinkNotFound(err) {
+			errs = append(errs, err)
+		}
+		p.ifb = ""
+	}
+	return errors.Join(errs...)
+}
+
+// teardown removes everything built for a VM (p.teardown) and forgets
+// the TCP small-queue budget of its namespace once no VM of the Host is
+// in it (h.mu held).
+func (h *Host) teardown(p *provisioned) error {
+	err := p.teardown()
+	if p.tsq != nil && p.tsq.users == 0 && h.tsq[p.vm.Netns] == p.tsq {
+		delete(h.tsq, p.vm.Netns)
+	}
+	p.tsq = nil
+	return err
+}
+
+// teardown removes everything built for the VM, leaving its devices as
+// they were found; devices that are gone (the VM went with them) are not
+// errors. It keeps going after errors and returns them all.
+func (p *provisioned) teardown() error {
+	var errs []error
+	if p.vmNS == nil {
+		errs = append(errs, p.unredirect())
+		if p.dev != "" {
+			errs = append(errs, unroot(p.srv, p.dev))
+		}
+	} else {
+		errs = append(errs, unroot(p.vmNS, p.vm.Interface))
+		if p.dev != "" {
+			errs = append(errs, unroot(p.srv, p.dev))
+		}
+		if p.tsq != nil {
+			if p.tsq.users--; p.tsq.users == 0 {
+				err := p.vmNS.Do(func() error { return os.WriteFile(tsqSysctl, []byte(p.tsq.old), 0o644) })
+				if err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, fmt.Errorf("netns %s: restore sysctl net.ipv4.tcp_limit_output_bytes: %w", p.vm.Netns, err))
+				}
+			}
+		}
+		p.vmNS.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("remove the limiters of VM %s (%s): %w", p.vm.Name, where(p.vm.Interface, nsName(p.vm.Netns, p.srv)), err)
+	}
+	return nil
+}
