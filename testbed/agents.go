@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bulkhead-dc/bulkhead/agent/hostpath"
+
 	"github.com/bulkhead-dc/bulkhead/agent"
 	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/datapath/linux"
@@ -43,26 +45,9 @@ func Mechanisms() []string {
 // and, when its agents react to losses, it is set up for the side where
 // the loss counter (loss: LossSeq or LossTCP) sees them (mech.LossAdapter).
 func NewMechanism(name string, params map[string]any, loss string) (mech.Mechanism, error) {
-	side, err := LossSide(loss)
-	if err != nil {
-		return nil, err
-	}
-	m, err := all.New(name, params)
+	m, err := hostpath.Mechanism(name, params, loss)
 	if err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
-	}
-	caps := m.Capabilities()
-	if ok, why := caps.RealTraffic(); !ok {
-		return nil, fmt.Errorf("testbed: mechanism %s runs in the simulator only: %s", name, why)
-	}
-	if caps.Losses {
-		la, ok := m.(mech.LossAdapter)
-		if !ok {
-			return nil, fmt.Errorf("testbed: mechanism %s reads losses but cannot be told where the loss counter sees them (no mech.LossAdapter)", name)
-		}
-		if m, err = la.ForLosses(side); err != nil {
-			return nil, fmt.Errorf("testbed: mechanism %s with the %s loss counter (--loss %s sees losses at the %s): %w", name, lossName(loss), lossName(loss), side, err)
-		}
 	}
 	return m, nil
 }
@@ -189,12 +174,12 @@ func closeLoss(l datapath.LossCounter) error {
 const (
 	// LossTCP counts the sender VMs' TCP retransmissions
 	// (linux.TCPRetransmits): at the source, TCP only.
-	LossTCP = "tcp"
+	LossTCP = hostpath.LossTCP
 	// LossSeq counts gaps in per-pair sequence numbers stamped by eBPF
 	// (linux.SeqGaps, ElasticSwitch §6): at the destination, TCP and UDP.
 	// Mechanisms that react at the source then take their congestion
 	// from the receivers' feedback (mech.LossAdapter; NewMechanism).
-	LossSeq = "seq"
+	LossSeq = hostpath.LossSeq
 )
 
 // CheckLoss says whether name is a loss counter ("" is LossSeq).
@@ -205,20 +190,11 @@ func CheckLoss(name string) error {
 
 // LossSide returns where a loss counter sees losses ("" is LossSeq).
 func LossSide(name string) (mech.LossSide, error) {
-	switch name {
-	case "", LossSeq:
-		return mech.LossAtDestination, nil
-	case LossTCP:
-		return mech.LossAtSource, nil
+	side, err := hostpath.LossSide(name)
+	if err != nil {
+		return 0, fmt.Errorf("testbed: %w", err)
 	}
-	return 0, fmt.Errorf("testbed: loss counter %q: want %q (TCP retransmissions at the sender) or %q (eBPF sequence-number gaps at the receiver)", name, LossTCP, LossSeq)
-}
-
-func lossName(name string) string {
-	if name == "" {
-		return LossSeq
-	}
-	return name
+	return side, nil
 }
 
 // lossCounter makes the loss counter of server n (namespace ns):

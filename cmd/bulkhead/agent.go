@@ -16,11 +16,25 @@ import (
 func newAgentCmd() *cobra.Command {
 	var (
 		prefix, server, mechanism, httpAddr, loss string
+		d                                         daemonFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "agent SCENARIO.yaml --prefix PREFIX --server SERVER",
-		Short: "Run the host agent of one server of an emulated datacenter",
-		Long: `Run the host agent of one server of a testbed that is up ('bulkhead
+		Use:   "agent --controller ADDR --host NAME | agent SCENARIO.yaml --prefix PREFIX --server SERVER",
+		Short: "Run a server's host agent: under a controller, or for a server of an emulated datacenter",
+		Long: `Under a controller (--controller ADDR --host NAME): connect to the
+controller over mutual TLS with the host's certificate (--pki DIR holds
+ca.crt, NAME.crt and NAME.key), receive the host's slice of the declared
+model, the mechanism and the peers' addresses and keys, and enforce on the
+interfaces the model names for the host's VMs (a VM's interface in its own
+namespace with netns, or its tap/veth on the host), building and removing
+the limiters as tenants come and go. The agent keeps enforcing what it has
+while the controller is unreachable, and re-synchronises when it is back
+(give every controller's address to follow whichever leads). It reports
+the host's rates to the controller every second. Run it as root in the
+host's network namespace. docs/operating.md.
+
+For a server of an emulated datacenter (SCENARIO --prefix --server): run
+the host agent of one server of a testbed that is up ('bulkhead
 testbed up SCENARIO.yaml --mechanism M'): every mechanism period it reads
 the server's counters (pair limiters on its VMs' interfaces, receive
 counters on their veths, per-VM schedulers), steps the mechanism (the same
@@ -46,12 +60,23 @@ in the IP ID on the server's uplinks and count at its VMs' veths
 (ElasticSwitch §6; the mechanism then reads them at the receivers), or,
 with --loss tcp, from the senders' TCP retransmissions (sock_diag in the
 VMs' namespaces). Every agent of a run must use the same.`,
-		Example: `  bulkhead testbed up scenarios/elasticswitch-real-fig5.yaml --prefix demo
+		Example: `  bulkhead agent --controller 10.0.0.1:7472 --host s1 --pki /etc/bulkhead
+
+  bulkhead testbed up scenarios/elasticswitch-real-fig5.yaml --prefix demo
   for s in s1 s2 s6 s7 s8 s9 s10; do
     ip netns exec demo-n-$s bulkhead agent scenarios/elasticswitch-real-fig5.yaml --prefix demo --server $s --http 127.0.0.1:9100 &
   done`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(d.controllers) > 0 {
+				if len(args) > 0 || prefix != "" || server != "" {
+					return errors.New("agent: --controller runs the agent under a controller: no scenario, --prefix or --server")
+				}
+				return d.run(cmd, httpAddr, loss)
+			}
+			if len(args) != 1 {
+				return errors.New("agent: give --controller ADDR --host NAME, or a scenario with --prefix and --server")
+			}
 			if prefix == "" || server == "" {
 				return errors.New("agent: --prefix and --server are required")
 			}
@@ -103,6 +128,7 @@ VMs' namespaces). Every agent of a run must use the same.`,
 			return a.Run(ctx)
 		},
 	}
+	d.add(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "the testbed's run prefix")
 	cmd.Flags().StringVar(&server, "server", "", "the server whose agent this is")
 	cmd.Flags().StringVar(&mechanism, "mechanism", "", "mechanism (default: the scenario's): "+strings.Join(testbed.Mechanisms(), ", "))

@@ -14,7 +14,10 @@ func TestAgentBadInvocations(t *testing.T) {
 	}{
 		{[]string{"agent", "../../scenarios/elasticswitch-real-fig5.yaml"}, "--prefix and --server are required"},
 		{[]string{"agent", "../../scenarios/elasticswitch-real-fig5.yaml", "--prefix", "bhnope1", "--server", "s1"}, ""},
-		{[]string{"agent"}, "accepts 1 arg"},
+		{[]string{"agent"}, "give --controller ADDR --host NAME, or a scenario"},
+		{[]string{"agent", "--controller", "127.0.0.1:1"}, "--host is required"},
+		{[]string{"agent", "x.yaml", "--controller", "127.0.0.1:1", "--host", "s1"}, "no scenario, --prefix or --server"},
+		{[]string{"agent", "--controller", "127.0.0.1:1", "--host", "s1", "--pki", "/nonexistent"}, "bulkhead controller issue --host s1"},
 	} {
 		out, errs, code := run(t, "", tc.args...)
 		if code == 0 {

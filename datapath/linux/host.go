@@ -31,11 +31,20 @@
 // The HTBs have the major handle ProvisionMajor: a device whose root
 // qdisc is neither the kernel's default nor Bulkhead's, or whose ingress
 // hook has another filter, is refused rather than taken over.
+//
+// A loss counter that follows VMs (VMLossCounter; NewLossCounter makes
+// one with no VM) is told of each VM such a Host builds limiters for,
+// with the VM's device on the server, and of it leaving, before the
+// limiters go: the sequence-gap counter puts its count program on that
+// device and takes it off; the retransmission counter watches the
+// sockets of a VM in a namespace of its own (a VM without one is
+// enforced, its losses not counted, and the Host logs so).
 package linux
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -67,8 +76,13 @@ type Config struct {
 	// scheduler reads each VM's arrivals from their per-VM redirection
 	// filters (dataplane.RedirectIngressMatch).
 	Links []string
-	// Loss counts losses per pair (nil: none). Close closes it.
+	// Loss counts losses per pair (nil: none). Close closes it. A
+	// VMLossCounter is told of the VMs whose limiters the Host builds
+	// (NewLossCounter makes one that starts with none).
 	Loss datapath.LossCounter
+	// Log receives what the Host cannot report as an error (a VM whose
+	// losses Loss cannot count); nil: slog.Default().
+	Log *slog.Logger
 	// Release, if set, is called by Close (e.g. to close namespaces
 	// opened for the data path).
 	Release func()
@@ -77,6 +91,7 @@ type Config struct {
 // Host is a Linux server's data path.
 type Host struct {
 	cfg   Config
+	log   *slog.Logger
 	sched [2]*Scheduler
 
 	mu   sync.Mutex
@@ -94,7 +109,10 @@ func NewHost(cfg Config) (*Host, error) {
 		return nil, errors.New("linux data path: no namespace")
 	}
 	cfg.VMs = maps.Clone(cfg.VMs)
-	h := &Host{cfg: cfg, prov: map[string]*provisioned{}, tsq: map[string]*nsTSQ{}}
+	h := &Host{cfg: cfg, log: cfg.Log, prov: map[string]*provisioned{}, tsq: map[string]*nsTSQ{}}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
 	if cfg.TXIFB != "" {
 		h.sched[mech.Egress] = NewScheduler(cfg.NS, cfg.TXIFB, mech.Egress, nil)
 	}
@@ -159,7 +177,7 @@ func (h *Host) Detach(vm string) error {
 	p, ok := h.prov[vm]
 	delete(h.prov, vm)
 	if ok {
-		if err := h.teardown(p); err != nil {
+		if err := errors.Join(h.unwatchLoss(p), h.teardown(p)); err != nil {
 			return fmt.Errorf("linux data path: detach VM %s: %w", vm, err)
 		}
 		return nil
@@ -215,7 +233,7 @@ func (h *Host) Close() error {
 		h.mu.Lock()
 		var errs []error
 		for _, n := range slices.Sorted(maps.Keys(h.prov)) {
-			errs = append(errs, h.teardown(h.prov[n]))
+			errs = append(errs, h.unwatchLoss(h.prov[n]), h.teardown(h.prov[n]))
 		}
 		clear(h.prov)
 		h.mu.Unlock()

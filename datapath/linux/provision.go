@@ -10,6 +10,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/dataplane/seqloss"
 )
 
 // ProvisionMajor is the major handle of the HTB qdiscs a Host builds
@@ -62,11 +63,14 @@ type provisioned struct {
 	dev  string        // the VM's device on the server
 	ifb  string        // the IFB of its pair limiter ("": none made)
 	// redirect: the redirection filter on dev's ingress was added;
-	// clsact: the clsact qdisc on dev is this Host's to remove.
+	// clsact: the clsact qdisc on dev is this Host's to remove (once
+	// empty: the loss counter's program goes first).
 	redirect, clsact bool
-	tsq              *nsTSQ // the VM namespace's TCP small-queue budget (nil: untouched)
-	tx               *dataplane.Limiter
-	rx               *counterSet
+	// lossWatched: the loss counter was told of the VM (VMLossCounter).
+	lossWatched bool
+	tsq         *nsTSQ // the VM namespace's TCP small-queue budget (nil: untouched)
+	tx          *dataplane.Limiter
+	rx          *counterSet
 }
 
 func (p *provisioned) path() datapath.VMPath {
@@ -135,8 +139,85 @@ func (h *Host) provision(vm datapath.VM) (datapath.VMPath, error) {
 	if err != nil {
 		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: %w", vm.Name, err)
 	}
+	if err := h.watchLoss(p); err != nil {
+		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: %w", vm.Name, errors.Join(err, h.teardown(p)))
+	}
 	h.prov[vm.Name] = p
 	return p.path(), nil
+}
+
+// watchLoss tells the loss counter, if it follows VMs (VMLossCounter),
+// of a VM whose limiters were built. A counter that cannot see the VM's
+// losses at all (ErrNotWatchable) is logged, once, and the VM is
+// attached: its limits are enforced, its losses not counted.
+func (h *Host) watchLoss(p *provisioned) error {
+	lc, ok := h.cfg.Loss.(VMLossCounter)
+	if !ok {
+		return nil
+	}
+	vm := p.vm
+	vm.Device = p.dev
+	err := lc.AttachVM(vm)
+	if errors.Is(err, ErrNotWatchable) {
+		h.log.Warn("linux data path: the VM's losses are not counted", "vm", vm.Name, "interface", vm.Interface, "netns", nsName(vm.Netns, h.cfg.NS), "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p.lossWatched = true
+	return nil
+}
+
+// unwatchLoss tells the loss counter that a VM leaves, before its
+// limiters are removed.
+func (h *Host) unwatchLoss(p *provisioned) error {
+	if !p.lossWatched {
+		return nil
+	}
+	p.lossWatched = false
+	if err := h.cfg.Loss.(VMLossCounter).DetachVM(p.vm.Name); err != nil {
+		return fmt.Errorf("loss counter: %w", err)
+	}
+	return nil
+}
+
+// leftovers says whether a device's clsact hooks (in, eg) hold nothing
+// but what a Host and its loss counter put there — the redirection to an
+// IFB (IngressPrio, u32) and the sequence-gap count program (bpf,
+// seqloss.DefaultPrio) — and something of it: left by an agent that
+// died, they make the clsact this Host's to remove.
+func leftovers(in, eg []dataplane.HookFilter) bool {
+	for _, f := range in {
+		if f.Prio != IngressPrio || f.Kind != "u32" {
+			return false
+		}
+	}
+	for _, f := range eg {
+		if f.Prio != seqloss.DefaultPrio || f.Kind != "bpf" {
+			return false
+		}
+	}
+	return len(in)+len(eg) > 0
+}
+
+// clsactOurs says whether dev's clsact qdisc, if any, is for the Host to
+// remove once it is empty: there is none yet (the Host or its loss
+// counter will make it), or it holds leftovers only.
+func clsactOurs(ns *dataplane.NS, dev string) (bool, error) {
+	had, err := ns.HasClsact(dev)
+	if err != nil || !had {
+		return !had, err
+	}
+	in, err := ns.HookFilters(dev, dataplane.Ingress)
+	if err != nil {
+		return false, err
+	}
+	eg, err := ns.HookFilters(dev, dataplane.Egress)
+	if err != nil {
+		return false, err
+	}
+	return leftovers(in, eg), nil
 }
 
 func nsName(netns string, srv *dataplane.NS) string {
@@ -152,12 +233,7 @@ func nsName(netns string, srv *dataplane.NS) string {
 func (h *Host) provisionNetns(vm datapath.VM) (_ *provisioned, err error) {
 	srv := h.cfg.NS
 	at := where(vm.Interface, vm.Netns)
-	var vns *dataplane.NS
-	if strings.HasPrefix(vm.Netns, "/") { // a path to the namespace's file
-		vns, err = dataplane.OpenNSPath(vm.Netns, vm.Netns)
-	} else {
-		vns, err = dataplane.OpenNS(vm.Netns)
-	}
+	vns, err := openNetns(vm.Netns)
 	if err != nil {
 		return nil, fmt.Errorf("%s: the namespace cannot be opened (not made yet?): %w", at, err)
 	}
@@ -187,6 +263,10 @@ func (h *Host) provisionNetns(vm datapath.VM) (_ *provisioned, err error) {
 	}
 	if err := ownable(srv, peer); err != nil {
 		return nil, fmt.Errorf("%s (the server's side of %s): %w", where(peer, srv.Name), at, err)
+	}
+	// the loss counter may put a clsact on the peer
+	if p.clsact, err = clsactOurs(srv, peer); err != nil {
+		return nil, fmt.Errorf("%s: %w", where(peer, srv.Name), err)
 	}
 	// The TCP small-queue budget of the VM's namespace, as the testbed
 	// sets it for its VMs: the limiter's queue then holds TCP back
@@ -246,11 +326,7 @@ func (h *Host) provisionServer(vm datapath.VM) (_ *provisioned, err error) {
 			return nil, fmt.Errorf("%s: its ingress hook has a %s filter of priority %d that Bulkhead did not make; a VM's traffic goes to one redirection only, so it cannot be limited here", at, f.Kind, f.Prio)
 		}
 	}
-	eg, err := srv.HookFilters(dev, dataplane.Egress)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", at, err)
-	}
-	hadClsact, err := srv.HasClsact(dev)
+	clsact, err := clsactOurs(srv, dev)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", at, err)
 	}
@@ -262,10 +338,9 @@ func (h *Host) provisionServer(vm datapath.VM) (_ *provisioned, err error) {
 	if found && !isIFB {
 		return nil, fmt.Errorf("%s: the name of its limiter's IFB, %s, is taken by a device that is not an IFB", at, ifb)
 	}
-	p := &provisioned{vm: vm, srv: srv, dev: dev,
-		// a clsact holding nothing but a redirection of an agent that
-		// died is this Host's to remove, as is one it makes
-		clsact: !hadClsact || (len(in) > 0 && len(eg) == 0)}
+	// a clsact holding nothing but what an agent that died left is
+	// this Host's to remove, as is one it makes
+	p := &provisioned{vm: vm, srv: srv, dev: dev, clsact: clsact}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, h.teardown(p))
@@ -370,18 +445,7 @@ func (p *provisioned) unredirect() error {
 		}
 		p.redirect = false
 	}
-	if p.clsact {
-		in, err := p.srv.HookFilters(p.dev, dataplane.Ingress)
-		if err == nil && len(in) == 0 {
-			var eg []dataplane.HookFilter
-			if eg, err = p.srv.HookFilters(p.dev, dataplane.Egress); err == nil && len(eg) == 0 {
-				err = p.srv.DeleteClsact(p.dev)
-			}
-		}
-		if err != nil && !dataplane.IsLinkNotFound(err) {
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, p.dropClsact())
 	if p.ifb != "" {
 		if err := p.srv.DeleteLink(p.ifb); err != nil && !dataplane.IsLinkNotFound(err) {
 			errs = append(errs, err)
@@ -389,6 +453,25 @@ func (p *provisioned) unredirect() error {
 		p.ifb = ""
 	}
 	return errors.Join(errs...)
+}
+
+// dropClsact removes the clsact qdisc of the VM's device on the server
+// if it is this Host's and holds no filter.
+func (p *provisioned) dropClsact() error {
+	if !p.clsact || p.dev == "" {
+		return nil
+	}
+	in, err := p.srv.HookFilters(p.dev, dataplane.Ingress)
+	if err == nil && len(in) == 0 {
+		var eg []dataplane.HookFilter
+		if eg, err = p.srv.HookFilters(p.dev, dataplane.Egress); err == nil && len(eg) == 0 {
+			err = p.srv.DeleteClsact(p.dev)
+		}
+	}
+	if err != nil && !dataplane.IsLinkNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // teardown removes everything built for a VM (p.teardown) and forgets
@@ -416,7 +499,7 @@ func (p *provisioned) teardown() error {
 	} else {
 		errs = append(errs, unroot(p.vmNS, p.vm.Interface))
 		if p.dev != "" {
-			errs = append(errs, unroot(p.srv, p.dev))
+			errs = append(errs, unroot(p.srv, p.dev), p.dropClsact())
 		}
 		if p.tsq != nil {
 			if p.tsq.users--; p.tsq.users == 0 {

@@ -89,21 +89,28 @@ func (v *twoVMs) host(t *testing.T) *Host {
 // iperf3 runs a TCP transfer from VM a to VM b for d in the background.
 func (v *twoVMs) iperf3(t *testing.T, d time.Duration) {
 	t.Helper()
+	iperf3(t, v.prefix, v.a, v.b, v.pair, d)
+}
+
+// iperf3 runs a TCP transfer of pair from namespace a to namespace b for
+// d in the background (both ends stopped when the test ends).
+func iperf3(t *testing.T, prefix string, a, b *dataplane.NS, pair datapath.Pair, d time.Duration) {
+	t.Helper()
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Fatal("iperf3 not found: install it (apt-get install -y iperf3)")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	srv := dataplane.Command(ctx, v.prefix, "iperf3", "-s", "-1", "-B", v.pair.Dst.String(), "-p", "5299")
-	if err := v.b.StartIn(srv); err != nil {
+	srv := dataplane.Command(ctx, prefix, "iperf3", "-s", "-1", "-B", pair.Dst.String(), "-p", "5299")
+	if err := b.StartIn(srv); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		cli := dataplane.Command(ctx, v.prefix, "iperf3", "-c", v.pair.Dst.String(), "-B", v.pair.Src.String(), "-p", "5299",
+		cli := dataplane.Command(ctx, prefix, "iperf3", "-c", pair.Dst.String(), "-B", pair.Src.String(), "-p", "5299",
 			"-t", fmt.Sprint(int(math.Ceil(d.Seconds()))), "--connect-timeout", "500")
-		if err := v.a.StartIn(cli); err != nil {
+		if err := a.StartIn(cli); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)

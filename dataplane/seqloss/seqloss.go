@@ -325,6 +325,29 @@ func (p *Probe) ProgramIDs() (stamp, count ebpf.ProgramID, err error) {
 	return stamp, count, nil
 }
 
+// MapIDs returns the kernel ids of the probe's maps (to check, e.g.,
+// that they are gone after Close: none is pinned).
+func (p *Probe) MapIDs() ([]ebpf.MapID, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("seqloss: probe closed")
+	}
+	var ids []ebpf.MapID
+	for _, m := range []*ebpf.Map{p.objs.SeqlossTx, p.objs.SeqlossRx, p.objs.SeqlossStats} {
+		info, err := m.Info()
+		if err != nil {
+			return nil, fmt.Errorf("seqloss: map info: %w", err)
+		}
+		id, ok := info.ID()
+		if !ok {
+			return nil, errors.New("seqloss: map id not available")
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
 // Sent is a pair's counters at the sender (stamp program).
 type Sent struct {
 	Packets  uint64 // packets (skbs) stamped

@@ -1,0 +1,355 @@
+// Package agentd runs a host agent under a controller (`bulkhead agent
+// --controller`): it keeps one session with the leading controller over
+// mutual TLS (controlpb), takes from it everything the host needs — the
+// declared model, the mechanism, the peers' addresses and the keys that
+// authenticate messages to them — and runs the host agent (package agent)
+// on the host's data path with it, handing every later change to the
+// running agent (agent.Update) or, when the mechanism changes, starting
+// a new one. It reports the host's rates to the controller every
+// interval.
+//
+// The controller is not needed for enforcement: when it is unreachable
+// the agent keeps enforcing with what it last received, and reconnects
+// (to any of the controllers it was given; followers send it to the
+// leader) until it comes back, when it re-synchronises.
+package agentd
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/agent"
+	"github.com/bulkhead-dc/bulkhead/controlpb"
+	"github.com/bulkhead-dc/bulkhead/datapath"
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/model"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+)
+
+// Config is what the daemon needs.
+type Config struct {
+	// Host is the server the agent runs on; its certificate must name it.
+	Host string
+	// Controllers are the controllers' gRPC addresses (HOST:PORT), tried
+	// in turn.
+	Controllers []string
+	// TLS is the client side of mutual TLS (the host's certificate).
+	TLS *tls.Config
+	// Mechanism makes a mechanism from the cluster's name and parameters
+	// (mech/all.New).
+	Mechanism func(name string, params map[string]any) (mech.Mechanism, error)
+	// Path opens the host's data path for an agent of mechanism mc (the
+	// agent closes it when it stops).
+	Path func(m *model.Model, mc mech.Mechanism) (datapath.Host, error)
+	// Listen opens the agent's UDP socket for its peers' messages, on
+	// the address the host is declared with (nil: the agent listens on
+	// it with net.ListenUDP).
+	Listen func(addr netip.AddrPort) (net.PacketConn, error)
+	// Scale multiplies rates on the data path (default 1).
+	Scale float64
+	// ReportEvery is the report interval (default 1 s).
+	ReportEvery time.Duration
+	// Version is reported to the controller.
+	Version string
+	// HTTP, if set, is where the running agent serves /metrics, /state
+	// and /healthz.
+	HTTP string
+	// Restore puts the host's limiters back to unlimited when the
+	// daemon stops.
+	Restore bool
+	Logger  *slog.Logger
+}
+
+// Daemon is one host's agent under a controller.
+type Daemon struct {
+	cfg Config
+	log *slog.Logger
+
+	peers atomic.Pointer[map[string]netip.AddrPort]
+	keys  atomic.Pointer[map[string][]byte]
+
+	mu       sync.Mutex
+	cur      *running
+	revision int64
+	seq      uint64
+	last     map[string][2]float64 // VM totals at the last report
+	lastAt   time.Time
+}
+
+// running is the agent of one mechanism.
+type running struct {
+	mech, params string
+	a            *agent.Agent
+	cancel       context.CancelFunc
+	done         chan error
+}
+
+// New checks the configuration.
+func New(cfg Config) (*Daemon, error) {
+	switch {
+	case cfg.Host == "":
+		return nil, errors.New("agent: the host name is required")
+	case len(cfg.Controllers) == 0:
+		return nil, errors.New("agent: at least one controller address is required")
+	case cfg.TLS == nil:
+		return nil, errors.New("agent: the host's TLS certificate is required (bulkhead controller init issues it)")
+	case cfg.Mechanism == nil || cfg.Path == nil:
+		return nil, errors.New("agent: a mechanism constructor and a data path are required")
+	}
+	if cfg.ReportEvery <= 0 {
+		cfg.ReportEvery = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Listen == nil {
+		cfg.Listen = func(ap netip.AddrPort) (net.PacketConn, error) {
+			return net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+		}
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger.With("host", cfg.Host)}
+	d.peers.Store(&map[string]netip.AddrPort{})
+	d.keys.Store(&map[string][]byte{})
+	return d, nil
+}
+
+// Run keeps a session with a controller until ctx ends, then stops the
+// agent.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.stopAgent()
+	backoff := 200 * time.Millisecond
+	for i := 0; ctx.Err() == nil; i++ {
+		addr := d.cfg.Controllers[i%len(d.cfg.Controllers)]
+		err := d.session(ctx, addr)
+		if ctx.Err() != nil {
+			break
+		}
+		d.log.Warn("controller session ended; the agent keeps enforcing what it has and reconnects", "controller", addr, "err", err, "retry", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		switch {
+		case err == nil || status.Code(errors.Unwrap(err)) == codes.Unavailable && strings.Contains(err.Error(), "not the leader"):
+			backoff = 200 * time.Millisecond // a follower answered: try the next at once
+		default:
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+	return nil
+}
+
+// session is one connection to a controller.
+func (d *Daemon) session(ctx context.Context, addr string) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(d.cfg.TLS)))
+	if err != nil {
+		return fmt.Errorf("controller %s: %w", addr, err)
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := controlpb.NewControlClient(conn).Session(sctx)
+	if err != nil {
+		return fmt.Errorf("controller %s: %w", addr, err)
+	}
+	d.mu.Lock()
+	rev := d.revision
+	d.mu.Unlock()
+	if err := stream.Send(&controlpb.AgentMessage{Msg: &controlpb.AgentMessage_Hello{Hello: &controlpb.Hello{
+		Host: d.cfg.Host, Version: d.cfg.Version, Revision: rev}}}); err != nil {
+		return fmt.Errorf("controller %s: hello: %w", addr, err)
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			if s := m.GetSnapshot(); s != nil {
+				if err := d.apply(ctx, s); err != nil {
+					d.log.Error("snapshot not applied; enforcing the previous one", "revision", s.Revision, "err", err)
+				}
+			}
+		}
+	}()
+	t := time.NewTicker(d.cfg.ReportEvery)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-recvErr:
+			return fmt.Errorf("controller %s: %w", addr, err)
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if r := d.report(); r != nil {
+				if err := stream.Send(&controlpb.AgentMessage{Msg: &controlpb.AgentMessage_Report{Report: r}}); err != nil {
+					return fmt.Errorf("controller %s: report: %w", addr, err)
+				}
+			}
+		}
+	}
+}
+
+// apply takes a snapshot: peers and keys at once, the model to the
+// running agent, or a new agent when the mechanism changed or none runs.
+func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
+	var m model.Model
+	if err := json.Unmarshal(s.ModelJson, &m); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	m.ApplyDefaults()
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	peers := map[string]netip.AddrPort{}
+	keys := map[string][]byte{}
+	for _, p := range s.Peers {
+		a, err := netip.ParseAddr(p.Address)
+		if err != nil || p.Port == 0 || p.Port > 65535 || len(p.Key) < 16 {
+			return fmt.Errorf("peer %q: bad address %q:%d or key", p.Host, p.Address, p.Port)
+		}
+		peers[p.Host] = netip.AddrPortFrom(a, uint16(p.Port))
+		keys[p.Host] = p.Key
+	}
+	d.peers.Store(&peers)
+	d.keys.Store(&keys)
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur != nil && d.cur.mech == s.Mechanism && d.cur.params == string(s.ParamsJson) {
+		if err := d.cur.a.Update(&m); err != nil {
+			return fmt.Errorf("update the agent: %w", err)
+		}
+		d.revision = s.Revision
+		d.log.Info("model updated", "revision", s.Revision, "vms", len(m.VMsOn(d.cfg.Host)))
+		return nil
+	}
+	var params map[string]any
+	if len(s.ParamsJson) > 0 {
+		if err := json.Unmarshal(s.ParamsJson, &params); err != nil {
+			return fmt.Errorf("mechanism parameters: %w", err)
+		}
+	}
+	mc, err := d.cfg.Mechanism(s.Mechanism, params)
+	if err != nil {
+		return fmt.Errorf("mechanism %q: %w", s.Mechanism, err)
+	}
+	if d.cur != nil {
+		d.stopLocked()
+	}
+	self, err := d.selfAddr(s)
+	if err != nil {
+		return err
+	}
+	path, err := d.cfg.Path(&m, mc)
+	if err != nil {
+		return fmt.Errorf("data path: %w", err)
+	}
+	a, err := agent.New(agent.Config{
+		Host: d.cfg.Host, Model: &m, Mechanism: mc, Path: path, Scale: d.cfg.Scale, HTTP: d.cfg.HTTP,
+		Restore: d.cfg.Restore, Logger: d.cfg.Logger,
+		Listen: func() (net.PacketConn, error) { return d.cfg.Listen(self) },
+		Peers: func(h string) (netip.AddrPort, bool) {
+			ap, ok := (*d.peers.Load())[h]
+			return ap, ok
+		},
+		Keys: func(h string) ([]byte, bool) {
+			k, ok := (*d.keys.Load())[h]
+			return k, ok
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("start the agent: %w", err)
+	}
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r := &running{mech: s.Mechanism, params: string(s.ParamsJson), a: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Run(actx) }()
+	d.cur, d.revision, d.last = r, s.Revision, nil
+	d.log.Info("agent started", "mechanism", s.Mechanism, "revision", s.Revision, "vms", len(m.VMsOn(d.cfg.Host)))
+	return nil
+}
+
+// selfAddr is where this host's agent listens: its declared address.
+func (d *Daemon) selfAddr(s *controlpb.Snapshot) (netip.AddrPort, error) {
+	a, err := netip.ParseAddr(s.Address)
+	if err != nil || s.Port == 0 || s.Port > 65535 {
+		return netip.AddrPort{}, fmt.Errorf("host %s's own agent address %q:%d is not an address", d.cfg.Host, s.Address, s.Port)
+	}
+	return netip.AddrPortFrom(a, uint16(s.Port)), nil
+}
+
+func (d *Daemon) stopAgent() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopLocked()
+}
+
+func (d *Daemon) stopLocked() {
+	if d.cur == nil {
+		return
+	}
+	d.cur.cancel()
+	if err := <-d.cur.done; err != nil {
+		d.log.Warn("agent stopped with an error", "err", err)
+	}
+	d.cur = nil
+}
+
+// report builds the report of the interval since the last one from the
+// running agent's state (nil if no agent runs).
+func (d *Daemon) report() *controlpb.Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur == nil {
+		return nil
+	}
+	st := d.cur.a.Snapshot()
+	now := time.Now()
+	d.seq++
+	r := &controlpb.Report{Seq: d.seq, UnixNano: now.UnixNano(), Revision: d.revision}
+	dt := now.Sub(d.lastAt).Seconds()
+	cur := map[string][2]float64{}
+	for _, v := range st.VMs {
+		cur[v.VM] = [2]float64{v.InTotal, v.OutTotal}
+		if prev, ok := d.last[v.VM]; ok && dt > 0 {
+			r.Vms = append(r.Vms, &controlpb.VMRates{Vm: v.VM, Received: max(0, (v.InTotal-prev[0])/dt), Sent: max(0, (v.OutTotal-prev[1])/dt)})
+		}
+	}
+	if d.last != nil {
+		r.PeriodSeconds = dt
+	}
+	d.last, d.lastAt = cur, now
+	for _, p := range st.Egress {
+		pr := &controlpb.PairRates{Src: p.Src, Dst: p.Dst, Rate: p.Rate, Bound: p.LimiterBound, Losses: p.Losses}
+		if p.Limit != nil {
+			pr.Limit = *p.Limit
+		}
+		r.Pairs = append(r.Pairs, pr)
+	}
+	dropped := map[string]uint64{}
+	for k, v := range st.Dropped {
+		dropped[k] = uint64(v)
+	}
+	steps := d.cur.a.Steps()
+	stats := &controlpb.AgentStats{Steps: uint64(steps), Dropped: dropped}
+	if steps > 0 {
+		stats.StepSeconds = d.cur.a.StepTime().Seconds() / float64(steps)
+	}
+	r.Stats = stats
+	return r
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/bulkhead-dc/bulkhead/agent/hostpath"
+	"github.com/bulkhead-dc/bulkhead/agentd"
+	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/pki"
+	"github.com/spf13/cobra"
+)
+
+// version is what agents report to the controller.
+const version = "bulkhead-dev"
+
+// daemonFlags configure `bulkhead agent --controller`.
+type daemonFlags struct {
+	controllers []string
+	host, pki   string
+	uplinks     []string
+	scale       float64
+}
+
+func (f *daemonFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringSliceVar(&f.controllers, "controller", nil, "the controllers' agent addresses (HOST:PORT, comma-separated or repeated): run under a controller")
+	cmd.Flags().StringVar(&f.host, "host", "", "this host's name, as declared and in its certificate (with --controller)")
+	cmd.Flags().StringVar(&f.pki, "pki", filepath.Join(defaultDataDir, "pki"), "directory with ca.crt and the host's HOST.crt and HOST.key (with --controller)")
+	cmd.Flags().StringSliceVar(&f.uplinks, "uplink", nil, "the host's devices toward the network, where the loss counter numbers packets (with --controller)")
+	cmd.Flags().Float64Var(&f.scale, "scale", 1, "multiply every rate on the wire (with --controller; as the testbed's --scale)")
+}
+
+// run runs the agent under a controller until the command's context ends.
+func (f *daemonFlags) run(cmd *cobra.Command, httpAddr, loss string) error {
+	if f.host == "" {
+		return errors.New("agent: --host is required with --controller")
+	}
+	tc, err := pki.ClientTLS(f.pki, f.host)
+	if err != nil {
+		return fmt.Errorf("agent: %w (issue it with 'bulkhead controller issue --host %s' and copy it here)", err, f.host)
+	}
+	if err := dataplane.RequireRoot(); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	hp := hostpath.Options{Loss: loss, Uplinks: f.uplinks, Log: slog.Default()}
+	d, err := agentd.New(agentd.Config{
+		Host: f.host, Controllers: f.controllers, TLS: tc, Scale: f.scale, HTTP: httpAddr, Version: version,
+		Logger: slog.Default(), Mechanism: hp.Mechanism, Path: hp.Path,
+	})
+	if err != nil {
+		return err
+	}
+	return d.Run(cmd.Context())
+}

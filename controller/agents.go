@@ -1,0 +1,397 @@
+package controller
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/api"
+	"github.com/bulkhead-dc/bulkhead/controlpb"
+	"github.com/bulkhead-dc/bulkhead/model"
+	"github.com/bulkhead-dc/bulkhead/pki"
+	"github.com/bulkhead-dc/bulkhead/store"
+	"github.com/bulkhead-dc/bulkhead/wireauth"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// secretKey is where the store keeps the master secret from which the
+// agents' pair keys are derived (not an API kind: never listed).
+var secretKey = store.Key{Kind: "Secret", Name: "agents"}
+
+// Bounds on what an agent may send.
+const (
+	// MaxAgentMessage is the largest message an agent may send, bytes.
+	MaxAgentMessage = 4 << 20
+	maxReportVMs    = 10000
+	maxReportPairs  = 100000
+)
+
+// agentService serves the agents' sessions (controlpb.Control).
+type agentService struct {
+	controlpb.UnimplementedControlServer
+	c *Controller
+}
+
+// session is one connected agent.
+type session struct {
+	host    string
+	version string
+	send    chan *controlpb.ControllerMessage
+	last    *controlpb.Snapshot // the snapshot last sent, to skip unchanged ones
+}
+
+// hostState is what the controller knows of a host's agent.
+type hostState struct {
+	connected  bool
+	version    string
+	lastReport time.Time
+	stats      *controlpb.AgentStats
+	revision   int64
+}
+
+// vmState is one VM's rates from its host's latest report.
+type vmState struct {
+	received, sent float64
+	at             time.Time
+}
+
+// tenantCompliance counts a tenant's report intervals.
+type tenantCompliance struct {
+	intervals, compliant int
+}
+
+// runtime is the controller's view of the running cluster.
+type runtime struct {
+	mu       sync.Mutex
+	sessions map[string]*session
+	hosts    map[string]*hostState
+	vms      map[string]*vmState
+	tenants  map[string]*tenantCompliance
+	bound    map[string]bool // destination VMs some pair toward which its limiter held back, latest reports
+}
+
+func newRuntime() *runtime {
+	return &runtime{sessions: map[string]*session{}, hosts: map[string]*hostState{}, vms: map[string]*vmState{},
+		tenants: map[string]*tenantCompliance{}, bound: map[string]bool{}}
+}
+
+// GRPCServer returns a gRPC server for the agents, over mutual TLS with
+// creds (the controller's certificate; clients must present host
+// certificates from the same CA).
+func (c *Controller) GRPCServer(creds credentials.TransportCredentials) *grpc.Server {
+	s := grpc.NewServer(grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxAgentMessage))
+	controlpb.RegisterControlServer(s, &agentService{c: c})
+	return s
+}
+
+// hostOf is the host name in the verified certificate of the stream's
+// peer.
+func hostOf(ctx context.Context) (string, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "", status.Error(codes.Unauthenticated, "no peer")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return "", status.Error(codes.Unauthenticated, "agents connect over mutual TLS with a host certificate")
+	}
+	name, err := pki.Require(ti.State, pki.Host)
+	if err != nil {
+		return "", status.Error(codes.PermissionDenied, err.Error())
+	}
+	return name, nil
+}
+
+// Session implements controlpb.ControlServer.
+func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMessage, controlpb.ControllerMessage]) error {
+	c := s.c
+	ctx := stream.Context()
+	host, err := hostOf(ctx)
+	if err != nil {
+		return err
+	}
+	if lead, leader := c.Leading(); !lead {
+		return status.Errorf(codes.Unavailable, "not the leader; the leader is %q", leader)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	switch {
+	case hello == nil:
+		return status.Error(codes.InvalidArgument, "the first message must be a Hello")
+	case hello.Host != host:
+		return status.Errorf(codes.PermissionDenied, "agent says it is host %q, its certificate is host %q's", hello.Host, host)
+	case len(hello.Version) > 64:
+		return status.Error(codes.InvalidArgument, "version longer than 64 bytes")
+	}
+	snap, err := c.snapshotFor(ctx, host)
+	if err != nil {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	sess := &session{host: host, version: hello.Version, send: make(chan *controlpb.ControllerMessage, 4)}
+	c.rt.mu.Lock()
+	if old := c.rt.sessions[host]; old != nil {
+		close(old.send) // a host has one session: the newer wins
+	}
+	c.rt.sessions[host] = sess
+	hs := c.rt.host(host)
+	hs.connected, hs.version = true, hello.Version
+	c.rt.mu.Unlock()
+	c.met.agents.Inc()
+	c.log.Info("agent connected", "host", host, "version", hello.Version, "revision", hello.Revision)
+	defer func() {
+		c.rt.mu.Lock()
+		if c.rt.sessions[host] == sess {
+			delete(c.rt.sessions, host)
+			c.rt.host(host).connected = false
+		}
+		c.rt.mu.Unlock()
+		c.met.agents.Dec()
+		c.log.Info("agent disconnected", "host", host)
+	}()
+	sess.last = snap
+	if err := stream.Send(&controlpb.ControllerMessage{Msg: &controlpb.ControllerMessage_Snapshot{Snapshot: snap}}); err != nil {
+		return err
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			r := m.GetReport()
+			if r == nil {
+				recvErr <- status.Error(codes.InvalidArgument, "after Hello an agent sends Reports only")
+				return
+			}
+			if err := c.report(host, r); err != nil {
+				recvErr <- status.Error(codes.InvalidArgument, err.Error())
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case err := <-recvErr:
+			return err
+		case m, ok := <-sess.send:
+			if !ok {
+				return status.Error(codes.Aborted, "replaced by a newer session of the same host")
+			}
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// snapshotFor builds the snapshot of one host from the store.
+func (c *Controller) snapshotFor(ctx context.Context, host string) (*controlpb.Snapshot, error) {
+	snap, err := load(ctx, c.cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := api.Build(snap.objs)
+	if err != nil {
+		return nil, fmt.Errorf("the declared cluster is incomplete: %w", err)
+	}
+	if _, ok := cl.Hosts[host]; !ok {
+		return nil, fmt.Errorf("host %q is not declared: apply a Host object named %q with its address", host, host)
+	}
+	master, err := c.agentSecret(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := &model.Model{Appliances: cl.Model.Appliances, Hosts: cl.Model.Hosts}
+	for _, t := range cl.Model.Tenants {
+		if slices.ContainsFunc(t.VMs, func(v model.VM) bool { return v.Host == host }) {
+			m.Tenants = append(m.Tenants, t)
+		}
+	}
+	mj, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	pj, err := json.Marshal(cl.Spec.Mechanism.Params)
+	if err != nil {
+		return nil, fmt.Errorf("mechanism parameters: %w", err)
+	}
+	self := cl.Hosts[host]
+	s := &controlpb.Snapshot{Revision: snap.rev, ModelJson: mj, Mechanism: cl.Spec.Mechanism.Name, ParamsJson: pj,
+		Address: self.Address.String(), Port: uint32(self.Port)}
+	for _, name := range slices.Sorted(mapsKeys(cl.Hosts)) {
+		if name == host {
+			continue
+		}
+		h := cl.Hosts[name]
+		s.Peers = append(s.Peers, &controlpb.Peer{Host: name, Address: h.Address.String(), Port: uint32(h.Port),
+			Key: wireauth.PairKey(master, host, name)})
+	}
+	return s, nil
+}
+
+// sameSnapshot says whether two snapshots differ only in their revision
+// (which changes with every commit, of any host's objects).
+func sameSnapshot(a, b *controlpb.Snapshot) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := proto.Clone(a).(*controlpb.Snapshot), proto.Clone(b).(*controlpb.Snapshot)
+	x.Revision, y.Revision = 0, 0
+	return proto.Equal(x, y)
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// agentSecret returns the master secret of the agents' pair keys,
+// creating it in the store the first time.
+func (c *Controller) agentSecret(ctx context.Context) ([]byte, error) {
+	data, err := ensureSecret(ctx, c.cfg.Store, secretKey, func() ([]byte, error) {
+		master, err := wireauth.NewMaster()
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(struct{ Master string }{hex.EncodeToString(master)})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent secret: %w", err)
+	}
+	var s struct{ Master string }
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("stored agent secret: %w", err)
+	}
+	return hex.DecodeString(s.Master)
+}
+
+// ensureSecret returns the record at key, storing make's value there
+// first if there is none. The check and the write are one conditional
+// commit on the same read, so of several controllers starting at once
+// all end with the value of the one that stored it first.
+func ensureSecret(ctx context.Context, st store.Store, key store.Key, make func() ([]byte, error)) ([]byte, error) {
+	for attempt := 0; attempt < maxRetries; attempt++ {
+		recs, rev, err := st.List(ctx, key.Kind)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if r.Name == key.Name {
+				return r.Data, nil
+			}
+		}
+		v, err := make()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := st.Commit(ctx, rev, []store.Object{{Key: key, Data: v}}, nil); err != nil && !errors.Is(err, store.ErrConflict) {
+			return nil, err
+		}
+	}
+	return nil, errors.New("the store kept changing")
+}
+
+func (rt *runtime) host(name string) *hostState {
+	h := rt.hosts[name]
+	if h == nil {
+		h = &hostState{}
+		rt.hosts[name] = h
+	}
+	return h
+}
+
+// report takes an agent's report: bounded, checked against the host's
+// own VMs.
+func (c *Controller) report(host string, r *controlpb.Report) error {
+	if len(r.Vms) > maxReportVMs || len(r.Pairs) > maxReportPairs {
+		return fmt.Errorf("report with %d VMs and %d pairs exceeds the bounds (%d, %d)", len(r.Vms), len(r.Pairs), maxReportVMs, maxReportPairs)
+	}
+	now := c.cfg.Now()
+	c.met.reports.Inc()
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	hs := c.rt.host(host)
+	hs.lastReport, hs.stats, hs.revision = now, r.Stats, r.Revision
+	for _, v := range r.Vms {
+		if !finiteNonNeg(v.Received) || !finiteNonNeg(v.Sent) {
+			return fmt.Errorf("VM %q: rates must be finite and non-negative", v.Vm)
+		}
+		c.rt.vms[v.Vm] = &vmState{received: v.Received, sent: v.Sent, at: now}
+	}
+	for _, p := range r.Pairs {
+		if p.Bound {
+			c.rt.bound[p.Dst] = true
+		}
+	}
+	return nil
+}
+
+func finiteNonNeg(x float64) bool { return x >= 0 && x <= 1e15 }
+
+// push sends every connected agent its snapshot if it changed.
+func (c *Controller) push(ctx context.Context) {
+	c.rt.mu.Lock()
+	sessions := make([]*session, 0, len(c.rt.sessions))
+	for _, s := range c.rt.sessions {
+		sessions = append(sessions, s)
+	}
+	c.rt.mu.Unlock()
+	for _, s := range sessions {
+		snap, err := c.snapshotFor(ctx, s.host)
+		if err != nil {
+			c.log.Warn("snapshot", "host", s.host, "err", err)
+			continue
+		}
+		if sameSnapshot(snap, s.last) {
+			continue
+		}
+		s.last = snap
+		select {
+		case s.send <- &controlpb.ControllerMessage{Msg: &controlpb.ControllerMessage_Snapshot{Snapshot: snap}}:
+		default:
+			c.log.Warn("agent is not reading its session: snapshot skipped; it gets the next", "host", s.host)
+		}
+	}
+}
+
+// tokenKey is where the store keeps the operator token, so that every
+// controller of a cluster takes the same.
+var tokenKey = store.Key{Kind: "Secret", Name: "operator-token"}
+
+// EnsureToken returns the cluster's operator token from the store,
+// storing proposed there first if it has none (a random one if proposed
+// is empty).
+func EnsureToken(ctx context.Context, st store.Store, proposed string) (string, error) {
+	b, err := ensureSecret(ctx, st, tokenKey, func() ([]byte, error) {
+		if proposed != "" {
+			return []byte(proposed), nil
+		}
+		return []byte(pki.NewToken()), nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("operator token: %w", err)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/api"
+)
+
+// ComplianceInterval is how often the leader counts whether each tenant
+// gets its guarantees, from the agents' latest reports.
+const ComplianceInterval = time.Second
+
+// staleAfter is when a VM's last report no longer counts.
+const staleAfter = 3 * ComplianceInterval
+
+// countCompliance counts, every ComplianceInterval, each tenant as
+// compliant or not (satisfied, below).
+func (c *Controller) countCompliance(ctx context.Context) {
+	t := time.NewTicker(ComplianceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		snap, err := load(ctx, c.cfg.Store)
+		if err != nil {
+			continue
+		}
+		cl, err := api.Build(snap.objs)
+		if err != nil {
+			continue
+		}
+		now := c.cfg.Now()
+		c.rt.mu.Lock()
+		// What each host's VMs received, against its downlink.
+		hostIn := map[string]float64{}
+		for _, v := range cl.Model.VMs() {
+			if s := c.rt.vms[v.Name]; s != nil && now.Sub(s.at) <= staleAfter {
+				hostIn[v.Host] += s.received
+			}
+		}
+		link := map[string]float64{}
+		for _, h := range cl.Model.Hosts {
+			link[h.Name] = h.Link
+		}
+		for _, t := range cl.Model.Tenants {
+			counted, ok := false, true
+			for _, v := range t.VMs {
+				s := c.rt.vms[v.Name]
+				if s == nil || now.Sub(s.at) > staleAfter {
+					continue
+				}
+				counted = true
+				ok = ok && satisfied(s.received, v.In, c.rt.bound[v.Name], hostIn[v.Host], link[v.Host])
+			}
+			if !counted {
+				continue
+			}
+			tc := c.rt.tenants[t.Name]
+			if tc == nil {
+				tc = &tenantCompliance{}
+				c.rt.tenants[t.Name] = tc
+			}
+			tc.intervals++
+			if ok {
+				tc.compliant++
+			}
+		}
+		clear(c.rt.bound)
+		c.rt.mu.Unlock()
+	}
+}
+
+// satisfied says whether a VM got its receive guarantee in an interval,
+// as far as the agents can tell without knowing its demand: it received
+// at least 95% of its guarantee, or it was held back neither by a limiter
+// toward it (bound) nor by a full downlink of its host (what the host's
+// VMs received, against the link) — it received all it asked for.
+func satisfied(received, guarantee float64, bound bool, hostIn, link float64) bool {
+	if received >= 0.95*guarantee {
+		return true
+	}
+	full := link > 0 && hostIn >= 0.9*link
+	return !bound && !full
+}
