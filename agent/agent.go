@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -269,6 +270,7 @@ func (a *Agent) scheduleVMs() error {
 func (a *Agent) countPairs() error {
 	var errs []error
 	for _, v := range a.vms {
+		errs = append(errs, a.sendPairs(v))
 		cs, ok := v.RX.(datapath.PairCounterSet)
 		if !ok {
 			continue
@@ -301,6 +303,40 @@ func (a *Agent) countPairs() error {
 				}
 				delete(v.counted, p)
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sendPairs gives the VM's pair limiter a class, unlimited, for every
+// pair from the VM to another VM of its tenant that has none, so that the
+// mechanism sees what each declared pair sends before it limits any (a
+// data path that built the limiter itself starts with no class; one the
+// testbed built has them all, and limits in force are never touched).
+func (a *Agent) sendPairs(v *vmPath) error {
+	if v.TX == nil {
+		return nil
+	}
+	mv, t, ok := a.model.VM(v.name)
+	if !ok || mv.Host != a.cfg.Host {
+		return nil
+	}
+	have, err := v.TX.Counters()
+	if err != nil {
+		return fmt.Errorf("agent %s: pair limiter of VM %s: %w", a.cfg.Host, v.name, err)
+	}
+	var errs []error
+	for _, dst := range t.VMs {
+		da, ok := a.addrOf[dst.Name]
+		if !ok || dst.Name == v.name {
+			continue
+		}
+		p := datapath.Pair{Src: v.addr, Dst: da}
+		if _, ok := have[p]; ok {
+			continue
+		}
+		if err := v.TX.SetPairRate(p, math.Inf(1)); err != nil {
+			errs = append(errs, fmt.Errorf("agent %s: pair %v from VM %s: %w", a.cfg.Host, p, v.name, err))
 		}
 	}
 	return errors.Join(errs...)

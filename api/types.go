@@ -206,4 +206,6 @@ type HostStatus struct {
 	LastReport *time.Time `json:"lastReport,omitempty" yaml:"lastReport,omitempty"`
 	Version    string     `json:"version,omitempty" yaml:"version,omitempty"`
 	VMs        int        `json:"vms" yaml:"vms"`
+	// Revision is the store revision of the model the agent enforces.
+	Revision int64 `json:"revision,omitempty" yaml:"revision,omitempty"`
 }

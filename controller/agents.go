@@ -147,7 +147,7 @@ func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMe
 	}
 	c.rt.sessions[host] = sess
 	hs := c.rt.host(host)
-	hs.connected, hs.version = true, hello.Version
+	hs.connected, hs.version, hs.revision = true, hello.Version, hello.Revision
 	c.rt.mu.Unlock()
 	c.met.agents.Inc()
 	c.log.Info("agent connected", "host", host, "version", hello.Version, "revision", hello.Revision)

@@ -62,7 +62,7 @@ func (c *Controller) fillStatus(snap *snapshot, objs []api.Object) {
 		case *api.HostSpec:
 			hs := &api.HostStatus{VMs: perHost[o.Name()]}
 			if h := c.rt.hosts[o.Name()]; h != nil {
-				hs.Connected, hs.Version = h.connected, h.version
+				hs.Connected, hs.Version, hs.Revision = h.connected, h.version, h.revision
 				if !h.lastReport.IsZero() {
 					t := h.lastReport.UTC()
 					hs.LastReport = &t

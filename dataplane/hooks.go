@@ -179,6 +179,35 @@ func (n *NS) DeleteHookFilters(dev string, d Direction, prio uint16) error {
 	return nil
 }
 
+// DeleteHookU32 deletes the u32 filter of the node (U32Filter.Node)
+// under priority prio on one clsact hook of dev, leaving the other
+// filters of that priority; none is not an error.
+func (n *NS) DeleteHookU32(dev string, d Direction, prio, node uint16) error {
+	ok, err := n.HasClsact(dev)
+	if err != nil || !ok {
+		return err
+	}
+	idx, err := n.LinkIndex(dev)
+	if err != nil {
+		return err
+	}
+	fs, err := n.nl.FilterList(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: idx}}, d.parent())
+	if err != nil {
+		return fmt.Errorf("netns %s: list %s filters of %s: %w", n.Name, d, dev, err)
+	}
+	for _, f := range fs {
+		u, ok := f.(*netlink.U32)
+		if !ok || u.Priority != prio || u.Handle&0xfff != uint32(node) {
+			continue
+		}
+		del := &netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: idx, Parent: d.parent(), Priority: prio, Protocol: u.Protocol, Handle: u.Handle}}
+		if err := n.nl.FilterDel(del); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("netns %s: delete u32 filter %s of priority %d on %s %s: %w", n.Name, netlink.HandleStr(u.Handle), prio, d, dev, err)
+		}
+	}
+	return nil
+}
+
 // IsIFB reports whether the named device exists in n and is an IFB.
 func (n *NS) IsIFB(name string) (exists, ifb bool, err error) {
 	l, err := n.nl.LinkByName(name)

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -83,6 +84,24 @@ func TestHooks(t *testing.T) {
 		t.Errorf("ingress filters: %v, %v; want one u32 of priority 5", fs, err)
 	}
 	must(h.DeleteHookFilters(dev, Ingress, 5))
+	if fs, err := h.HookFilters(dev, Ingress); err != nil || len(fs) != 0 {
+		t.Errorf("ingress filters once deleted: %v, %v", fs, err)
+	}
+	// one node of a priority is deleted, the others and other
+	// priorities stay
+	m := Match{Dst: netip.MustParsePrefix("10.9.0.1/32")}
+	must(h.RedirectIngressMatch(dev, prefix+"i", 5, 1, m))
+	must(h.RedirectIngressMatch(dev, prefix+"i", 5, 2, Match{Dst: netip.MustParsePrefix("10.9.0.2/32")}))
+	must(h.RedirectIngressMatch(dev, prefix+"i", 6, 1, m))
+	must(h.DeleteHookU32(dev, Ingress, 5, 1))
+	must(h.DeleteHookU32(dev, Ingress, 5, 1)) // gone: not an error
+	if rs, err := h.IngressRedirected(dev); err != nil || len(rs) != 2 {
+		t.Errorf("redirections once node 1 of priority 5 was deleted: %v, %v; want node 2 of 5 and node 1 of 6", rs, err)
+	} else if rs[2].Dst != netip.MustParsePrefix("10.9.0.2/32") || rs[1].Dst != m.Dst {
+		t.Errorf("redirections left: %v", rs)
+	}
+	must(h.DeleteHookFilters(dev, Ingress, 5))
+	must(h.DeleteHookFilters(dev, Ingress, 6))
 	if fs, err := h.HookFilters(dev, Ingress); err != nil || len(fs) != 0 {
 		t.Errorf("ingress filters once deleted: %v, %v", fs, err)
 	}

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/dataplane/pairbytes"
+
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -52,6 +54,12 @@ type Options struct {
 	// GSOMaxSize bounds the offload packets of the VMs' interfaces (0: the
 	// kernel's 64 KB).
 	GSOMaxSize int
+	// Daemons leaves every VM's limiters, receive counters and schedulers
+	// to host agents that build them (`bulkhead agent --controller`): the
+	// testbed then measures what each pair receives with its own eBPF
+	// counters inside the VMs' namespaces, which touch nothing the agents
+	// use.
+	Daemons bool
 	// Ephemeral marks the run as this process's (ReapStale removes it if
 	// the process dies).
 	Ephemeral bool
@@ -73,6 +81,9 @@ type Testbed struct {
 	padr map[dataplane.Pair]int        // the same by addresses
 	gso  int
 	loss string
+
+	daemons bool                          // agents build limiters and counters (Options.Daemons)
+	pb      map[string]*pairbytes.Counter // VM → the testbed's own receive counters (Daemons)
 }
 
 // cleanupTimeout bounds the teardown after a failure or at the end of a run.
@@ -111,7 +122,8 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 		return nil, fmt.Errorf("testbed: run prefix %s is in use (%s); choose another or run `bulkhead testbed down --prefix %s`", plan.Prefix, left, plan.Prefix)
 	}
 	tb := &Testbed{plan: plan, log: log.With("run", plan.Prefix), ns: map[string]*dataplane.NS{},
-		tx: map[string]*dataplane.Limiter{}, rx: map[string]*dataplane.Limiter{}, pidx: plan.pairIndex(), padr: map[dataplane.Pair]int{}, gso: opts.GSOMaxSize, loss: opts.Loss}
+		tx: map[string]*dataplane.Limiter{}, rx: map[string]*dataplane.Limiter{}, pidx: plan.pairIndex(), padr: map[dataplane.Pair]int{}, gso: opts.GSOMaxSize, loss: opts.Loss,
+		daemons: opts.Daemons, pb: map[string]*pairbytes.Counter{}}
 	for i, pr := range plan.Pairs {
 		dp, err := plan.dpPair(pr.Src, pr.Dst)
 		if err != nil {
@@ -288,10 +300,32 @@ func (tb *Testbed) createShapers() error {
 	return nil
 }
 
+// createPairBytes attaches the testbed's own receive counters (eBPF,
+// package pairbytes) to the device of every VM that receives a declared
+// pair, inside the VM's namespace: host agents build everything on the
+// server's side and on the VM's egress, and these see only what arrives.
+func (tb *Testbed) createPairBytes() error {
+	for _, pr := range tb.plan.Pairs {
+		dst, _ := tb.plan.VM(pr.Dst)
+		if tb.pb[dst.Name] != nil {
+			continue
+		}
+		c, err := pairbytes.Attach(tb.ns[dst.NS], dst.Dev)
+		if err != nil {
+			return fmt.Errorf("testbed: receive counters of VM %s: %w", dst.Name, err)
+		}
+		tb.pb[dst.Name] = c
+	}
+	return nil
+}
+
 // createCounters installs, on the server side of every VM that receives a
 // declared pair, an HTB with an unlimited class per pair into it (the
 // receive counters), and with Limiters the transmit IFBs and pair classes.
 func (tb *Testbed) createCounters() error {
+	if tb.daemons {
+		return tb.createPairBytes()
+	}
 	for _, pr := range tb.plan.Pairs {
 		dst, _ := tb.plan.VM(pr.Dst)
 		srv := tb.nodeNS(dst.Server)
@@ -437,6 +471,20 @@ func (tb *Testbed) SetPairRate(src, dst string, bps float64) error {
 // Plan().Pairs.
 func (tb *Testbed) ReceivedBytes() ([]uint64, error) {
 	out := make([]uint64, len(tb.plan.Pairs))
+	if tb.daemons {
+		for vm, c := range tb.pb {
+			cs, err := c.Read()
+			if err != nil {
+				return nil, fmt.Errorf("testbed: counters of %s: %w", vm, err)
+			}
+			for p, n := range cs {
+				if i, ok := tb.pairByAddr(dataplane.Pair(p)); ok {
+					out[i] = n.SegBytes // as the HTB classes of the in-process agents count
+				}
+			}
+		}
+		return out, nil
+	}
 	for vm, lim := range tb.rx {
 		cs, err := lim.Counters()
 		if err != nil {
@@ -496,6 +544,12 @@ func (tb *Testbed) Start(vm string, cmd *exec.Cmd) error {
 
 // close releases this process's handles on the namespaces.
 func (tb *Testbed) close() {
+	for vm, c := range tb.pb {
+		if err := c.Close(); err != nil {
+			tb.log.Warn("closing receive counters", "vm", vm, "err", err)
+		}
+	}
+	tb.pb = map[string]*pairbytes.Counter{}
 	for _, n := range tb.ns {
 		n.Close()
 	}

@@ -65,6 +65,9 @@ type RunOptions struct {
 	Sample time.Duration
 	// Iperf3 is the iperf3 binary (default "iperf3" on PATH).
 	Iperf3 string
+	// Binary is the bulkhead executable the control plane's daemons run
+	// (Options.Daemons; default: this process's executable).
+	Binary string
 }
 
 // Workload engines.
@@ -205,6 +208,13 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		return nil, err
 	}
 	o.ForMechanism(m)
+	if o.Daemons {
+		// The agents build limiters, schedulers and loss counters.
+		o.Limiters, o.Schedulers = false, false
+		if o.AfterRun != nil || o.AgentTrace != nil {
+			return nil, errors.New("testbed: agent traces and in-process agent inspection need the in-process agents (not Options.Daemons)")
+		}
+	}
 	if o.Sample == 0 {
 		o.Sample = max(time.Duration(sc.Outputs.Sample), DefaultSample)
 	}
@@ -283,16 +293,29 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		}
 		w = iw
 	}
-	as, err := tb.startAgents(ctx, m, o.AgentHTTP, o.AgentTrace)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if aerr := as.stop(); aerr != nil {
-			err = errors.Join(err, aerr)
+	as := &agents{}
+	if o.Daemons {
+		d, err := tb.startDaemons(ctx, sc, o.Mechanism, o.Params, DaemonOptions{Binary: o.Binary, Loss: o.Loss, HTTP: o.AgentHTTP})
+		if err != nil {
+			return nil, err
 		}
-	}()
-	tb.log.Info("host agents started", "mechanism", m.Name(), "agents", len(as.list))
+		defer func() {
+			if derr := d.stop(); derr != nil {
+				err = errors.Join(err, derr)
+			}
+		}()
+		tb.log.Info("controller and host agents started", "mechanism", m.Name(), "agents", len(d.agents))
+	} else {
+		if as, err = tb.startAgents(ctx, m, o.AgentHTTP, o.AgentTrace); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if aerr := as.stop(); aerr != nil {
+				err = errors.Join(err, aerr)
+			}
+		}()
+		tb.log.Info("host agents started", "mechanism", m.Name(), "agents", len(as.list))
+	}
 	in, err := tb.measure(ctx, sc, fl, o, w)
 	if err != nil {
 		return nil, err

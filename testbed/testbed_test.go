@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,11 +28,28 @@ import (
 // tests.
 const helperEnv = "BULKHEAD_TESTBED_HELPER"
 
+// bulkheadBin is the bulkhead binary the control plane's daemons run
+// (RunOptions.Binary), built once for the tests.
+var bulkheadBin string
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode))
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "bulkhead-testbed-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bulkheadBin = filepath.Join(dir, "bulkhead")
+	if out, err := exec.Command("go", "build", "-o", bulkheadBin, "../cmd/bulkhead").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build bulkhead: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // helper: "up PREFIX" brings the fig3 testbed up, starts an iperf3 server

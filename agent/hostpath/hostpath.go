@@ -2,13 +2,16 @@
 // server: the mechanism, told where the server's loss counter sees
 // losses, and the server's data path — its network namespace, every VM's
 // limiters built on the interface the declared model names, a loss
-// counter that follows the VMs. The emulated datacenter (testbed) makes
-// its agents' mechanisms here too.
+// counter that follows the VMs, the per-VM schedulers. The emulated
+// datacenter (testbed) makes its agents' mechanisms here too.
 package hostpath
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/datapath/linux"
@@ -79,52 +82,93 @@ func Mechanism(name string, params map[string]any, loss string) (mech.Mechanism,
 
 // Options describe a server for its agent.
 type Options struct {
+	// Netns names the server's network namespace (/run/netns/NAME) when
+	// the agent runs outside it — as the emulated datacenter runs agents
+	// in the root namespace, where they reach the controller over a
+	// management network the VMs cannot reach; "": the process's own.
+	Netns string
 	// Loss is the loss counter (LossSeq, LossTCP; "" is LossSeq).
 	Loss string
 	// Uplinks are the server's devices toward the network, where the
-	// sequence-number counter stamps packets.
+	// sequence-number counter stamps packets and, for a mechanism with
+	// per-VM schedulers, what arrives for the VMs is redirected to the
+	// ingress scheduler.
 	Uplinks []string
 	Log     *slog.Logger
 }
 
-// Mechanism makes a mechanism for this server: as Mechanism, refusing
-// what an agent on a real host cannot do yet (per-VM schedulers).
+// Mechanism makes a mechanism for this server (Mechanism).
 func (o Options) Mechanism(name string, params map[string]any) (mech.Mechanism, error) {
-	m, err := Mechanism(name, params, o.Loss)
-	if err != nil {
-		return nil, err
-	}
-	if m.Capabilities().Schedulers {
-		return nil, fmt.Errorf("mechanism %s needs per-VM schedulers, which agents on real hosts do not build yet (the testbed's agents do)", name)
-	}
-	return m, nil
+	return Mechanism(name, params, o.Loss)
 }
 
 // Path opens the data path of the server the process runs on for an
 // agent of mechanism m: its own network namespace, every VM's limiters
-// built from its interface, and, if m reacts to losses, the loss
-// counter.
-func (o Options) Path(_ *model.Model, m mech.Mechanism) (datapath.Host, error) {
-	{
-		ns, err := dataplane.OpenNSPath("host", "/proc/self/ns/net")
+// built from its interface, if m reacts to losses the loss counter, and
+// if it schedules per VM (mech.Capabilities.Schedulers) the schedulers'
+// IFBs and the redirections into them from the uplinks and the VMs'
+// devices (linux.Config.Schedulers: VMs in namespaces of their own).
+func (o Options) Path(_ *model.Model, m mech.Mechanism) (_ datapath.Host, err error) {
+	var caps mech.Capabilities
+	if m != nil {
+		caps = m.Capabilities()
+	}
+	if len(o.Uplinks) == 0 {
+		switch {
+		case caps.Schedulers:
+			return nil, fmt.Errorf("mechanism %s schedules per VM: the ingress scheduler needs the server's uplinks (--uplink), where what arrives for the VMs is redirected to it", m.Name())
+		case caps.Losses && (o.Loss == LossSeq || o.Loss == ""):
+			return nil, fmt.Errorf("mechanism %s reacts to losses: the sequence-number counter needs the server's uplinks (--uplink)", m.Name())
+		}
+	}
+	ns, err := o.openNS()
+	if err != nil {
+		return nil, err
+	}
+	cfg := linux.Config{NS: ns, Release: func() { ns.Close() }, Links: o.Uplinks, Schedulers: caps.Schedulers, Log: o.Log}
+	defer func() {
 		if err != nil {
+			if cfg.Loss != nil {
+				err = errors.Join(err, cfg.Loss.Close())
+			}
+			ns.Close()
+		}
+	}()
+	if caps.Losses {
+		if cfg.Loss, err = linux.NewLossCounter(o.Loss, ns, o.Uplinks); err != nil {
 			return nil, err
 		}
-		cfg := linux.Config{NS: ns, Release: func() { ns.Close() }, Links: o.Uplinks, Log: o.Log}
-		if m != nil && m.Capabilities().Losses {
-			if o.Loss == LossSeq || o.Loss == "" {
-				if len(o.Uplinks) == 0 {
-					ns.Close()
-					return nil, fmt.Errorf("mechanism %s reacts to losses: the sequence-number counter needs the server's uplinks (--uplink)", m.Name())
-				}
-			}
-			lc, err := linux.NewLossCounter(o.Loss, ns, o.Uplinks)
-			if err != nil {
-				ns.Close()
-				return nil, err
-			}
-			cfg.Loss = lc
-		}
-		return linux.NewHost(cfg)
 	}
+	h, err := linux.NewHost(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// openNS opens the server's namespace.
+func (o Options) openNS() (*dataplane.NS, error) {
+	if o.Netns != "" {
+		return dataplane.OpenNS(o.Netns)
+	}
+	return dataplane.OpenNSPath("host", "/proc/self/ns/net")
+}
+
+// Listen opens the agent's UDP socket for its peers' messages at addr,
+// in the server's namespace.
+func (o Options) Listen(addr netip.AddrPort) (net.PacketConn, error) {
+	ns, err := o.openNS()
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	var c net.PacketConn
+	err = ns.Do(func() (err error) {
+		c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %v in netns %s: %w", addr, ns.Name, err)
+	}
+	return c, nil
 }

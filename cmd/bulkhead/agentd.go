@@ -21,6 +21,7 @@ type daemonFlags struct {
 	controllers []string
 	host, pki   string
 	uplinks     []string
+	netns       string
 	scale       float64
 }
 
@@ -29,6 +30,7 @@ func (f *daemonFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.host, "host", "", "this host's name, as declared and in its certificate (with --controller)")
 	cmd.Flags().StringVar(&f.pki, "pki", filepath.Join(defaultDataDir, "pki"), "directory with ca.crt and the host's HOST.crt and HOST.key (with --controller)")
 	cmd.Flags().StringSliceVar(&f.uplinks, "uplink", nil, "the host's devices toward the network, where the loss counter numbers packets (with --controller)")
+	cmd.Flags().StringVar(&f.netns, "netns", "", "the host's network namespace, if the agent runs outside it (with --controller; the testbed runs agents in the root namespace, on its management network)")
 	cmd.Flags().Float64Var(&f.scale, "scale", 1, "multiply every rate on the wire (with --controller; as the testbed's --scale)")
 }
 
@@ -44,10 +46,10 @@ func (f *daemonFlags) run(cmd *cobra.Command, httpAddr, loss string) error {
 	if err := dataplane.RequireRoot(); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	hp := hostpath.Options{Loss: loss, Uplinks: f.uplinks, Log: slog.Default()}
+	hp := hostpath.Options{Netns: f.netns, Loss: loss, Uplinks: f.uplinks, Log: slog.Default()}
 	d, err := agentd.New(agentd.Config{
 		Host: f.host, Controllers: f.controllers, TLS: tc, Scale: f.scale, HTTP: httpAddr, Version: version,
-		Logger: slog.Default(), Mechanism: hp.Mechanism, Path: hp.Path,
+		Logger: slog.Default(), Mechanism: hp.Mechanism, Path: hp.Path, Listen: hp.Listen,
 	})
 	if err != nil {
 		return err

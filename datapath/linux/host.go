@@ -32,6 +32,16 @@
 // qdisc is neither the kernel's default nor Bulkhead's, or whose ingress
 // hook has another filter, is refused rather than taken over.
 //
+// Such a Host can build the per-VM schedulers' devices too
+// (Config.Schedulers): two IFBs in the server's namespace (SchedTXIFB,
+// SchedRXIFB) with a Scheduler on each. The ingress hook of every
+// uplink redirects to SchedRXIFB — one u32 filter per attached VM,
+// matching its address, whose counters are the VM's arrivals before the
+// scheduler, and a catch-all (SchedCatchAll) — and the ingress hook of
+// each attached VM's device on the server (the veth peer: VMs in
+// namespaces of their own only) redirects to SchedTXIFB. Detach removes
+// a VM's redirections, Close the IFBs and the uplinks' filters.
+//
 // A loss counter that follows VMs (VMLossCounter; NewLossCounter makes
 // one with no VM) is told of each VM such a Host builds limiters for,
 // with the VM's device on the server, and of it leaving, before the
@@ -70,11 +80,19 @@ type Config struct {
 	// their limiters when they leave (Detach) and rejoin.
 	VMs map[string]Limiters
 	// TXIFB and RXIFB are the devices of the per-VM schedulers (egress,
-	// ingress), "" if none.
+	// ingress) that the configuration built, "" if none (the testbed's).
 	TXIFB, RXIFB string
-	// Links are the server's devices toward the network: the ingress
-	// scheduler reads each VM's arrivals from their per-VM redirection
-	// filters (dataplane.RedirectIngressMatch).
+	// Schedulers: the Host builds the per-VM schedulers' devices itself
+	// (SchedTXIFB, SchedRXIFB) and the redirections into them — every
+	// uplink's ingress (Links) to SchedRXIFB, one filter per VM it
+	// attaches and a catch-all; the VM's device on the server to
+	// SchedTXIFB — and removes them (Detach, Close). Only VMs in
+	// namespaces of their own can then be attached (Attach). It excludes
+	// TXIFB, RXIFB and VMs.
+	Schedulers bool
+	// Links are the server's devices toward the network (uplinks): the
+	// ingress scheduler reads each VM's arrivals from their per-VM
+	// redirection filters (dataplane.RedirectIngressMatch).
 	Links []string
 	// Loss counts losses per pair (nil: none). Close closes it. A
 	// VMLossCounter is told of the VMs whose limiters the Host builds
@@ -93,6 +111,7 @@ type Host struct {
 	cfg   Config
 	log   *slog.Logger
 	sched [2]*Scheduler
+	built *schedIFBs // the schedulers' devices it built (Config.Schedulers)
 
 	mu   sync.Mutex
 	prov map[string]*provisioned // the VMs whose limiters it built, by name
@@ -112,6 +131,17 @@ func NewHost(cfg Config) (*Host, error) {
 	h := &Host{cfg: cfg, log: cfg.Log, prov: map[string]*provisioned{}, tsq: map[string]*nsTSQ{}}
 	if h.log == nil {
 		h.log = slog.Default()
+	}
+	if cfg.Schedulers {
+		if cfg.TXIFB != "" || cfg.RXIFB != "" || len(cfg.VMs) > 0 {
+			return nil, errors.New("linux data path: a Host that builds its per-VM schedulers (Config.Schedulers) builds its VMs' limiters and redirections too: it takes no TXIFB, RXIFB or VMs")
+		}
+		b, err := buildSchedIFBs(cfg.NS, cfg.Links)
+		if err != nil {
+			return nil, fmt.Errorf("linux data path: netns %s: per-VM schedulers: %w", cfg.NS.Name, err)
+		}
+		h.built, h.sched = b, b.schedulers()
+		return h, nil
 	}
 	if cfg.TXIFB != "" {
 		h.sched[mech.Egress] = NewScheduler(cfg.NS, cfg.TXIFB, mech.Egress, nil)
@@ -136,6 +166,14 @@ func NewHost(cfg Config) (*Host, error) {
 //     (a tap or a veth): the receive counters are an HTB on its egress,
 //     the pair limiter an HTB on an IFB (IFBName) that its ingress
 //     redirects every IPv4 packet to (IngressPrio).
+//
+// With Config.Schedulers, the VM must be in a namespace of its own: its
+// device on the server gets the redirection of its ingress to the
+// egress scheduler's IFB (IngressPrio; a device whose ingress hook has
+// another filter is refused), and each uplink a redirection of what
+// arrives for its address to the ingress scheduler's. The VM is then
+// known to the schedulers by its address once their user says so
+// (Scheduler.SetVMs).
 //
 // The receive counters count the pairs their user asks for
 // (datapath.PairCounterSet). A device that does not exist (yet), that is
@@ -225,8 +263,9 @@ func (h *Host) Scheduler(dir mech.Direction) datapath.Scheduler {
 func (h *Host) Loss() datapath.LossCounter { return h.cfg.Loss }
 
 // Close implements datapath.Host: it removes what was built for VMs
-// from their Interface (as Detach), closes the loss counter and calls
-// Release, once.
+// from their Interface (as Detach) and the schedulers' devices and
+// redirections it built (Config.Schedulers), closes the loss counter
+// and calls Release, once.
 func (h *Host) Close() error {
 	var err error
 	h.once.Do(func() {
@@ -236,9 +275,15 @@ func (h *Host) Close() error {
 			errs = append(errs, h.unwatchLoss(h.prov[n]), h.teardown(h.prov[n]))
 		}
 		clear(h.prov)
+		if h.built != nil {
+			errs = append(errs, h.built.remove())
+		}
 		h.mu.Unlock()
 		if h.cfg.Loss != nil {
 			errs = append(errs, h.cfg.Loss.Close())
+		}
+		if h.built != nil { // once the loss counter's programs are off
+			errs = append(errs, h.built.dropClsacts())
 		}
 		if h.cfg.Release != nil {
 			h.cfg.Release()

@@ -62,10 +62,15 @@ type provisioned struct {
 	vmNS *dataplane.NS // the VM's namespace (opened here; nil: none)
 	dev  string        // the VM's device on the server
 	ifb  string        // the IFB of its pair limiter ("": none made)
-	// redirect: the redirection filter on dev's ingress was added;
+	// redirect: the redirection filter on dev's ingress was added (to
+	// the IFB of the pair limiter, or of the egress scheduler);
 	// clsact: the clsact qdisc on dev is this Host's to remove (once
 	// empty: the loss counter's program goes first).
 	redirect, clsact bool
+	// sched: the per-VM schedulers' IFBs its traffic is redirected to
+	// (nil: none), node its redirection filter on the uplinks.
+	sched *schedIFBs
+	node  uint16
 	// lossWatched: the loss counter was told of the VM (VMLossCounter).
 	lossWatched bool
 	tsq         *nsTSQ // the VM namespace's TCP small-queue budget (nil: untouched)
@@ -129,6 +134,10 @@ func (h *Host) provision(vm datapath.VM) (datapath.VMPath, error) {
 			return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: %s is VM %s's", vm.Name, where(vm.Interface, nsName(vm.Netns, h.cfg.NS)), o.vm.Name)
 		}
 	}
+	if h.built != nil && vm.Netns == "" {
+		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: %s: the per-VM schedulers need the VM in a namespace of its own (netns, with Interface its end of a veth): the ingress of a VM's device on the server feeds its pair limiter's IFB, and a packet follows one redirection only, so the egress scheduler could not see what it sends",
+			vm.Name, where(vm.Interface, h.cfg.NS.Name))
+	}
 	var p *provisioned
 	var err error
 	if vm.Netns != "" {
@@ -138,6 +147,11 @@ func (h *Host) provision(vm datapath.VM) (datapath.VMPath, error) {
 	}
 	if err != nil {
 		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: %w", vm.Name, err)
+	}
+	if h.built != nil {
+		if err := h.built.attach(p); err != nil {
+			return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: per-VM schedulers: %w", vm.Name, errors.Join(err, h.teardown(p)))
+		}
 	}
 	if err := h.watchLoss(p); err != nil {
 		return datapath.VMPath{}, fmt.Errorf("linux data path: VM %s: %w", vm.Name, errors.Join(err, h.teardown(p)))
@@ -461,14 +475,7 @@ func (p *provisioned) dropClsact() error {
 	if !p.clsact || p.dev == "" {
 		return nil
 	}
-	in, err := p.srv.HookFilters(p.dev, dataplane.Ingress)
-	if err == nil && len(in) == 0 {
-		var eg []dataplane.HookFilter
-		if eg, err = p.srv.HookFilters(p.dev, dataplane.Egress); err == nil && len(eg) == 0 {
-			err = p.srv.DeleteClsact(p.dev)
-		}
-	}
-	if err != nil && !dataplane.IsLinkNotFound(err) {
+	if err := dropEmptyClsact(p.srv, p.dev); err != nil && !dataplane.IsLinkNotFound(err) {
 		return err
 	}
 	return nil
@@ -497,6 +504,15 @@ func (p *provisioned) teardown() error {
 			errs = append(errs, unroot(p.srv, p.dev))
 		}
 	} else {
+		if p.sched != nil {
+			errs = append(errs, p.sched.detach(p))
+		}
+		if p.redirect {
+			if err := p.srv.DeleteHookFilters(p.dev, dataplane.Ingress, IngressPrio); err != nil && !dataplane.IsLinkNotFound(err) {
+				errs = append(errs, err)
+			}
+			p.redirect = false
+		}
 		errs = append(errs, unroot(p.vmNS, p.vm.Interface))
 		if p.dev != "" {
 			errs = append(errs, unroot(p.srv, p.dev), p.dropClsact())

@@ -1,0 +1,339 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/api"
+	"github.com/bulkhead-dc/bulkhead/client"
+	"github.com/bulkhead-dc/bulkhead/pki"
+	"github.com/bulkhead-dc/bulkhead/spec"
+	"github.com/bulkhead-dc/bulkhead/units"
+)
+
+// daemons are a run's control plane, as an operator runs it: one
+// `bulkhead controller` process and one `bulkhead agent --controller`
+// process per server with VMs. They run in the root namespace, which is
+// the emulated datacenter's management network: the controller listens
+// on loopback there, unreachable from the servers' and VMs' namespaces;
+// each agent works in its server's namespace (--netns) and exchanges the
+// mechanism's messages with its peers in band, from its server's control
+// address.
+type daemons struct {
+	dir    string // the run's control plane files: pki/, controller/, logs
+	log    *slog.Logger
+	ctl    *daemon
+	agents map[string]*daemon
+	cli    *client.Client
+	// Revision is the store revision of the declared objects.
+	revision int64
+}
+
+// daemon is one daemon process.
+type daemon struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	logf *os.File
+}
+
+func (p *daemon) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop asks the process to stop (SIGTERM) and waits up to grace, then
+// kills it.
+func (p *daemon) stop(grace time.Duration) {
+	if !p.alive() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// DaemonOptions configure the control plane of a run.
+type DaemonOptions struct {
+	// Binary is the bulkhead executable the daemons run (default: this
+	// process's executable).
+	Binary string
+	// Loss is the agents' loss counter (LossSeq, LossTCP).
+	Loss string
+	// HTTP, if set (IP:PORT), makes agent i serve /metrics, /state and
+	// /healthz on PORT + i.
+	HTTP string
+}
+
+func freeLoopback() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// start runs a daemon with its output in dir/NAME.log.
+func (d *daemons) start(name, bin string, args ...string) (*daemon, error) {
+	logf, err := os.Create(filepath.Join(d.dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The daemons die with this process (a testbed run killed hard).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("testbed: start %s: %w", name, err)
+	}
+	p := &daemon{name: name, cmd: cmd, done: make(chan struct{}), logf: logf}
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+	return p, nil
+}
+
+// tail is the last lines of a daemon's log, for errors.
+func (d *daemons) tail(name string) string {
+	b, _ := os.ReadFile(filepath.Join(d.dir, name+".log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// startDaemons starts the controller, declares the scenario's cluster
+// and tenants through its API, starts the agents and waits until every
+// agent enforces the declared model.
+func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanism string, params map[string]any, o DaemonOptions) (_ *daemons, err error) {
+	if o.Binary == "" {
+		if o.Binary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("testbed: the bulkhead binary: %w", err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "bulkhead-"+tb.plan.Prefix+"-")
+	if err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	d := &daemons{dir: dir, log: tb.log, agents: map[string]*daemon{}}
+	defer func() {
+		if err != nil {
+			d.stop()
+		}
+	}()
+	hosts := tb.plan.Agents()
+	pkiDir := filepath.Join(dir, "pki")
+	if err := pki.InitCA(pkiDir, "bulkhead testbed "+tb.plan.Prefix); err != nil {
+		return d, err
+	}
+	if _, _, err := pki.Issue(pkiDir, pki.Request{Name: "controller", Role: pki.Controller, DNS: []string{"localhost"},
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		return d, err
+	}
+	for _, n := range hosts {
+		if _, _, err := pki.Issue(pkiDir, pki.Request{Name: n.Name, Role: pki.Host}); err != nil {
+			return d, err
+		}
+	}
+	apiAddr, err := freeLoopback()
+	if err != nil {
+		return d, err
+	}
+	agentsAddr, err := freeLoopback()
+	if err != nil {
+		return d, err
+	}
+	ctlDir := filepath.Join(dir, "controller")
+	if d.ctl, err = d.start("controller", o.Binary, "controller", "--data-dir", ctlDir, "--pki", pkiDir,
+		"--listen", apiAddr, "--agents-listen", agentsAddr); err != nil {
+		return d, err
+	}
+	if err := waitReady(ctx, d.ctl, "http://"+apiAddr+"/readyz"); err != nil {
+		return d, fmt.Errorf("testbed: the controller did not start: %w\n%s", err, d.tail("controller"))
+	}
+	token, err := os.ReadFile(filepath.Join(ctlDir, "operator.token"))
+	if err != nil {
+		return d, fmt.Errorf("testbed: the controller's token: %w", err)
+	}
+	if d.cli, err = client.New("http://"+apiAddr, client.Options{Token: strings.TrimSpace(string(token))}); err != nil {
+		return d, err
+	}
+	objs, err := tb.objects(sc, mechanism, params)
+	if err != nil {
+		return d, err
+	}
+	res, err := d.cli.Apply(ctx, objs, false)
+	if err != nil {
+		return d, fmt.Errorf("testbed: declare the scenario to the controller: %w", err)
+	}
+	d.revision = res.Revision
+	for i, n := range hosts {
+		args := []string{"agent", "--controller", "localhost:" + portOf(agentsAddr), "--host", n.Name, "--pki", pkiDir,
+			"--netns", n.NS, "--scale", strconv.FormatFloat(tb.plan.Scale, 'g', -1, 64), "--loss", lossName(o.Loss)}
+		var up []string
+		for _, s := range n.Shapes {
+			up = append(up, s.Dev)
+		}
+		if len(up) > 0 {
+			args = append(args, "--uplink", strings.Join(up, ","))
+		}
+		if o.HTTP != "" {
+			h, port, err := splitHostPort(o.HTTP)
+			if err != nil {
+				return d, err
+			}
+			args = append(args, "--http", net.JoinHostPort(h, strconv.Itoa(port+i)))
+		}
+		p, err := d.start("agent-"+n.Name, o.Binary, args...)
+		if err != nil {
+			return d, err
+		}
+		d.agents[n.Name] = p
+	}
+	if err := d.waitEnforcing(ctx); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+func lossName(kind string) string {
+	if kind == "" {
+		return LossSeq
+	}
+	return kind
+}
+
+func portOf(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// waitReady polls a daemon's readiness URL.
+func waitReady(ctx context.Context, p *daemon, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if !p.alive() {
+			return errors.New("it exited")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitEnforcing waits until every agent is connected and enforces the
+// revision declared.
+func (d *daemons) waitEnforcing(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		hs, err := d.cli.List(ctx, api.KindHost)
+		ready := err == nil
+		var missing []string
+		for _, h := range hs {
+			st, _ := h.Status.(*api.HostStatus)
+			if _, ours := d.agents[h.Name()]; ours && (st == nil || !st.Connected || st.Revision < d.revision) {
+				ready = false
+				missing = append(missing, h.Name())
+			}
+		}
+		if ready {
+			return nil
+		}
+		for name, p := range d.agents {
+			if !p.alive() {
+				return fmt.Errorf("testbed: the agent of %s exited:\n%s", name, d.tail("agent-"+name))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testbed: agents %v do not enforce the declared model after 30 s: %w", missing, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stop stops the agents (which remove what they built), then the
+// controller, and removes the run's files.
+func (d *daemons) stop() error {
+	var errs []error
+	for name, p := range d.agents {
+		p.stop(10 * time.Second)
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			errs = append(errs, fmt.Errorf("testbed: the agent of %s exited with %d:\n%s", name, code, d.tail("agent-"+name)))
+		}
+	}
+	if d.ctl != nil {
+		d.ctl.stop(5 * time.Second)
+	}
+	if len(errs) == 0 && os.Getenv("BULKHEAD_KEEP_DAEMON_LOGS") == "" {
+		os.RemoveAll(d.dir)
+	} else {
+		d.log.Warn("daemon logs kept", "dir", d.dir)
+	}
+	return errors.Join(errs...)
+}
+
+// objects are the scenario's cluster and tenants as an operator declares
+// them: the topology and mechanism, each server with VMs and its agent's
+// control address, every tenant with its VMs' hosts, addresses and
+// interfaces (each VM's own device, in its namespace).
+func (tb *Testbed) objects(sc *spec.Scenario, mechanism string, params map[string]any) ([]api.Object, error) {
+	obj := func(kind, name string, s any) api.Object {
+		return api.Object{APIVersion: api.Version, Kind: kind, Metadata: api.Meta{Name: name}, Spec: s}
+	}
+	slots := 0
+	for _, n := range tb.plan.Nodes {
+		slots = max(slots, len(n.VMs))
+	}
+	objs := []api.Object{obj(api.KindCluster, api.ClusterName, &api.ClusterSpec{Topology: sc.Topology, Slots: max(slots, 1),
+		Seed: sc.Seed, Mechanism: api.Mechanism{Name: mechanism, Params: params}})}
+	for _, n := range tb.plan.Agents() {
+		objs = append(objs, obj(api.KindHost, n.Name, &api.HostSpec{Address: n.Ctl, Port: AgentPort}))
+	}
+	for _, t := range sc.Tenants {
+		ts := &api.TenantSpec{BestEffort: t.BestEffort, Weight: t.Weight, SLA: t.SLA, VDC: t.VDC}
+		for _, v := range t.VMs {
+			vp, ok := tb.plan.VM(v.Name)
+			if !ok {
+				return nil, fmt.Errorf("testbed: VM %s is not in the plan", v.Name)
+			}
+			in, out := t.Hose(&v)
+			ts.VMs = append(ts.VMs, api.VMSpec{Name: v.Name, Host: vp.Server, In: units.Rate(in), Out: units.Rate(out),
+				Addrs: []netip.Addr{vp.Addr}, Interface: vp.Dev, Netns: vp.NS})
+		}
+		objs = append(objs, obj(api.KindTenant, t.Name, ts))
+	}
+	return objs, nil
+}
