@@ -276,11 +276,9 @@ func (a *Agent) countPairs() error {
 			continue
 		}
 		want := map[datapath.Pair]bool{}
-		if mv, t, ok := a.model.VM(v.name); ok && mv.Host == a.cfg.Host {
-			for _, src := range t.VMs {
-				if sa, ok := a.addrOf[src.Name]; ok && src.Name != v.name {
-					want[datapath.Pair{Src: sa, Dst: v.addr}] = true
-				}
+		for _, p := range a.declaredPairs(v.name) {
+			if p.Dst == v.addr {
+				want[p] = true
 			}
 		}
 		if v.counted == nil {
@@ -308,6 +306,46 @@ func (a *Agent) countPairs() error {
 	return errors.Join(errs...)
 }
 
+// declaredPairs are the pairs to and from a local VM that its data path
+// counts: those of the declared pattern (Config.Pattern, or the tenant's
+// in the model) when there is one, else every pair with another VM of
+// its tenant.
+func (a *Agent) declaredPairs(vm string) []datapath.Pair {
+	mv, t, ok := a.model.VM(vm)
+	if !ok || mv.Host != a.cfg.Host {
+		return nil
+	}
+	var pattern []mech.PairID
+	if a.cfg.Pattern != nil {
+		pattern = a.cfg.Pattern
+	} else {
+		for _, p := range t.Pattern {
+			pattern = append(pattern, mech.PairID{Src: p.Src, Dst: p.Dst})
+		}
+	}
+	var out []datapath.Pair
+	add := func(src, dst string) {
+		sa, ok1 := a.addrOf[src]
+		da, ok2 := a.addrOf[dst]
+		if ok1 && ok2 && src != dst {
+			out = append(out, datapath.Pair{Src: sa, Dst: da})
+		}
+	}
+	if len(pattern) > 0 {
+		for _, p := range pattern {
+			if p.Src == vm || p.Dst == vm {
+				add(p.Src, p.Dst)
+			}
+		}
+		return out
+	}
+	for _, o := range t.VMs {
+		add(vm, o.Name)
+		add(o.Name, vm)
+	}
+	return out
+}
+
 // sendPairs gives the VM's pair limiter a class, unlimited, for every
 // pair from the VM to another VM of its tenant that has none, so that the
 // mechanism sees what each declared pair sends before it limits any (a
@@ -317,22 +355,13 @@ func (a *Agent) sendPairs(v *vmPath) error {
 	if v.TX == nil {
 		return nil
 	}
-	mv, t, ok := a.model.VM(v.name)
-	if !ok || mv.Host != a.cfg.Host {
-		return nil
-	}
 	have, err := v.TX.Counters()
 	if err != nil {
 		return fmt.Errorf("agent %s: pair limiter of VM %s: %w", a.cfg.Host, v.name, err)
 	}
 	var errs []error
-	for _, dst := range t.VMs {
-		da, ok := a.addrOf[dst.Name]
-		if !ok || dst.Name == v.name {
-			continue
-		}
-		p := datapath.Pair{Src: v.addr, Dst: da}
-		if _, ok := have[p]; ok {
+	for _, p := range a.declaredPairs(v.name) {
+		if _, ok := have[p]; ok || p.Src != v.addr {
 			continue
 		}
 		if err := v.TX.SetPairRate(p, math.Inf(1)); err != nil {

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -70,7 +71,9 @@ type Config struct {
 	// Restore puts the host's limiters back to unlimited when the
 	// daemon stops.
 	Restore bool
-	Logger  *slog.Logger
+	// Trace, if set, receives the agent's per-step trace (agent.Config.Trace).
+	Trace  io.Writer
+	Logger *slog.Logger
 }
 
 // Daemon is one host's agent under a controller.
@@ -262,7 +265,7 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	}
 	a, err := agent.New(agent.Config{
 		Host: d.cfg.Host, Model: &m, Mechanism: mc, Path: path, Scale: d.cfg.Scale, HTTP: d.cfg.HTTP,
-		Restore: d.cfg.Restore, Logger: d.cfg.Logger,
+		Restore: d.cfg.Restore, Logger: d.cfg.Logger, Trace: d.cfg.Trace,
 		Listen: func() (net.PacketConn, error) { return d.cfg.Listen(self) },
 		Peers: func(h string) (netip.AddrPort, bool) {
 			ap, ok := (*d.peers.Load())[h]
@@ -346,7 +349,8 @@ func (d *Daemon) report() *controlpb.Report {
 		dropped[k] = uint64(v)
 	}
 	steps := d.cur.a.Steps()
-	stats := &controlpb.AgentStats{Steps: uint64(steps), Dropped: dropped}
+	ds := d.cur.a.Stats()
+	stats := &controlpb.AgentStats{Steps: uint64(steps), Dropped: dropped, LimitFailures: uint64(max(0, ds.Failed))}
 	if steps > 0 {
 		stats.StepSeconds = d.cur.a.StepTime().Seconds() / float64(steps)
 	}

@@ -131,6 +131,7 @@ func (o *Object) Clone() Object {
 	case *TenantSpec:
 		x := *s
 		x.VMs = slices.Clone(s.VMs)
+		x.Pattern = slices.Clone(s.Pattern)
 		for j := range x.VMs {
 			x.VMs[j].Addrs = slices.Clone(x.VMs[j].Addrs)
 		}
@@ -229,7 +230,7 @@ func (c *Cluster) addHost(o *Object) []error {
 func tenantModel(o *Object, tp *topo.Topology) (model.Tenant, []error) {
 	ts := o.Spec.(*TenantSpec)
 	p := &model.Problems{File: where(o)}
-	t := model.Tenant{Name: o.Name(), BestEffort: ts.BestEffort, Weight: ts.Weight, SLA: ts.SLA, VDC: ts.VDC}
+	t := model.Tenant{Name: o.Name(), BestEffort: ts.BestEffort, Weight: ts.Weight, SLA: ts.SLA, VDC: ts.VDC, Pattern: slices.Clone(ts.Pattern)}
 	if len(ts.VMs) == 0 {
 		p.Add("spec.vms", "required: at least one VM")
 	}

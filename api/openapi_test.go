@@ -90,6 +90,7 @@ func TestSchemaListsEveryField(t *testing.T) {
 		{schemas["HostSpec"].Value, HostSpec{}},
 		{schemas["TenantSpec"].Value, TenantSpec{}},
 		{schemas["VMSpec"].Value, VMSpec{}},
+		{prop(schemas["TenantSpec"].Value, "pattern"), model.Pair{}},
 		{schemas["VDC"].Value, model.VDC{}},
 		{prop(schemas["VDC"].Value, "appliances"), model.ApplianceGuarantee{}},
 		{schemas["ApplianceSpec"].Value, ApplianceSpec{}},

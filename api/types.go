@@ -127,6 +127,9 @@ type TenantSpec struct {
 	SLA        float64    `json:"sla,omitempty" yaml:"sla,omitempty"`
 	VDC        *model.VDC `json:"vdc,omitempty" yaml:"vdc,omitempty"`
 	VMs        []VMSpec   `json:"vms" yaml:"vms"`
+	// Pattern, if given, lists the VM pairs that communicate: reservation
+	// mechanisms (static) reserve rates for these pairs only.
+	Pattern []model.Pair `json:"pattern,omitempty" yaml:"pattern,omitempty"`
 }
 
 // VMSpec is one VM. Without a Host the controller places it (and records
@@ -208,4 +211,11 @@ type HostStatus struct {
 	VMs        int        `json:"vms" yaml:"vms"`
 	// Revision is the store revision of the model the agent enforces.
 	Revision int64 `json:"revision,omitempty" yaml:"revision,omitempty"`
+	// Steps is the mechanism steps the agent ran, StepSeconds their mean
+	// duration, LimitFailures the limiter and scheduler writes that
+	// failed, Dropped the peers' messages it dropped by reason.
+	Steps         uint64            `json:"steps,omitempty" yaml:"steps,omitempty"`
+	StepSeconds   float64           `json:"stepSeconds,omitempty" yaml:"stepSeconds,omitempty"`
+	LimitFailures uint64            `json:"limitFailures,omitempty" yaml:"limitFailures,omitempty"`
+	Dropped       map[string]uint64 `json:"dropped,omitempty" yaml:"dropped,omitempty"`
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"github.com/bulkhead-dc/bulkhead/api"
 	"github.com/bulkhead-dc/bulkhead/place"
+	"maps"
 )
 
 // fillStatus sets the status of the tenants and hosts in objs from the
@@ -63,6 +64,10 @@ func (c *Controller) fillStatus(snap *snapshot, objs []api.Object) {
 			hs := &api.HostStatus{VMs: perHost[o.Name()]}
 			if h := c.rt.hosts[o.Name()]; h != nil {
 				hs.Connected, hs.Version, hs.Revision = h.connected, h.version, h.revision
+				if st := h.stats; st != nil {
+					hs.Steps, hs.StepSeconds, hs.LimitFailures = st.Steps, st.StepSeconds, st.LimitFailures
+					hs.Dropped = maps.Clone(st.Dropped)
+				}
 				if !h.lastReport.IsZero() {
 					t := h.lastReport.UTC()
 					hs.LastReport = &t

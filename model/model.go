@@ -55,6 +55,16 @@ type Tenant struct {
 	// VDC adds appliance guarantees and allocation policy (Pulsar).
 	VDC *VDC `yaml:"vdc,omitempty" json:"vdc,omitempty"`
 	VMs []VM `yaml:"vms" json:"vms"`
+	// Pattern lists the VM pairs of the tenant that communicate, where
+	// the operator declares them: reservation mechanisms (static) reserve
+	// hose-model rates for these pairs only. Empty: not declared.
+	Pattern []Pair `yaml:"pattern,omitempty" json:"pattern,omitempty"`
+}
+
+// Pair is a pair of VMs of one tenant: traffic from Src to Dst.
+type Pair struct {
+	Src string `yaml:"src" json:"src"`
+	Dst string `yaml:"dst" json:"dst"`
 }
 
 // VM is one virtual machine of a tenant, on a host (a server). Names are
@@ -134,6 +144,7 @@ func (m *Model) Clone() *Model {
 			t.VDC = &v
 		}
 		t.VMs = slices.Clone(t.VMs)
+		t.Pattern = slices.Clone(t.Pattern)
 		for j := range t.VMs {
 			t.VMs[j].Addrs = slices.Clone(t.VMs[j].Addrs)
 		}

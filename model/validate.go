@@ -122,6 +122,16 @@ func (c *Checker) Tenant(i int) {
 	if t.Weight < 0 || badNumber(t.Weight) {
 		c.p.Add(at+".weight", "must be a non-negative number, got %v", t.Weight)
 	}
+	for k, p := range t.Pattern {
+		for _, end := range []struct{ field, vm string }{{"src", p.Src}, {"dst", p.Dst}} {
+			if !slices.ContainsFunc(t.VMs, func(v VM) bool { return v.Name == end.vm }) {
+				c.p.Add(fmt.Sprintf("%s.pattern[%d].%s", at, k, end.field), "%q is not a VM of tenant %q", end.vm, t.Name)
+			}
+		}
+		if p.Src == p.Dst {
+			c.p.Add(fmt.Sprintf("%s.pattern[%d]", at, k), "a VM does not send to itself (%q)", p.Src)
+		}
+	}
 }
 
 // VMName checks the name of tenants[i].vms[j]: required, and unique

@@ -42,8 +42,8 @@ func tenantRates(in *eval.Input, from time.Duration) (map[string]float64, float6
 // by a newer one from the same sender is dropped as stale by design (a
 // newer message supersedes it); the emulated network, whose veths are
 // served by both CPUs, occasionally reorders two of them.
-func invalidDrops(a *agent.Agent, invalid, stale float64) (float64, float64) {
-	for r, n := range a.Dropped() {
+func invalidDrops(a AgentStats, invalid, stale float64) (float64, float64) {
+	for r, n := range a.Dropped {
 		if r == agent.DropStale {
 			stale += n
 		} else {
@@ -72,11 +72,11 @@ func TestElasticSwitchCoreCongestion(t *testing.T) {
 			prefix := testPrefix(t)
 			var dropped, stale float64
 			var steps int64
-			in, err := Run(context.Background(), sc, tp, RunOptions{
+			in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin,
 				Options: Options{Prefix: prefix}, Mechanism: tc.mech,
-				AfterRun: func(as []*agent.Agent) {
+				AfterRun: func(as []AgentStats) {
 					for _, a := range as {
-						steps += a.Steps()
+						steps += a.Steps
 						dropped, stale = invalidDrops(a, dropped, stale)
 					}
 				},
@@ -126,7 +126,7 @@ func TestElasticSwitchUDPBlasters(t *testing.T) {
 	needRoot(t)
 	sc, tp := loadScenario(t, "../scenarios/elasticswitch-real-fig6-4.yaml")
 	prefix := testPrefix(t)
-	in, err := Run(context.Background(), sc, tp, RunOptions{
+	in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin,
 		Options:   Options{Prefix: prefix},
 		Mechanism: "elasticswitch", Workload: WorkloadBuiltin,
 	})
@@ -167,9 +167,9 @@ func TestGatekeeperRXBlast(t *testing.T) {
 			sc.Duration = spec.Duration(20 * time.Second)
 			prefix := testPrefix(t)
 			var dropped, stale float64
-			in, err := Run(context.Background(), sc, tp, RunOptions{
+			in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin,
 				Options: Options{Prefix: prefix}, Workload: WorkloadBuiltin,
-				AfterRun: func(as []*agent.Agent) {
+				AfterRun: func(as []AgentStats) {
 					for _, a := range as {
 						dropped, stale = invalidDrops(a, dropped, stale)
 					}
@@ -319,10 +319,10 @@ func TestRunRejects(t *testing.T) {
 		o    RunOptions
 		want string
 	}{
-		{RunOptions{Mechanism: "pulsar"}, "central controller"},
-		{RunOptions{Mechanism: "nope"}, "unknown mechanism"},
-		{RunOptions{Mechanism: "drx-eb-local"}, "simulator only"},
-		{RunOptions{Mechanism: "none", Workload: "ns3"}, "workload engine"},
+		{RunOptions{Binary: bulkheadBin, Mechanism: "pulsar"}, "central controller"},
+		{RunOptions{Binary: bulkheadBin, Mechanism: "nope"}, "unknown mechanism"},
+		{RunOptions{Binary: bulkheadBin, Mechanism: "drx-eb-local"}, "simulator only"},
+		{RunOptions{Binary: bulkheadBin, Mechanism: "none", Workload: "ns3"}, "workload engine"},
 	} {
 		_, err := Run(context.Background(), sc, tp, tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -332,7 +332,7 @@ func TestRunRejects(t *testing.T) {
 	late := *sc
 	late.Tenants = append([]spec.Tenant(nil), sc.Tenants...)
 	late.Tenants[1].Join = spec.Duration(time.Second)
-	if _, err := Run(context.Background(), &late, tp, RunOptions{Mechanism: "none"}); err == nil || !strings.Contains(err.Error(), "joins or leaves during the run") {
+	if _, err := Run(context.Background(), &late, tp, RunOptions{Binary: bulkheadBin, Mechanism: "none"}); err == nil || !strings.Contains(err.Error(), "joins or leaves during the run") {
 		t.Errorf("a tenant joining during the run: error %v, want a refusal", err)
 	}
 }
@@ -360,12 +360,12 @@ workloads:
 mechanism:
   name: none
 `)
-	if _, err := Run(context.Background(), sc, tp, RunOptions{Options: Options{Prefix: "tb" + NewPrefix()[2:]}}); err == nil ||
+	if _, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: "tb" + NewPrefix()[2:]}}); err == nil ||
 		!strings.Contains(err.Error(), "short flows need the builtin") {
 		t.Errorf("iperf3 engine with short flows: %v", err)
 	}
 	prefix := testPrefix(t)
-	in, err := Run(context.Background(), sc, tp, RunOptions{Options: Options{Prefix: prefix}, Workload: WorkloadBuiltin})
+	in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix}, Workload: WorkloadBuiltin})
 	if err != nil {
 		t.Fatal(err)
 	}

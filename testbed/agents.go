@@ -494,6 +494,24 @@ func masterAt(path string) ([]byte, error) {
 }
 
 // stop ends the agents and waits for them.
+// AgentStats are one host agent's statistics at the end of a run.
+type AgentStats struct {
+	Host  string
+	Steps int64
+	// Dropped counts the peers' messages the agent dropped, by reason
+	// (agent.DropStale, ...).
+	Dropped map[string]float64
+}
+
+// stats reads the in-process agents' statistics.
+func (as *agents) stats(context.Context) ([]AgentStats, error) {
+	var out []AgentStats
+	for _, a := range as.list {
+		out = append(out, AgentStats{Host: a.Snapshot().Host, Steps: a.Steps(), Dropped: a.Dropped()})
+	}
+	return out, nil
+}
+
 func (as *agents) stop() error {
 	as.cancel()
 	as.wg.Wait()

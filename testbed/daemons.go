@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/api"
 	"github.com/bulkhead-dc/bulkhead/client"
+	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/pki"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/units"
@@ -83,6 +85,9 @@ type DaemonOptions struct {
 	// HTTP, if set (IP:PORT), makes agent i serve /metrics, /state and
 	// /healthz on PORT + i.
 	HTTP string
+	// Trace makes every agent write its per-step trace (stop copies them
+	// to the run's trace).
+	Trace bool
 }
 
 func freeLoopback() (string, error) {
@@ -132,14 +137,16 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 			return nil, fmt.Errorf("testbed: the bulkhead binary: %w", err)
 		}
 	}
-	dir, err := os.MkdirTemp("", "bulkhead-"+tb.plan.Prefix+"-")
-	if err != nil {
+	// Under the run's state, so that removing a run (Down, or the reaping
+	// of a run whose process died) removes its control plane's files too.
+	dir := daemonDir(tb.plan.Prefix)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
 	d := &daemons{dir: dir, log: tb.log, agents: map[string]*daemon{}}
 	defer func() {
 		if err != nil {
-			d.stop()
+			d.stop(nil)
 		}
 	}()
 	hosts := tb.plan.Agents()
@@ -198,6 +205,9 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 		if len(up) > 0 {
 			args = append(args, "--uplink", strings.Join(up, ","))
 		}
+		if o.Trace {
+			args = append(args, "--trace", filepath.Join(dir, "trace-"+n.Name+".csv"))
+		}
 		if o.HTTP != "" {
 			h, port, err := splitHostPort(o.HTTP)
 			if err != nil {
@@ -216,6 +226,9 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 	}
 	return d, nil
 }
+
+// daemonDir is where a run's control plane keeps its files.
+func daemonDir(prefix string) string { return filepath.Join(StateDir, prefix+".d") }
 
 func lossName(kind string) string {
 	if kind == "" {
@@ -284,14 +297,47 @@ func (d *daemons) waitEnforcing(ctx context.Context) error {
 	}
 }
 
+// stats reads every agent's statistics from the controller.
+func (d *daemons) stats(ctx context.Context) ([]AgentStats, error) {
+	hs, err := d.cli.List(ctx, api.KindHost)
+	if err != nil {
+		return nil, fmt.Errorf("testbed: the agents' statistics: %w", err)
+	}
+	var out []AgentStats
+	for _, h := range hs {
+		st, _ := h.Status.(*api.HostStatus)
+		if _, ours := d.agents[h.Name()]; !ours || st == nil {
+			continue
+		}
+		a := AgentStats{Host: h.Name(), Steps: int64(st.Steps), Dropped: map[string]float64{}}
+		for r, n := range st.Dropped {
+			a.Dropped[r] = float64(n)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
 // stop stops the agents (which remove what they built), then the
-// controller, and removes the run's files.
-func (d *daemons) stop() error {
+// controller, copies the agents' traces to trace (if any) and removes
+// the run's files.
+func (d *daemons) stop(trace io.Writer) error {
 	var errs []error
 	for name, p := range d.agents {
 		p.stop(10 * time.Second)
 		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 			errs = append(errs, fmt.Errorf("testbed: the agent of %s exited with %d:\n%s", name, code, d.tail("agent-"+name)))
+		}
+	}
+	if trace != nil {
+		for name := range d.agents {
+			b, err := os.ReadFile(filepath.Join(d.dir, "trace-"+name+".csv"))
+			if err == nil {
+				_, err = trace.Write(b)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("testbed: the trace of %s's agent: %w", name, err))
+			}
 		}
 	}
 	if d.ctl != nil {
@@ -332,6 +378,11 @@ func (tb *Testbed) objects(sc *spec.Scenario, mechanism string, params map[strin
 			in, out := t.Hose(&v)
 			ts.VMs = append(ts.VMs, api.VMSpec{Name: v.Name, Host: vp.Server, In: units.Rate(in), Out: units.Rate(out),
 				Addrs: []netip.Addr{vp.Addr}, Interface: vp.Dev, Netns: vp.NS})
+		}
+		for _, p := range tb.plan.Pairs {
+			if p.Tenant == t.Name {
+				ts.Pattern = append(ts.Pattern, model.Pair{Src: p.Src, Dst: p.Dst})
+			}
 		}
 		objs = append(objs, obj(api.KindTenant, t.Name, ts))
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/place"
 
-	"github.com/bulkhead-dc/bulkhead/agent"
 	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/topo"
@@ -51,9 +50,15 @@ type RunOptions struct {
 	// AgentHTTP, if set (IP:PORT), makes agent i serve /metrics, /state
 	// and /healthz on PORT + i.
 	AgentHTTP string
-	// AfterRun, if set, is called with the agents after the workloads,
-	// before the testbed is torn down.
-	AfterRun func([]*agent.Agent)
+	// AfterRun, if set, is called with the agents' statistics after the
+	// workloads, before the testbed is torn down.
+	AfterRun func([]AgentStats)
+	// InProcess runs the host agents as goroutines of this process on
+	// the limiters and counters the testbed builds, instead of the control
+	// plane's daemons (a controller and one `bulkhead agent --controller`
+	// process per server, which build their own): for tests of the agent
+	// layer alone.
+	InProcess bool
 	// Workload is what runs the flows: WorkloadIperf3 (default) or
 	// WorkloadBuiltin (the generator in this process; see gen.go).
 	Workload string
@@ -208,12 +213,9 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		return nil, err
 	}
 	o.ForMechanism(m)
-	if o.Daemons {
+	if o.Daemons = !o.InProcess; o.Daemons {
 		// The agents build limiters, schedulers and loss counters.
 		o.Limiters, o.Schedulers = false, false
-		if o.AfterRun != nil || o.AgentTrace != nil {
-			return nil, errors.New("testbed: agent traces and in-process agent inspection need the in-process agents (not Options.Daemons)")
-		}
 	}
 	if o.Sample == 0 {
 		o.Sample = max(time.Duration(sc.Outputs.Sample), DefaultSample)
@@ -293,20 +295,24 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		}
 		w = iw
 	}
-	as := &agents{}
+	// stats reads the agents' statistics at the end of the workloads.
+	var stats func(context.Context) ([]AgentStats, error)
 	if o.Daemons {
-		d, err := tb.startDaemons(ctx, sc, o.Mechanism, o.Params, DaemonOptions{Binary: o.Binary, Loss: o.Loss, HTTP: o.AgentHTTP})
+		d, err := tb.startDaemons(ctx, sc, o.Mechanism, o.Params, DaemonOptions{Binary: o.Binary, Loss: o.Loss, HTTP: o.AgentHTTP,
+			Trace: o.AgentTrace != nil})
 		if err != nil {
 			return nil, err
 		}
 		defer func() {
-			if derr := d.stop(); derr != nil {
+			if derr := d.stop(o.AgentTrace); derr != nil {
 				err = errors.Join(err, derr)
 			}
 		}()
+		stats = d.stats
 		tb.log.Info("controller and host agents started", "mechanism", m.Name(), "agents", len(d.agents))
 	} else {
-		if as, err = tb.startAgents(ctx, m, o.AgentHTTP, o.AgentTrace); err != nil {
+		as, err := tb.startAgents(ctx, m, o.AgentHTTP, o.AgentTrace)
+		if err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -314,6 +320,7 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 				err = errors.Join(err, aerr)
 			}
 		}()
+		stats = as.stats
 		tb.log.Info("host agents started", "mechanism", m.Name(), "agents", len(as.list))
 	}
 	in, err := tb.measure(ctx, sc, fl, o, w)
@@ -330,14 +337,18 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if gen != nil {
 		in.FCTs = gen.completed()
 	}
+	st, err := stats(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if o.AfterRun != nil {
-		o.AfterRun(as.list)
+		o.AfterRun(st)
 	}
 	var steps int64
 	dropped := 0.0
-	for _, a := range as.list {
-		steps += a.Steps()
-		for _, n := range a.Dropped() {
+	for _, a := range st {
+		steps += a.Steps
+		for _, n := range a.Dropped {
 			dropped += n
 		}
 	}

@@ -60,9 +60,8 @@ func TestRealTrafficAgreesWithSimulator(t *testing.T) {
 				}
 				want, _ := tenantRates(simIn, warmup)
 				prefix := testPrefix(t)
-				in, err := Run(context.Background(), s.Spec, s.Topo, RunOptions{
-					Options: Options{Prefix: prefix, Scale: scale, Daemons: true}, Mechanism: m, Workload: WorkloadBuiltin,
-					Binary: bulkheadBin,
+				in, err := Run(context.Background(), s.Spec, s.Topo, RunOptions{Binary: bulkheadBin,
+					Options: Options{Prefix: prefix, Scale: scale}, Mechanism: m, Workload: WorkloadBuiltin,
 				})
 				if err != nil {
 					t.Fatal(err)

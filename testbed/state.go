@@ -100,6 +100,7 @@ func removeState(prefix string) error {
 	}
 	_ = os.Remove(statePath(prefix) + ".tmp")
 	_ = os.Remove(keyPath(prefix))
+	_ = os.RemoveAll(daemonDir(prefix))
 	return nil
 }
 

@@ -28,12 +28,16 @@ import (
 // tests.
 const helperEnv = "BULKHEAD_TESTBED_HELPER"
 
+// helperBinEnv gives the helper the bulkhead binary the tests built.
+const helperBinEnv = "BULKHEAD_TESTBED_BIN"
+
 // bulkheadBin is the bulkhead binary the control plane's daemons run
 // (RunOptions.Binary), built once for the tests.
 var bulkheadBin string
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
+		bulkheadBin = os.Getenv(helperBinEnv)
 		os.Exit(helper(mode))
 	}
 	dir, err := os.MkdirTemp("", "bulkhead-testbed-bin")
@@ -100,7 +104,7 @@ func helper(mode string) int {
 				time.Sleep(20 * time.Millisecond)
 			}
 		}()
-		_, err := Run(ctx, sc, tp, RunOptions{Options: Options{Prefix: f[1]}, Mechanism: mechanism})
+		_, err := Run(ctx, sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: f[1]}, Mechanism: mechanism})
 		if !errors.Is(err, context.Canceled) {
 			fmt.Fprintln(os.Stderr, "run ended with", err)
 			return 1
@@ -291,7 +295,7 @@ func TestFig3(t *testing.T) {
 			}
 			sc.Duration = spec.Duration(5 * time.Second)
 			prefix := testPrefix(t)
-			in, err := Run(context.Background(), sc, tp, RunOptions{Options: Options{Prefix: prefix}, Mechanism: tc.mech})
+			in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix}, Mechanism: tc.mech})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -426,7 +430,7 @@ func TestUpFailureRemovesEverything(t *testing.T) {
 func startHelper(t *testing.T, mode string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperBinEnv+"="+bulkheadBin)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/bulkhead-dc/bulkhead/agent/hostpath"
@@ -22,6 +25,7 @@ type daemonFlags struct {
 	host, pki   string
 	uplinks     []string
 	netns       string
+	trace       string
 	scale       float64
 }
 
@@ -31,6 +35,7 @@ func (f *daemonFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.pki, "pki", filepath.Join(defaultDataDir, "pki"), "directory with ca.crt and the host's HOST.crt and HOST.key (with --controller)")
 	cmd.Flags().StringSliceVar(&f.uplinks, "uplink", nil, "the host's devices toward the network, where the loss counter numbers packets (with --controller)")
 	cmd.Flags().StringVar(&f.netns, "netns", "", "the host's network namespace, if the agent runs outside it (with --controller; the testbed runs agents in the root namespace, on its management network)")
+	cmd.Flags().StringVar(&f.trace, "trace", "", "write the agent's per-step pair observations and limits to this CSV file (with --controller; no header)")
 	cmd.Flags().Float64Var(&f.scale, "scale", 1, "multiply every rate on the wire (with --controller; as the testbed's --scale)")
 }
 
@@ -46,10 +51,21 @@ func (f *daemonFlags) run(cmd *cobra.Command, httpAddr, loss string) error {
 	if err := dataplane.RequireRoot(); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	var trace io.Writer
+	if f.trace != "" {
+		tf, err := os.Create(f.trace)
+		if err != nil {
+			return fmt.Errorf("agent: --trace: %w", err)
+		}
+		defer tf.Close()
+		bw := bufio.NewWriter(tf)
+		defer bw.Flush()
+		trace = bw
+	}
 	hp := hostpath.Options{Netns: f.netns, Loss: loss, Uplinks: f.uplinks, Log: slog.Default()}
 	d, err := agentd.New(agentd.Config{
 		Host: f.host, Controllers: f.controllers, TLS: tc, Scale: f.scale, HTTP: httpAddr, Version: version,
-		Logger: slog.Default(), Mechanism: hp.Mechanism, Path: hp.Path, Listen: hp.Listen,
+		Logger: slog.Default(), Mechanism: hp.Mechanism, Path: hp.Path, Listen: hp.Listen, Trace: trace,
 	})
 	if err != nil {
 		return err

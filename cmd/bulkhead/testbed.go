@@ -188,10 +188,13 @@ func newTestbedRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml -o DIR",
 		Short: "Run a scenario on real traffic in an emulated datacenter and report",
-		Long: `Bring the scenario's datacenter up, start one host agent per server
-(goroutines of this process, the same code as 'bulkhead agent') running
-the mechanism (--mechanism, default the scenario's; those without a
-central controller, appliances or VMs' demands), run its tcp and udp workloads
+		Long: `Bring the scenario's datacenter up, start its control plane as an
+operator runs it — a 'bulkhead controller' process, to which the run
+declares the scenario's cluster, servers and tenants through the operator
+API, and one 'bulkhead agent --controller' process per server, which
+builds every VM's limiters, schedulers and loss counters and runs the
+mechanism (--mechanism, default the scenario's; those without a central
+controller, appliances or VMs' demands) — run its tcp and udp workloads
 with iperf3 for the scenario's duration, sample every declared VM pair's
 received throughput from the counters every --sample, tear everything
 down, and write the same report as 'bulkhead sim' (report.json,

@@ -10,10 +10,18 @@ import (
 
 // Env builds the environment of the agent on host from the declared model:
 // every VM of every tenant (sorted by name), the tenants' SLAs and the
-// declared traffic pattern between the model's VMs (nil when none is
-// declared; only reservation mechanisms use it). It is the one place an Env is made.
+// declared traffic pattern between the model's VMs (pattern, or, when it
+// is nil, the tenants' patterns in the model; nil when none is declared;
+// only reservation mechanisms use it). It is the one place an Env is made.
 func Env(m *model.Model, host string, pattern []mech.PairID) mech.Env {
 	env := mech.Env{Host: host, VMs: VMs(m)}
+	if pattern == nil {
+		for _, t := range m.Tenants {
+			for _, p := range t.Pattern {
+				pattern = append(pattern, mech.PairID{Src: p.Src, Dst: p.Dst})
+			}
+		}
+	}
 	// The pattern's pairs between VMs of the model, in the given order.
 	for _, p := range pattern {
 		if _, ok := env.VM(p.Src); !ok {
