@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/api"
 	"github.com/bulkhead-dc/bulkhead/client"
+	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/pki"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -34,9 +36,12 @@ import (
 // mechanism's messages with its peers in band, from its server's control
 // address.
 type daemons struct {
-	dir    string // the run's control plane files: pki/, controller/, logs
-	log    *slog.Logger
-	ctl    *daemon
+	dir     string // the run's control plane files: pki/, controller/, logs
+	log     *slog.Logger
+	bin     string
+	ctlArgs []string
+	later   []api.Object // tenants declared later (DaemonOptions.Undeclared)
+	ctl     *daemon
 	agents map[string]*daemon
 	cli    *client.Client
 	// Revision is the store revision of the declared objects.
@@ -88,6 +93,9 @@ type DaemonOptions struct {
 	// Trace makes every agent write its per-step trace (stop copies them
 	// to the run's trace).
 	Trace bool
+	// Undeclared tenants are left out of the first apply (RunControl.Apply
+	// declares them).
+	Undeclared []string
 }
 
 func freeLoopback() (string, error) {
@@ -172,8 +180,8 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 		return d, err
 	}
 	ctlDir := filepath.Join(dir, "controller")
-	if d.ctl, err = d.start("controller", o.Binary, "controller", "--data-dir", ctlDir, "--pki", pkiDir,
-		"--listen", apiAddr, "--agents-listen", agentsAddr); err != nil {
+	d.bin, d.ctlArgs = o.Binary, []string{"controller", "--data-dir", ctlDir, "--pki", pkiDir, "--listen", apiAddr, "--agents-listen", agentsAddr}
+	if d.ctl, err = d.start("controller", o.Binary, d.ctlArgs...); err != nil {
 		return d, err
 	}
 	if err := waitReady(ctx, d.ctl, "http://"+apiAddr+"/readyz"); err != nil {
@@ -186,9 +194,20 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 	if d.cli, err = client.New("http://"+apiAddr, client.Options{Token: strings.TrimSpace(string(token))}); err != nil {
 		return d, err
 	}
-	objs, err := tb.objects(sc, mechanism, params)
+	all, err := tb.objects(sc, mechanism, params)
 	if err != nil {
 		return d, err
+	}
+	var objs []api.Object
+	for _, ob := range all {
+		if ob.Kind == api.KindTenant && slices.Contains(o.Undeclared, ob.Name()) {
+			d.later = append(d.later, ob)
+			continue
+		}
+		objs = append(objs, ob)
+	}
+	if len(d.later) != len(o.Undeclared) {
+		return d, fmt.Errorf("testbed: undeclared tenants %v: not all are tenants of the scenario", o.Undeclared)
 	}
 	res, err := d.cli.Apply(ctx, objs, false)
 	if err != nil {
@@ -388,3 +407,81 @@ func (tb *Testbed) objects(sc *spec.Scenario, mechanism string, params map[strin
 	}
 	return objs, nil
 }
+
+// RunControl is a handle on a run's control plane while its workloads
+// run (RunOptions.During): what an operator can do to a running cluster.
+type RunControl struct {
+	// T0 is when the workloads started.
+	T0 time.Time
+	d  *daemons
+	tb *Testbed
+}
+
+// Client is the operator API's client.
+func (c *RunControl) Client() *client.Client { return c.d.cli }
+
+// Sleep waits until at seconds after the workloads started (or ctx ends).
+func (c *RunControl) Sleep(ctx context.Context, at time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(c.T0.Add(at))):
+		return nil
+	}
+}
+
+// Declare applies tenants the run left undeclared (RunOptions.Undeclared).
+func (c *RunControl) Declare(ctx context.Context, tenants ...string) (*api.ApplyResult, error) {
+	var objs []api.Object
+	for _, o := range c.d.later {
+		if slices.Contains(tenants, o.Name()) {
+			objs = append(objs, o)
+		}
+	}
+	if len(objs) != len(tenants) {
+		return nil, fmt.Errorf("declare %v: not all are undeclared tenants of the run", tenants)
+	}
+	return c.d.cli.Apply(ctx, objs, false)
+}
+
+// KillController kills the controller (SIGKILL) and waits for it to die.
+func (c *RunControl) KillController() {
+	_ = c.d.ctl.cmd.Process.Kill()
+	<-c.d.ctl.done
+}
+
+// StartController starts the controller again, on its store, and waits
+// until it is ready.
+func (c *RunControl) StartController(ctx context.Context) error {
+	if c.d.ctl.alive() {
+		return errors.New("the controller is running")
+	}
+	p, err := c.d.start("controller", c.d.bin, c.d.ctlArgs...)
+	if err != nil {
+		return err
+	}
+	c.d.ctl = p
+	addr := ""
+	for i, a := range c.d.ctlArgs {
+		if a == "--listen" {
+			addr = c.d.ctlArgs[i+1]
+		}
+	}
+	return waitReady(ctx, p, "http://"+addr+"/readyz")
+}
+
+// VMNamespace is the namespace of a VM of the run.
+func (c *RunControl) VMNamespace(vm string) (*dataplane.NS, bool) {
+	v, ok := c.tb.plan.VM(vm)
+	if !ok {
+		return nil, false
+	}
+	ns, ok := c.tb.ns[v.NS]
+	return ns, ok
+}
+
+// VM is a VM's plan (its namespace, device, address, server).
+func (c *RunControl) VM(vm string) (*VMPlan, bool) { return c.tb.plan.VM(vm) }
+
+// AgentAddr is where a server's agent receives its peers' messages.
+func (c *RunControl) AgentAddr(server string) (netip.AddrPort, bool) { return c.tb.plan.peers(server) }

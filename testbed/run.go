@@ -73,6 +73,14 @@ type RunOptions struct {
 	// Binary is the bulkhead executable the control plane's daemons run
 	// (Options.Daemons; default: this process's executable).
 	Binary string
+	// Undeclared tenants are not declared to the controller at the start
+	// (their VMs exist, their traffic runs unmanaged): During may apply
+	// them.
+	Undeclared []string
+	// During, if set, runs while the workloads do, from their start, with
+	// a handle on the run's control plane (not with InProcess); an error
+	// fails the run. Its context ends with the workloads.
+	During func(ctx context.Context, c *RunControl) error
 }
 
 // Workload engines.
@@ -297,9 +305,10 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	}
 	// stats reads the agents' statistics at the end of the workloads.
 	var stats func(context.Context) ([]AgentStats, error)
+	var during func(context.Context, time.Time) error
 	if o.Daemons {
 		d, err := tb.startDaemons(ctx, sc, o.Mechanism, o.Params, DaemonOptions{Binary: o.Binary, Loss: o.Loss, HTTP: o.AgentHTTP,
-			Trace: o.AgentTrace != nil})
+			Trace: o.AgentTrace != nil, Undeclared: o.Undeclared})
 		if err != nil {
 			return nil, err
 		}
@@ -309,8 +318,15 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 			}
 		}()
 		stats = d.stats
+		if o.During != nil {
+			hook := o.During
+			during = func(ctx context.Context, t0 time.Time) error { return hook(ctx, &RunControl{T0: t0, d: d, tb: tb}) }
+		}
 		tb.log.Info("controller and host agents started", "mechanism", m.Name(), "agents", len(d.agents))
 	} else {
+		if o.During != nil || len(o.Undeclared) > 0 {
+			return nil, errors.New("testbed: During and Undeclared act on the control plane, which in-process agents do not have")
+		}
 		as, err := tb.startAgents(ctx, m, o.AgentHTTP, o.AgentTrace)
 		if err != nil {
 			return nil, err
@@ -323,7 +339,7 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		stats = as.stats
 		tb.log.Info("host agents started", "mechanism", m.Name(), "agents", len(as.list))
 	}
-	in, err := tb.measure(ctx, sc, fl, o, w)
+	in, err := tb.measure(ctx, sc, fl, o, w, during)
 	if err != nil {
 		return nil, err
 	}
@@ -521,7 +537,7 @@ func (w *workers) startClient(ctx context.Context, f flow, t0 time.Time, scale f
 
 // measure starts the clients and samples the pairs' received bytes every
 // sample interval for the scenario's duration.
-func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w load) (*eval.Input, error) {
+func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w load, during func(context.Context, time.Time) error) (*eval.Input, error) {
 	dur := time.Duration(sc.Duration)
 	n := int(dur / o.Sample)
 	in := tb.input(sc, o.Sample)
@@ -534,6 +550,12 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 	defer cancel()
 	w.begin(wctx, fl, t0, tb.plan.Scale)
 	tb.log.Info("workloads started", "flows", len(fl), "duration", dur, "sample", o.Sample)
+	duringErr := make(chan error, 1)
+	if during != nil {
+		go func() { duringErr <- during(wctx, t0) }()
+	} else {
+		duringErr <- nil
+	}
 	prevT := t0
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -572,6 +594,10 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 		if err := w.err(); err != nil {
 			return nil, err
 		}
+	}
+	cancel()
+	if err := <-duringErr; err != nil {
+		return nil, fmt.Errorf("testbed run %s: %w", tb.plan.Prefix, err)
 	}
 	if late > 0 {
 		tb.log.Warn("samples taken late (the machine is busy; consider a smaller --scale)", "late", late, "samples", n)

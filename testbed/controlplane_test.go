@@ -1,0 +1,262 @@
+package testbed
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/agent"
+	"github.com/bulkhead-dc/bulkhead/api"
+	"github.com/bulkhead-dc/bulkhead/eval"
+	"github.com/bulkhead-dc/bulkhead/wireauth"
+)
+
+// meanIn is a tenant's mean received rate (Mbps) over samples in [from, to).
+func meanIn(in *eval.Input, tenant string, from, to time.Duration) float64 {
+	sum, n := 0.0, 0
+	for _, s := range in.Samples {
+		if s.T <= from || s.T > to {
+			continue
+		}
+		r := 0.0
+		for i, p := range s.Pairs {
+			if in.Pairs[i].Tenant == tenant {
+				r += p.Rate / in.UnitScale
+			}
+		}
+		sum += r
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+// minIn is a tenant's lowest sample rate (Mbps) in [from, to).
+func minIn(in *eval.Input, tenant string, from, to time.Duration) float64 {
+	lo := -1.0
+	for _, s := range in.Samples {
+		if s.T <= from || s.T > to {
+			continue
+		}
+		r := 0.0
+		for i, p := range s.Pairs {
+			if in.Pairs[i].Tenant == tenant {
+				r += p.Rate / in.UnitScale
+			}
+		}
+		if lo < 0 || r < lo {
+			lo = r
+		}
+	}
+	return lo
+}
+
+// TestTenantAppliedDuringTraffic: on real traffic under ElasticSwitch
+// (scenarios/real-join.yaml), B (200 Mbps, 16 connections) fills the
+// link; tenant A (600 Mbps, 2 connections on the same sending link) is
+// declared to the controller 3 s into the run, when its traffic starts.
+// From 2 s later A gets its guarantee (its mean to 7 s at least 90% of
+// 600); deleted at 7 s, its limiters are gone from its server within 2 s.
+func TestTenantAppliedDuringTraffic(t *testing.T) {
+	needRoot(t)
+	sc, tp := loadScenario(t, "../scenarios/real-join.yaml")
+	prefix := testPrefix(t)
+	var applied, deleted time.Duration
+	var limitsGone time.Duration = -1
+	in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix},
+		Mechanism: "elasticswitch", Workload: WorkloadBuiltin, Undeclared: []string{"A"},
+		During: func(ctx context.Context, c *RunControl) error {
+			if err := c.Sleep(ctx, 3*time.Second); err != nil {
+				return err
+			}
+			if _, err := c.Declare(ctx, "A"); err != nil {
+				return err
+			}
+			applied = time.Since(c.T0)
+			if err := c.Sleep(ctx, 7*time.Second); err != nil {
+				return err
+			}
+			if _, err := c.Client().Delete(ctx, api.KindTenant, "A"); err != nil {
+				return err
+			}
+			deleted = time.Since(c.T0)
+			v, _ := c.VM("a-tx")
+			ns, _ := c.VMNamespace("a-tx")
+			for time.Since(c.T0) < deleted+3*time.Second {
+				q, err := ns.RootQdisc(v.Dev)
+				if err != nil {
+					return err
+				}
+				if q.Kind != "htb" {
+					limitsGone = time.Since(c.T0) - deleted
+					return nil
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, prefix)
+	before := meanIn(in, "A", time.Second, applied)
+	after := meanIn(in, "A", applied+2*time.Second, deleted)
+	t.Logf("A: %.0f Mbps before it was declared (t < %.1f s); %.0f in its first second, %.0f from 2 s after (to %.1f s, lowest sample %.0f); B %.0f then; A's limiters gone %v after its deletion",
+		before, applied.Seconds(), meanIn(in, "A", applied, applied+time.Second), after, deleted.Seconds(),
+		minIn(in, "A", applied+2*time.Second, deleted), meanIn(in, "B", applied+2*time.Second, deleted), limitsGone)
+	if after < 0.9*600 {
+		t.Errorf("A averaged %.0f Mbps from 2 s after it was declared, want ≥ 90%% of its 600", after)
+	}
+	if limitsGone < 0 || limitsGone > 2*time.Second {
+		t.Errorf("A's limiter on its VM's interface was still there 2 s after A was deleted (gone after %v)", limitsGone)
+	}
+}
+
+// TestControllerKilledMidRun: the controller is killed (SIGKILL) 3 s into
+// a run under ElasticSwitch and started again at 6 s: the agents keep
+// enforcing (both tenants at least 90% of their guarantees while it is
+// away), and after the restart nothing declared is lost and every agent
+// is connected again.
+func TestControllerKilledMidRun(t *testing.T) {
+	needRoot(t)
+	sc, tp := loadScenario(t, "../scenarios/real-connections.yaml")
+	prefix := testPrefix(t)
+	var report string
+	in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix},
+		Mechanism: "elasticswitch", Workload: WorkloadBuiltin,
+		During: func(ctx context.Context, c *RunControl) error {
+			if err := c.Sleep(ctx, 3*time.Second); err != nil {
+				return err
+			}
+			c.KillController()
+			if err := c.Sleep(ctx, 6*time.Second); err != nil {
+				return err
+			}
+			if err := c.StartController(ctx); err != nil {
+				return fmt.Errorf("restart the controller: %w", err)
+			}
+			ts, err := c.Client().List(ctx, api.KindTenant)
+			if err != nil {
+				return err
+			}
+			if len(ts) != 2 {
+				return fmt.Errorf("after the restart the controller has %d tenants, want 2", len(ts))
+			}
+			start := time.Now()
+			for {
+				hs, err := c.Client().List(ctx, api.KindHost)
+				if err != nil {
+					return err
+				}
+				n := 0
+				for _, h := range hs {
+					if h.Status.(*api.HostStatus).Connected {
+						n++
+					}
+				}
+				if n == len(hs) {
+					report = fmt.Sprintf("%d agents connected again %v after the restart", n, time.Since(start).Round(10*time.Millisecond))
+					return nil
+				}
+				if time.Since(start) > 3*time.Second {
+					return fmt.Errorf("%d of %d agents connected 3 s after the controller restarted", n, len(hs))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, prefix)
+	a, b := meanIn(in, "A", 3*time.Second, 6*time.Second), meanIn(in, "B", 3*time.Second, 6*time.Second)
+	t.Logf("without a controller (3–6 s): A %.0f Mbps (lowest sample %.0f), B %.0f; %s", a, minIn(in, "A", 3*time.Second, 6*time.Second), b, report)
+	if a < 0.9*600 || b < 0.9*200 {
+		t.Errorf("without a controller A got %.0f (guarantee 600), B %.0f (guarantee 200): below 90%%", a, b)
+	}
+}
+
+// TestForgedMessagesFromAVM: a process in tenant B's VM sends the sending
+// server's agent ElasticSwitch messages claiming to come from the
+// receiving server's agent, unsigned and signed with a wrong key, 500 a
+// second from 2 s to 8 s. Every one is dropped and counted as "auth", and
+// tenant A keeps its guarantee.
+func TestForgedMessagesFromAVM(t *testing.T) {
+	needRoot(t)
+	sc, tp := loadScenario(t, "../scenarios/real-connections.yaml")
+	prefix := testPrefix(t)
+	sent := 0
+	var victim string
+	var auth float64
+	in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix},
+		Mechanism: "elasticswitch", Workload: WorkloadBuiltin,
+		During: func(ctx context.Context, c *RunControl) error {
+			src, _ := c.VM("a-tx")
+			dst, _ := c.VM("a-rx")
+			victim = src.Server
+			to, _ := c.AgentAddr(src.Server)
+			ns, _ := c.VMNamespace("b-tx")
+			if err := c.Sleep(ctx, 2*time.Second); err != nil {
+				return err
+			}
+			var conn *net.UDPConn
+			if err := ns.Do(func() (err error) {
+				conn, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(to))
+				return err
+			}); err != nil {
+				return fmt.Errorf("a socket in VM b-tx: %w", err)
+			}
+			defer conn.Close()
+			wrong := make([]byte, 32)
+			_, _ = rand.Read(wrong)
+			body := map[string]any{"kind": "elasticswitch.congestion.v1", "pairs": []map[string]any{{"src": "a-tx", "dst": "a-rx", "lost": 1e6}}}
+			tick := time.NewTicker(2 * time.Millisecond)
+			defer tick.Stop()
+			for seq := uint64(1); time.Since(c.T0) < 8*time.Second; seq++ {
+				sealed, err := agent.EncodeMessage(wrong, dst.Server, src.Server, time.Now().UnixNano()+1e18, seq, body)
+				if err != nil {
+					return err
+				}
+				dg := sealed
+				if seq%2 == 0 { // unsigned: the envelope alone
+					dg = sealed[:len(sealed)-wireauth.TagSize]
+				}
+				if _, err := conn.Write(dg); err == nil {
+					sent++
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-tick.C:
+				}
+			}
+			// The agent's last report may be up to a second old.
+			time.Sleep(1200 * time.Millisecond)
+			hs, err := c.Client().Get(ctx, api.KindHost, victim)
+			if err != nil {
+				return err
+			}
+			auth = float64(hs.Status.(*api.HostStatus).Dropped[agent.DropAuth])
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, prefix)
+	a := meanIn(in, "A", 2*time.Second, 8*time.Second)
+	t.Logf("%d forged datagrams sent to %s's agent; it dropped %.0f as unauthenticated; A %.0f Mbps meanwhile (lowest sample %.0f)",
+		sent, victim, auth, a, minIn(in, "A", 2*time.Second, 8*time.Second))
+	if sent == 0 || auth < float64(sent) {
+		t.Errorf("%d forged datagrams sent, %.0f dropped as unauthenticated: want every one", sent, auth)
+	}
+	if a < 0.9*600 {
+		t.Errorf("A averaged %.0f Mbps while forged messages arrived, want ≥ 90%% of 600", a)
+	}
+}
