@@ -42,8 +42,8 @@ type daemons struct {
 	ctlArgs []string
 	later   []api.Object // tenants declared later (DaemonOptions.Undeclared)
 	ctl     *daemon
-	agents map[string]*daemon
-	cli    *client.Client
+	agents  map[string]*daemon
+	cli     *client.Client
 	// Revision is the store revision of the declared objects.
 	revision int64
 }
