@@ -25,6 +25,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/pki"
 	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/units"
+	"gopkg.in/yaml.v3"
 )
 
 // daemons are a run's control plane, as an operator runs it: one
@@ -96,6 +97,26 @@ type DaemonOptions struct {
 	// Undeclared tenants are left out of the first apply (RunControl.Apply
 	// declares them).
 	Undeclared []string
+	// External, if set, is a controller an operator runs: the run declares
+	// the cluster and its servers to it and starts agents against it
+	// instead of starting its own.
+	External *External
+}
+
+// External is an operator's controller a run uses (RunOptions.External).
+type External struct {
+	// API is its operator API URL, Token the operator token.
+	API, Token string
+	// Agents is where agents connect (HOST:PORT; its certificate must be
+	// valid for HOST).
+	Agents string
+	// PKI is the directory of its CA certificate (ca.crt) and of the
+	// servers' host certificates (bulkhead controller init --host ...).
+	PKI string
+	// TenantsFile, if set, receives the scenario's tenants as objects
+	// (YAML) instead of the run declaring them: the operator applies
+	// them (`bulkhead apply -f`).
+	TenantsFile string
 }
 
 func freeLoopback() (string, error) {
@@ -158,40 +179,18 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 		}
 	}()
 	hosts := tb.plan.Agents()
-	pkiDir := filepath.Join(dir, "pki")
-	if err := pki.InitCA(pkiDir, "bulkhead testbed "+tb.plan.Prefix); err != nil {
-		return d, err
-	}
-	if _, _, err := pki.Issue(pkiDir, pki.Request{Name: "controller", Role: pki.Controller, DNS: []string{"localhost"},
-		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		return d, err
-	}
-	for _, n := range hosts {
-		if _, _, err := pki.Issue(pkiDir, pki.Request{Name: n.Name, Role: pki.Host}); err != nil {
+	var pkiDir, agentsAddr string
+	if x := o.External; x != nil {
+		pkiDir, agentsAddr = x.PKI, x.Agents
+		for _, n := range hosts {
+			if _, err := os.Stat(filepath.Join(pkiDir, n.Name+".crt")); err != nil {
+				return d, fmt.Errorf("testbed: server %s has no host certificate in %s: issue it with 'bulkhead controller issue --pki %s --host %s'", n.Name, pkiDir, pkiDir, n.Name)
+			}
+		}
+		if d.cli, err = client.New(x.API, client.Options{Token: x.Token}); err != nil {
 			return d, err
 		}
-	}
-	apiAddr, err := freeLoopback()
-	if err != nil {
-		return d, err
-	}
-	agentsAddr, err := freeLoopback()
-	if err != nil {
-		return d, err
-	}
-	ctlDir := filepath.Join(dir, "controller")
-	d.bin, d.ctlArgs = o.Binary, []string{"controller", "--data-dir", ctlDir, "--pki", pkiDir, "--listen", apiAddr, "--agents-listen", agentsAddr}
-	if d.ctl, err = d.start("controller", o.Binary, d.ctlArgs...); err != nil {
-		return d, err
-	}
-	if err := waitReady(ctx, d.ctl, "http://"+apiAddr+"/readyz"); err != nil {
-		return d, fmt.Errorf("testbed: the controller did not start: %w\n%s", err, d.tail("controller"))
-	}
-	token, err := os.ReadFile(filepath.Join(ctlDir, "operator.token"))
-	if err != nil {
-		return d, fmt.Errorf("testbed: the controller's token: %w", err)
-	}
-	if d.cli, err = client.New("http://"+apiAddr, client.Options{Token: strings.TrimSpace(string(token))}); err != nil {
+	} else if err := d.startController(ctx, o.Binary, hosts, &pkiDir, &agentsAddr); err != nil {
 		return d, err
 	}
 	all, err := tb.objects(sc, mechanism, params)
@@ -199,7 +198,12 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 		return d, err
 	}
 	var objs []api.Object
+	var forOperator []api.Object
 	for _, ob := range all {
+		if ob.Kind == api.KindTenant && o.External != nil && o.External.TenantsFile != "" {
+			forOperator = append(forOperator, ob)
+			continue
+		}
 		if ob.Kind == api.KindTenant && slices.Contains(o.Undeclared, ob.Name()) {
 			d.later = append(d.later, ob)
 			continue
@@ -214,8 +218,17 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 		return d, fmt.Errorf("testbed: declare the scenario to the controller: %w", err)
 	}
 	d.revision = res.Revision
+	if len(forOperator) > 0 {
+		if err := writeObjects(o.External.TenantsFile, forOperator); err != nil {
+			return d, err
+		}
+	}
+	ctlAgents := agentsAddr
+	if o.External == nil {
+		ctlAgents = "localhost:" + portOf(agentsAddr)
+	}
 	for i, n := range hosts {
-		args := []string{"agent", "--controller", "localhost:" + portOf(agentsAddr), "--host", n.Name, "--pki", pkiDir,
+		args := []string{"agent", "--controller", ctlAgents, "--host", n.Name, "--pki", pkiDir,
 			"--netns", n.NS, "--scale", strconv.FormatFloat(tb.plan.Scale, 'g', -1, 64), "--loss", lossName(o.Loss)}
 		var up []string
 		for _, s := range n.Shapes {
@@ -244,6 +257,64 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 		return d, err
 	}
 	return d, nil
+}
+
+// startController issues the run's certificates and starts its own
+// controller, with its operator API and agents' address on loopback.
+func (d *daemons) startController(ctx context.Context, bin string, hosts []*NodePlan, pkiDir, agentsAddr *string) error {
+	*pkiDir = filepath.Join(d.dir, "pki")
+	if err := pki.InitCA(*pkiDir, "bulkhead testbed"); err != nil {
+		return err
+	}
+	if _, _, err := pki.Issue(*pkiDir, pki.Request{Name: "controller", Role: pki.Controller, DNS: []string{"localhost"},
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		return err
+	}
+	for _, n := range hosts {
+		if _, _, err := pki.Issue(*pkiDir, pki.Request{Name: n.Name, Role: pki.Host}); err != nil {
+			return err
+		}
+	}
+	apiAddr, err := freeLoopback()
+	if err != nil {
+		return err
+	}
+	if *agentsAddr, err = freeLoopback(); err != nil {
+		return err
+	}
+	ctlDir := filepath.Join(d.dir, "controller")
+	d.bin, d.ctlArgs = bin, []string{"controller", "--data-dir", ctlDir, "--pki", *pkiDir, "--listen", apiAddr, "--agents-listen", *agentsAddr}
+	if d.ctl, err = d.start("controller", bin, d.ctlArgs...); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, d.ctl, "http://"+apiAddr+"/readyz"); err != nil {
+		return fmt.Errorf("testbed: the controller did not start: %w\n%s", err, d.tail("controller"))
+	}
+	token, err := os.ReadFile(filepath.Join(ctlDir, "operator.token"))
+	if err != nil {
+		return fmt.Errorf("testbed: the controller's token: %w", err)
+	}
+	d.cli, err = client.New("http://"+apiAddr, client.Options{Token: strings.TrimSpace(string(token))})
+	return err
+}
+
+// writeObjects writes objects as a YAML file `bulkhead apply -f` takes.
+func writeObjects(path string, objs []api.Object) error {
+	var b strings.Builder
+	for i := range objs {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		y, err := yaml.Marshal(objs[i])
+		if err != nil {
+			return err
+		}
+		b.Write(y)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("testbed: tenants file: %w", err)
+	}
+	return nil
 }
 
 // daemonDir is where a run's control plane keeps its files.

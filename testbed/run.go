@@ -77,6 +77,9 @@ type RunOptions struct {
 	// (their VMs exist, their traffic runs unmanaged): During may apply
 	// them.
 	Undeclared []string
+	// External, if set, runs the agents against an operator's controller
+	// instead of the run's own.
+	External *External
 	// During, if set, runs while the workloads do, from their start, with
 	// a handle on the run's control plane (not with InProcess); an error
 	// fails the run. Its context ends with the workloads.
@@ -308,7 +311,7 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	var during func(context.Context, time.Time) error
 	if o.Daemons {
 		d, err := tb.startDaemons(ctx, sc, o.Mechanism, o.Params, DaemonOptions{Binary: o.Binary, Loss: o.Loss, HTTP: o.AgentHTTP,
-			Trace: o.AgentTrace != nil, Undeclared: o.Undeclared})
+			Trace: o.AgentTrace != nil, Undeclared: o.Undeclared, External: o.External})
 		if err != nil {
 			return nil, err
 		}
@@ -324,7 +327,7 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		}
 		tb.log.Info("controller and host agents started", "mechanism", m.Name(), "agents", len(d.agents))
 	} else {
-		if o.During != nil || len(o.Undeclared) > 0 {
+		if o.During != nil || len(o.Undeclared) > 0 || o.External != nil {
 			return nil, errors.New("testbed: During and Undeclared act on the control plane, which in-process agents do not have")
 		}
 		as, err := tb.startAgents(ctx, m, o.AgentHTTP, o.AgentTrace)

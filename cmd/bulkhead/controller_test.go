@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,7 +31,7 @@ func startController(t *testing.T, dataDir string) (string, func(hard bool)) {
 		}
 	}
 	cmd := exec.Command(bin, "controller", "--data-dir", dataDir, "--listen", addr, "--agents-listen", "127.0.0.1:0")
-	logf, err := os.Create(filepath.Join(t.TempDir(), "controller.log"))
+	logf, err := os.Create(filepath.Join(dataDir, "controller.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestControllerNewcomerPath(t *testing.T) {
 		t.Errorf("apply output:\n%s", out)
 	}
 	out, errOut, code := cli("get", "tenants")
-	if code != 0 || !strings.Contains(out, "batch") || !strings.Contains(out, "900 Mbps") {
+	if code != 0 || !strings.Contains(out, "batch") || !strings.Contains(out, "450 Mbps/VM") {
 		t.Fatalf("get tenants: exit %d\n%s%s", code, out, errOut)
 	}
 	// The same files again: unchanged.
@@ -196,4 +198,104 @@ spec:
 	if strings.Contains(out, "big") || strings.Contains(out, "a1") {
 		t.Errorf("refused objects stored:\n%s", out)
 	}
+}
+
+// TestNewcomerPath is the README's "Operating a cluster" path, as root: a
+// controller with the embedded store, the emulated datacenter's agents
+// under it (testbed run --controller), the scenario's tenants applied
+// from the file the run writes, and `get tenants` showing achieved rates.
+func TestNewcomerPath(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (network namespaces, traffic control): run the tests as root")
+	}
+	dir := t.TempDir()
+	if out, errOut, code := run(t, "", "controller", "init", "--pki", filepath.Join(dir, "pki"), "--host", "s1", "--host", "s2", "--host", "s3"); code != 0 {
+		t.Fatalf("init: %s%s", out, errOut)
+	}
+	url, _ := startController(t, dir)
+	agents := agentsAddrOf(t, dir) // startController lets it pick a port
+
+	tenants := filepath.Join(t.TempDir(), "tenants.yaml")
+	outDir := t.TempDir()
+	tb := exec.Command(bin, "testbed", "run", "../../scenarios/real-join.yaml", "-o", outDir, "--no-plots", "--workload", "builtin",
+		"--controller", url, "--controller-agents", agents, "--token-file", filepath.Join(dir, "operator.token"),
+		"--pki", filepath.Join(dir, "pki"), "--tenants-file", tenants, "--duration", "12s", "--prefix", "tnew"+strconv.Itoa(os.Getpid()%1000))
+	var tbOut strings.Builder
+	tb.Stdout, tb.Stderr = &tbOut, &tbOut
+	if err := tb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tbDone := make(chan error, 1)
+	go func() { tbDone <- tb.Wait() }()
+	t.Cleanup(func() {
+		_ = tb.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-tbDone:
+		case <-time.After(30 * time.Second):
+			_ = tb.Process.Kill()
+		}
+	})
+	cli := func(args ...string) (string, string, int) {
+		return run(t, "", append(args, "--server", url, "--token-file", filepath.Join(dir, "operator.token"))...)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(tenants); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the testbed wrote no tenants file within 60 s:\n%s", tbOut.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, errOut, code := cli("apply", "-f", tenants); code != 0 {
+		t.Fatalf("apply the tenants: %s%s", out, errOut)
+	}
+	time.Sleep(8 * time.Second) // A starts 3 s into the run
+	out, errOut, code := cli("get", "tenants", "-o", "json")
+	if code != 0 {
+		t.Fatalf("get tenants: %s%s", out, errOut)
+	}
+	var list struct {
+		Objects []struct {
+			Metadata struct{ Name string }
+			Status   struct {
+				Achieved, Guarantee float64
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Objects) != 2 {
+		t.Fatalf("get tenants: %d tenants, want A and B:\n%s", len(list.Objects), out)
+	}
+	for _, o := range list.Objects {
+		if o.Status.Achieved <= 0 {
+			t.Errorf("tenant %s: no achieved rate reported:\n%s", o.Metadata.Name, out)
+		}
+	}
+	table, _, _ := cli("get", "tenants")
+	t.Logf("bulkhead get tenants:\n%s", table)
+	if err := <-tbDone; err != nil {
+		t.Errorf("testbed run: %v\n%s", err, tbOut.String())
+	}
+}
+
+// agentsAddrOf reads the agents' address from the controller's log.
+func agentsAddrOf(t *testing.T, dataDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "controller.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if i := strings.Index(l, " agents="); i >= 0 {
+			f := strings.Fields(l[i+1:])[0]
+			_, port, _ := net.SplitHostPort(strings.TrimPrefix(f, "agents="))
+			return "localhost:" + port
+		}
+	}
+	t.Fatalf("no agents address in the controller's log:\n%s", b)
+	return ""
 }

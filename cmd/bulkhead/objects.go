@@ -278,8 +278,8 @@ func printObjects(w io.Writer, kind string, objs []api.Object, out string, singl
 			if st == nil {
 				st = &api.TenantStatus{}
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s", o.Name(), len(ts.VMs), units.FormatRate(st.Guarantee),
-				dash(st.Achieved, units.FormatRate), compliance(st.Compliance), age(o.Metadata.CreationTimestamp))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s", o.Name(), len(ts.VMs), tenantGuarantee(ts, st),
+				dash(st.Achieved, shortRate), compliance(st.Compliance), age(o.Metadata.CreationTimestamp))
 			if wide {
 				var hosts []string
 				for _, v := range ts.VMs {
@@ -348,14 +348,14 @@ func describeTenant(w io.Writer, o *api.Object) {
 	}
 	fmt.Fprintf(w, "Kind:        %s\n", kind)
 	fmt.Fprintf(w, "Guarantee:   %s received in all (sum of its VMs' receive guarantees)\n", units.FormatRate(st.Guarantee))
-	fmt.Fprintf(w, "Achieved:    %s over the last interval\n", dash(st.Achieved, units.FormatRate))
+	fmt.Fprintf(w, "Achieved:    %s over the last interval\n", dash(st.Achieved, shortRate))
 	fmt.Fprintf(w, "Compliance:  %s\n", compliance(st.Compliance))
 	fmt.Fprintln(w, "VMs:")
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tHOST\tIN\tOUT\tRECEIVED\tSENT")
 	for _, v := range st.VMs {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Host, units.FormatRate(v.In), units.FormatRate(v.Out),
-			dash(v.Received, units.FormatRate), dash(v.Sent, units.FormatRate))
+			dash(v.Received, shortRate), dash(v.Sent, shortRate))
 	}
 	tw.Flush()
 	if len(st.Links) > 0 {
@@ -372,6 +372,35 @@ func describeTenant(w io.Writer, o *api.Object) {
 			fmt.Fprintf(w, "  %s: %s\n", g.Appliance, g.Guarantee)
 		}
 	}
+}
+
+// tenantGuarantee is a tenant's receive guarantee for a table: per VM
+// when its VMs have the same, else their sum.
+func tenantGuarantee(ts *api.TenantSpec, st *api.TenantStatus) string {
+	if ts.BestEffort {
+		return "best effort"
+	}
+	same := len(st.VMs) > 0
+	for _, v := range st.VMs {
+		same = same && v.In == st.VMs[0].In
+	}
+	if same {
+		return shortRate(st.VMs[0].In) + "/VM"
+	}
+	return shortRate(st.Guarantee) + " in all"
+}
+
+// shortRate formats bits/s with three significant digits.
+func shortRate(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.3g Gbps", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.3g Mbps", bps/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%.3g Kbps", bps/1e3)
+	}
+	return fmt.Sprintf("%.3g bps", bps)
 }
 
 func dash(v float64, f func(float64) string) string {

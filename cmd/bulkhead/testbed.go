@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -19,6 +22,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/report"
 	"github.com/bulkhead-dc/bulkhead/runner"
+	"github.com/bulkhead-dc/bulkhead/spec"
 	"github.com/bulkhead-dc/bulkhead/testbed"
 	"github.com/spf13/cobra"
 )
@@ -184,6 +188,7 @@ func newTestbedRunCmd() *cobra.Command {
 		trace   string
 		http    string
 		engine  string
+		ext     externalFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml -o DIR",
@@ -201,9 +206,17 @@ down, and write the same report as 'bulkhead sim' (report.json,
 summary.md, timeseries.csv, plots) to DIR.
 
 Rates are link-layer (Ethernet frame) bits/s divided by --scale, the unit
-the link shapers use; iperf3's goodput is about 5% lower.`,
+the link shapers use; iperf3's goodput is about 5% lower.
+
+With --controller URL the agents run under a controller you run
+('bulkhead controller'): the run declares the scenario's cluster and
+servers to it and, with --tenants-file FILE, writes the scenario's
+tenants there for you to apply ('bulkhead apply -f FILE') and watch
+('bulkhead get tenants') while the traffic runs (--duration).`,
 		Example: `  bulkhead testbed run scenarios/pulsar-fig3-network.yaml -o out/fig3-real
-  bulkhead testbed run scenarios/elasticswitch-real-fig5.yaml -o out/es5-real`,
+  bulkhead testbed run scenarios/elasticswitch-real-fig5.yaml -o out/es5-real
+  bulkhead testbed run scenarios/real-join.yaml -o out/join --controller http://127.0.0.1:7470 \
+      --pki /var/lib/bulkhead/pki --tenants-file /tmp/tenants.yaml --duration 60s`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -219,6 +232,12 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 				return err
 			}
 			ro := testbed.RunOptions{Options: f.options(), Mechanism: f.mechanism, Sample: sample, AgentHTTP: http, Workload: engine}
+			if ro.External, err = ext.external(); err != nil {
+				return err
+			}
+			if ext.duration > 0 {
+				s.Spec.Duration = spec.Duration(ext.duration)
+			}
 			var finishTrace func() error
 			if trace != "" {
 				tf, err := os.Create(trace)
@@ -279,7 +298,49 @@ the link shapers use; iperf3's goodput is about 5% lower.`,
 	cmd.Flags().StringVar(&engine, "workload", testbed.WorkloadIperf3, "what runs the flows: iperf3 (one client and server process per flow; tcp and udp) or builtin (all flows in this process: tcp, udp with segmentation offload, and short flows with their completion times)")
 	cmd.Flags().StringVar(&trace, "agent-trace", "", "write every host agent's per-step pair observations and limits to this CSV file")
 	cmd.Flags().StringVar(&http, "agent-http", "", "IP:PORT: host agent i serves /metrics, /state and /healthz on PORT+i")
+	ext.add(cmd)
 	return cmd
+}
+
+// externalFlags point a testbed run at an operator's controller.
+type externalFlags struct {
+	api, agents, tokenFile, pki, tenants string
+	duration                             time.Duration
+}
+
+func (f *externalFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.api, "controller", "", "run the agents under this controller (its operator API URL) instead of the run's own")
+	cmd.Flags().StringVar(&f.agents, "controller-agents", "", "where agents connect to that controller (default: its host, port 7472)")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", filepath.Join(defaultDataDir, tokenFileName), "the operator token of that controller")
+	cmd.Flags().StringVar(&f.pki, "pki", filepath.Join(defaultDataDir, "pki"), "that controller's CA and the servers' host certificates")
+	cmd.Flags().StringVar(&f.tenants, "tenants-file", "", "write the scenario's tenants to this file for you to apply, instead of declaring them")
+	cmd.Flags().DurationVar(&f.duration, "duration", 0, "run the traffic this long instead of the scenario's duration")
+}
+
+func (f *externalFlags) external() (*testbed.External, error) {
+	if f.api == "" {
+		if f.tenants != "" {
+			return nil, errors.New("--tenants-file needs --controller")
+		}
+		return nil, nil
+	}
+	tok, err := os.ReadFile(f.tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("--token-file: %w", err)
+	}
+	agents := f.agents
+	if agents == "" {
+		u, err := url.Parse(f.api)
+		if err != nil || u.Hostname() == "" {
+			return nil, fmt.Errorf("--controller %q: expected http://HOST:PORT", f.api)
+		}
+		host := u.Hostname()
+		if host == "127.0.0.1" {
+			host = "localhost" // the name the controller's certificate has
+		}
+		agents = net.JoinHostPort(host, "7472")
+	}
+	return &testbed.External{API: f.api, Token: strings.TrimSpace(string(tok)), Agents: agents, PKI: f.pki, TenantsFile: f.tenants}, nil
 }
 
 func newTestbedDownCmd() *cobra.Command {
