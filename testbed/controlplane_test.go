@@ -186,7 +186,8 @@ func TestControllerKilledMidRun(t *testing.T) {
 // server's agent ElasticSwitch messages claiming to come from the
 // receiving server's agent, unsigned and signed with a wrong key, 500 a
 // second from 2 s to 8 s. Every one is dropped and counted as "auth", and
-// tenant A keeps its guarantee.
+// tenant A keeps its guarantee. The controller's ports (operator API,
+// agents' gRPC) cannot be reached from the VM at all.
 func TestForgedMessagesFromAVM(t *testing.T) {
 	needRoot(t)
 	sc, tp := loadScenario(t, "../scenarios/real-connections.yaml")
@@ -202,6 +203,22 @@ func TestForgedMessagesFromAVM(t *testing.T) {
 			victim = src.Server
 			to, _ := c.AgentAddr(src.Server)
 			ns, _ := c.VMNamespace("b-tx")
+			apiAddr, agentsAddr := c.ControllerAddrs()
+			for _, a := range []string{apiAddr, agentsAddr} {
+				_, port, _ := net.SplitHostPort(a)
+				for _, host := range []string{"127.0.0.1", to.Addr().String()} {
+					err := ns.Do(func() error {
+						conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, port), 500*time.Millisecond)
+						if err == nil {
+							conn.Close()
+						}
+						return err
+					})
+					if err == nil {
+						return fmt.Errorf("VM b-tx reached a controller port at %s:%s", host, port)
+					}
+				}
+			}
 			if err := c.Sleep(ctx, 2*time.Second); err != nil {
 				return err
 			}

@@ -541,6 +541,20 @@ func (c *RunControl) StartController(ctx context.Context) error {
 	return waitReady(ctx, p, "http://"+addr+"/readyz")
 }
 
+// ControllerAddrs are the run's controller's operator API and agents'
+// addresses (HOST:PORT; "" for an external controller).
+func (c *RunControl) ControllerAddrs() (api, agents string) {
+	for i, a := range c.d.ctlArgs {
+		switch a {
+		case "--listen":
+			api = c.d.ctlArgs[i+1]
+		case "--agents-listen":
+			agents = c.d.ctlArgs[i+1]
+		}
+	}
+	return api, agents
+}
+
 // VMNamespace is the namespace of a VM of the run.
 func (c *RunControl) VMNamespace(vm string) (*dataplane.NS, bool) {
 	v, ok := c.tb.plan.VM(vm)
