@@ -503,15 +503,6 @@ type AgentStats struct {
 	Dropped map[string]float64
 }
 
-// stats reads the in-process agents' statistics.
-func (as *agents) stats(context.Context) ([]AgentStats, error) {
-	var out []AgentStats
-	for _, a := range as.list {
-		out = append(out, AgentStats{Host: a.Snapshot().Host, Steps: a.Steps(), Dropped: a.Dropped()})
-	}
-	return out, nil
-}
-
 func (as *agents) stop() error {
 	as.cancel()
 	as.wg.Wait()

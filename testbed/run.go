@@ -39,8 +39,8 @@ const DefaultSample = 100 * time.Millisecond
 // RunOptions configure Run.
 type RunOptions struct {
 	Options
-	// Mechanism is run by host agents, one per server with VMs, as
-	// goroutines of this process (default: the scenario's). Mechanisms
+	// Mechanism is run by host agents, one `bulkhead agent --controller`
+	// process per server with VMs (default: the scenario's). Mechanisms
 	// host agents cannot run (mech.Capabilities.RealTraffic: a central
 	// controller, VMs' demands, appliances) are refused.
 	Mechanism string
@@ -53,17 +53,11 @@ type RunOptions struct {
 	// AfterRun, if set, is called with the agents' statistics after the
 	// workloads, before the testbed is torn down.
 	AfterRun func([]AgentStats)
-	// InProcess runs the host agents as goroutines of this process on
-	// the limiters and counters the testbed builds, instead of the control
-	// plane's daemons (a controller and one `bulkhead agent --controller`
-	// process per server, which build their own): for tests of the agent
-	// layer alone.
-	InProcess bool
 	// Workload is what runs the flows: WorkloadIperf3 (default) or
 	// WorkloadBuiltin (the generator in this process; see gen.go).
 	Workload string
 	// AgentTrace, if set, receives every agent's per-step trace
-	// (agent.Config.Trace); writes are serialized.
+	// (agent.Config.Trace), each agent's after the other's at the end.
 	AgentTrace io.Writer
 	// Sample is the measurement interval (default: the scenario's
 	// outputs.sample, at least DefaultSample).
@@ -224,10 +218,9 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		return nil, err
 	}
 	o.ForMechanism(m)
-	if o.Daemons = !o.InProcess; o.Daemons {
-		// The agents build limiters, schedulers and loss counters.
-		o.Limiters, o.Schedulers = false, false
-	}
+	// The control plane's agents build limiters, schedulers and loss
+	// counters; the testbed only measures.
+	o.Daemons, o.Limiters, o.Schedulers = true, false, false
 	if o.Sample == 0 {
 		o.Sample = max(time.Duration(sc.Outputs.Sample), DefaultSample)
 	}
@@ -306,42 +299,21 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		}
 		w = iw
 	}
-	// stats reads the agents' statistics at the end of the workloads.
-	var stats func(context.Context) ([]AgentStats, error)
-	var during func(context.Context, time.Time) error
-	if o.Daemons {
-		d, err := tb.startDaemons(ctx, sc, o.Mechanism, o.Params, DaemonOptions{Binary: o.Binary, Loss: o.Loss, HTTP: o.AgentHTTP,
-			Trace: o.AgentTrace != nil, Undeclared: o.Undeclared, External: o.External})
-		if err != nil {
-			return nil, err
-		}
-		defer func() {
-			if derr := d.stop(o.AgentTrace); derr != nil {
-				err = errors.Join(err, derr)
-			}
-		}()
-		stats = d.stats
-		if o.During != nil {
-			hook := o.During
-			during = func(ctx context.Context, t0 time.Time) error { return hook(ctx, &RunControl{T0: t0, d: d, tb: tb}) }
-		}
-		tb.log.Info("controller and host agents started", "mechanism", m.Name(), "agents", len(d.agents))
-	} else {
-		if o.During != nil || len(o.Undeclared) > 0 || o.External != nil {
-			return nil, errors.New("testbed: During and Undeclared act on the control plane, which in-process agents do not have")
-		}
-		as, err := tb.startAgents(ctx, m, o.AgentHTTP, o.AgentTrace)
-		if err != nil {
-			return nil, err
-		}
-		defer func() {
-			if aerr := as.stop(); aerr != nil {
-				err = errors.Join(err, aerr)
-			}
-		}()
-		stats = as.stats
-		tb.log.Info("host agents started", "mechanism", m.Name(), "agents", len(as.list))
+	d, err := tb.startDaemons(ctx, sc, o.Mechanism, o.Params, DaemonOptions{Binary: o.Binary, Loss: o.Loss, HTTP: o.AgentHTTP,
+		Trace: o.AgentTrace != nil, Undeclared: o.Undeclared, External: o.External})
+	if err != nil {
+		return nil, err
 	}
+	defer func() {
+		if derr := d.stop(o.AgentTrace); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}()
+	var during func(context.Context, time.Time) error
+	if o.During != nil {
+		during = func(ctx context.Context, t0 time.Time) error { return o.During(ctx, &RunControl{T0: t0, d: d, tb: tb}) }
+	}
+	tb.log.Info("controller and host agents started", "mechanism", m.Name(), "agents", len(d.agents))
 	in, err := tb.measure(ctx, sc, fl, o, w, during)
 	if err != nil {
 		return nil, err
@@ -356,7 +328,7 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if gen != nil {
 		in.FCTs = gen.completed()
 	}
-	st, err := stats(ctx)
+	st, err := d.stats(ctx)
 	if err != nil {
 		return nil, err
 	}
