@@ -22,8 +22,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,6 +93,10 @@ type Daemon struct {
 	seq      uint64
 	last     map[string][2]float64 // VM totals at the last report
 	lastAt   time.Time
+
+	actMu   sync.Mutex
+	actions Allocations // the central controller's latest actions
+	nact    atomic.Uint64
 }
 
 // running is the agent of one mechanism.
@@ -187,6 +194,9 @@ func (d *Daemon) session(ctx context.Context, addr string) error {
 				if err := d.apply(ctx, s); err != nil {
 					d.log.Error("snapshot not applied; enforcing the previous one", "revision", s.Revision, "err", err)
 				}
+			}
+			if a := m.GetActions(); a != nil {
+				d.takeActions(a)
 			}
 		}
 	}()
@@ -357,3 +367,67 @@ func (d *Daemon) report() *controlpb.Report {
 	r.Stats = stats
 	return r
 }
+
+// MaxAllocations bounds the flow allocations the daemon keeps.
+const MaxAllocations = 100000
+
+// Allocations are the central controller's latest actions for this
+// host's flows (controlpb.Actions, merged over steps): nothing on the
+// host enforces them yet.
+type Allocations struct {
+	// Seq and Revision are those of the latest Actions.
+	Seq      uint64
+	Revision int64
+	// Flows are the allocations in force, tokens/s per path element (one
+	// value: the same on every element).
+	Flows map[mech.FlowID][]float64
+	// DefaultRate and DefaultBySrc are the default rates of flows never
+	// allocated (tokens/s; 0: unlimited).
+	DefaultRate  float64
+	DefaultBySrc map[string]float64
+	// Refused counts allocations not kept (beyond MaxAllocations, or
+	// with a rate that is not finite and non-negative).
+	Refused uint64
+}
+
+// takeActions keeps a central controller's actions.
+func (d *Daemon) takeActions(a *controlpb.Actions) {
+	d.nact.Add(1)
+	d.actMu.Lock()
+	defer d.actMu.Unlock()
+	st := &d.actions
+	if st.Flows == nil {
+		st.Flows = map[mech.FlowID][]float64{}
+	}
+	if a.Part == 0 {
+		st.DefaultRate, st.DefaultBySrc = a.DefaultRate, maps.Clone(a.DefaultBySrc)
+	}
+	st.Seq, st.Revision = a.Seq, a.Revision
+	for _, fa := range a.Allocations {
+		id := mech.FlowID{Src: fa.Src, Dst: fa.Dst}
+		_, known := st.Flows[id]
+		if (!known && len(st.Flows) >= MaxAllocations) || len(fa.Rates) == 0 || slices.ContainsFunc(fa.Rates, func(x float32) bool { return !(x >= 0) || math.IsInf(float64(x), 1) }) {
+			st.Refused++
+			continue
+		}
+		r := make([]float64, len(fa.Rates))
+		for i, x := range fa.Rates {
+			r[i] = float64(x)
+		}
+		st.Flows[id] = r
+	}
+}
+
+// Allocations returns a copy of the central controller's latest actions
+// for this host.
+func (d *Daemon) Allocations() Allocations {
+	d.actMu.Lock()
+	defer d.actMu.Unlock()
+	a := d.actions
+	a.Flows = maps.Clone(a.Flows)
+	a.DefaultBySrc = maps.Clone(a.DefaultBySrc)
+	return a
+}
+
+// ActionsReceived counts the Actions messages received from controllers.
+func (d *Daemon) ActionsReceived() uint64 { return d.nact.Load() }

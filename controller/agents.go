@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bulkhead-dc/bulkhead/api"
 	"github.com/bulkhead-dc/bulkhead/controlpb"
 	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/pki"
@@ -140,7 +139,7 @@ func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMe
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
-	sess := &session{host: host, version: hello.Version, send: make(chan *controlpb.ControllerMessage, 4)}
+	sess := &session{host: host, version: hello.Version, send: make(chan *controlpb.ControllerMessage, 4), last: snap}
 	c.rt.mu.Lock()
 	if old := c.rt.sessions[host]; old != nil {
 		close(old.send) // a host has one session: the newer wins
@@ -161,7 +160,6 @@ func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMe
 		c.met.agents.Dec()
 		c.log.Info("agent disconnected", "host", host)
 	}()
-	sess.last = snap
 	if err := stream.Send(&controlpb.ControllerMessage{Msg: &controlpb.ControllerMessage_Snapshot{Snapshot: snap}}); err != nil {
 		return err
 	}
@@ -203,11 +201,10 @@ func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMe
 
 // snapshotFor builds the snapshot of one host from the store.
 func (c *Controller) snapshotFor(ctx context.Context, host string) (*controlpb.Snapshot, error) {
-	snap, err := load(ctx, c.cfg.Store)
-	if err != nil {
+	snap, cl, err := c.cluster(ctx)
+	if snap == nil {
 		return nil, err
 	}
-	cl, err := api.Build(snap.objs)
 	if err != nil {
 		return nil, fmt.Errorf("the declared cluster is incomplete: %w", err)
 	}
@@ -329,6 +326,9 @@ func (c *Controller) report(host string, r *controlpb.Report) error {
 		return fmt.Errorf("report with %d VMs and %d pairs exceeds the bounds (%d, %d)", len(r.Vms), len(r.Pairs), maxReportVMs, maxReportPairs)
 	}
 	now := c.cfg.Now()
+	if err := c.cen.observe(host, r, now); err != nil {
+		return err
+	}
 	c.met.reports.Inc()
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()

@@ -3,8 +3,6 @@ package controller
 import (
 	"context"
 	"time"
-
-	"github.com/bulkhead-dc/bulkhead/api"
 )
 
 // ComplianceInterval is how often the leader counts whether each tenant
@@ -25,11 +23,7 @@ func (c *Controller) countCompliance(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		snap, err := load(ctx, c.cfg.Store)
-		if err != nil {
-			continue
-		}
-		cl, err := api.Build(snap.objs)
+		_, cl, err := c.cluster(ctx)
 		if err != nil {
 			continue
 		}

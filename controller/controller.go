@@ -71,7 +71,11 @@ type Controller struct {
 	ready   error  // why the controller is not ready (nil: ready)
 	writeMu sync.Mutex
 
-	rt *runtime // connected agents and what they report
+	rt  *runtime // connected agents and what they report
+	cen *central // the cluster's central controller (central.go)
+
+	cacheMu sync.Mutex
+	cache   *built // the stored cluster, built, at its last revision
 }
 
 // New checks the configuration and returns a controller; Run makes it
@@ -89,7 +93,7 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Controller{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), ready: errors.New("not started"), rt: newRuntime()}
+	c := &Controller{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), ready: errors.New("not started"), rt: newRuntime(), cen: newCentral()}
 	c.met = newMetrics(c.reg)
 	return c, nil
 }
@@ -135,13 +139,15 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // lead runs the leader's loops until leadership ends: agents get a new
-// snapshot whenever the store changes, and tenants' compliance is
-// counted every ComplianceInterval.
+// snapshot whenever the store changes, tenants' compliance is counted
+// every ComplianceInterval, and the cluster's central controller, if its
+// mechanism has one, runs (runCentral).
 func (c *Controller) lead(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); c.watchStore(ctx) }()
 	go func() { defer wg.Done(); c.countCompliance(ctx) }()
+	go func() { defer wg.Done(); c.runCentral(ctx) }()
 	wg.Wait()
 	// Agents connected to a former leader reconnect to the new one.
 	c.rt.mu.Lock()

@@ -288,3 +288,33 @@ func encode(o *api.Object) (store.Object, error) {
 	}
 	return store.Object{Key: key(o), Data: b}, nil
 }
+
+// built is the stored cluster at one revision, built (cl nil, err set when
+// the declared objects do not make a cluster yet).
+type built struct {
+	snap *snapshot
+	cl   *api.Cluster
+	err  error
+}
+
+// cluster returns the stored cluster, built, rebuilding it only when the
+// store's revision moved: every agent's snapshot and every compliance
+// count would otherwise decode and build the whole cluster again.
+func (c *Controller) cluster(ctx context.Context) (*snapshot, *api.Cluster, error) {
+	_, rev, err := c.cfg.Store.List(ctx, api.KindCluster)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the store: %w", err)
+	}
+	c.cacheMu.Lock()
+	defer c.cacheMu.Unlock()
+	if b := c.cache; b != nil && b.snap.rev == rev {
+		return b.snap, b.cl, b.err
+	}
+	snap, err := load(ctx, c.cfg.Store)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, berr := api.Build(snap.objs)
+	c.cache = &built{snap: snap, cl: cl, err: berr}
+	return snap, cl, berr
+}

@@ -1,9 +1,10 @@
 package controller
 
 import (
+	"maps"
+
 	"github.com/bulkhead-dc/bulkhead/api"
 	"github.com/bulkhead-dc/bulkhead/place"
-	"maps"
 )
 
 // fillStatus sets the status of the tenants and hosts in objs from the

@@ -184,10 +184,16 @@ type Report struct {
 	UnixNano      int64                  `protobuf:"varint,2,opt,name=unix_nano,json=unixNano,proto3" json:"unix_nano,omitempty"`
 	PeriodSeconds float64                `protobuf:"fixed64,3,opt,name=period_seconds,json=periodSeconds,proto3" json:"period_seconds,omitempty"`
 	// revision is the model revision the agent enforces.
-	Revision      int64        `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
-	Vms           []*VMRates   `protobuf:"bytes,5,rep,name=vms,proto3" json:"vms,omitempty"`
-	Pairs         []*PairRates `protobuf:"bytes,6,rep,name=pairs,proto3" json:"pairs,omitempty"`
-	Stats         *AgentStats  `protobuf:"bytes,7,opt,name=stats,proto3" json:"stats,omitempty"`
+	Revision int64        `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	Vms      []*VMRates   `protobuf:"bytes,5,rep,name=vms,proto3" json:"vms,omitempty"`
+	Pairs    []*PairRates `protobuf:"bytes,6,rep,name=pairs,proto3" json:"pairs,omitempty"`
+	Stats    *AgentStats  `protobuf:"bytes,7,opt,name=stats,proto3" json:"stats,omitempty"`
+	// flows are the host's enforcers' measurements of the flows whose
+	// source VM is on the host (Pulsar §4.2; mech.FlowObs), for a central
+	// controller. At most 100,000.
+	Flows []*FlowObs `protobuf:"bytes,8,rep,name=flows,proto3" json:"flows,omitempty"`
+	// vm_obs are the host's VMs' I/O as mech.VMObs (DRX's platform manager).
+	VmObs         []*VMObs `protobuf:"bytes,9,rep,name=vm_obs,json=vmObs,proto3" json:"vm_obs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -271,6 +277,241 @@ func (x *Report) GetStats() *AgentStats {
 	return nil
 }
 
+func (x *Report) GetFlows() []*FlowObs {
+	if x != nil {
+		return x.Flows
+	}
+	return nil
+}
+
+func (x *Report) GetVmObs() []*VMObs {
+	if x != nil {
+		return x.VmObs
+	}
+	return nil
+}
+
+// FlowObs is one flow over the interval (mech.FlowObs): a VM pair, or a
+// VM and an appliance (dst is then the appliance's name). The controller
+// takes the tenant from the declared model (the source VM's), so a host
+// cannot speak for another tenant. Every vector counts tokens per path
+// element and is compact: empty means zero on every element, one entry
+// the same value on every element (a VM-to-VM flow: bytes on every link),
+// otherwise one entry per path element.
+type FlowObs struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Src   string                 `protobuf:"bytes,1,opt,name=src,proto3" json:"src,omitempty"`
+	Dst   string                 `protobuf:"bytes,2,opt,name=dst,proto3" json:"dst,omitempty"`
+	// path is the flow's path, each element packed as resource × 4 + role
+	// (resource: an index into the controller's resources, links of the
+	// cluster's topology then appliances in the model's order; role:
+	// mech.PathRole, 0 forward, 1 reverse, 2 appliance). Empty: the
+	// controller's own route (the source VM's server to the destination's,
+	// the ECMP path admission reserved on; to an appliance and back).
+	Path []uint32 `protobuf:"varint,3,rep,packed,name=path,proto3" json:"path,omitempty"`
+	// used is tokens consumed per second; backlog the tokens queued at the
+	// enforcer at the end of the interval; queued and outstanding the
+	// average tokens queued at the enforcer and outstanding beyond it.
+	Used        []float32 `protobuf:"fixed32,4,rep,packed,name=used,proto3" json:"used,omitempty"`
+	Backlog     []float32 `protobuf:"fixed32,5,rep,packed,name=backlog,proto3" json:"backlog,omitempty"`
+	Queued      []float32 `protobuf:"fixed32,6,rep,packed,name=queued,proto3" json:"queued,omitempty"`
+	Outstanding []float32 `protobuf:"fixed32,7,rep,packed,name=outstanding,proto3" json:"outstanding,omitempty"`
+	// allocation is the allocation in force, tokens/s per element (empty:
+	// the flow ran at its default rate).
+	Allocation    []float32 `protobuf:"fixed32,8,rep,packed,name=allocation,proto3" json:"allocation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowObs) Reset() {
+	*x = FlowObs{}
+	mi := &file_control_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowObs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowObs) ProtoMessage() {}
+
+func (x *FlowObs) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowObs.ProtoReflect.Descriptor instead.
+func (*FlowObs) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FlowObs) GetSrc() string {
+	if x != nil {
+		return x.Src
+	}
+	return ""
+}
+
+func (x *FlowObs) GetDst() string {
+	if x != nil {
+		return x.Dst
+	}
+	return ""
+}
+
+func (x *FlowObs) GetPath() []uint32 {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *FlowObs) GetUsed() []float32 {
+	if x != nil {
+		return x.Used
+	}
+	return nil
+}
+
+func (x *FlowObs) GetBacklog() []float32 {
+	if x != nil {
+		return x.Backlog
+	}
+	return nil
+}
+
+func (x *FlowObs) GetQueued() []float32 {
+	if x != nil {
+		return x.Queued
+	}
+	return nil
+}
+
+func (x *FlowObs) GetOutstanding() []float32 {
+	if x != nil {
+		return x.Outstanding
+	}
+	return nil
+}
+
+func (x *FlowObs) GetAllocation() []float32 {
+	if x != nil {
+		return x.Allocation
+	}
+	return nil
+}
+
+// VMObs is one VM's I/O over the interval (mech.VMObs), bits/s.
+type VMObs struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Vm        string                 `protobuf:"bytes,1,opt,name=vm,proto3" json:"vm,omitempty"`
+	InArrival float64                `protobuf:"fixed64,2,opt,name=in_arrival,json=inArrival,proto3" json:"in_arrival,omitempty"`
+	InRate    float64                `protobuf:"fixed64,3,opt,name=in_rate,json=inRate,proto3" json:"in_rate,omitempty"`
+	InDrops   float64                `protobuf:"fixed64,4,opt,name=in_drops,json=inDrops,proto3" json:"in_drops,omitempty"`
+	OutRate   float64                `protobuf:"fixed64,5,opt,name=out_rate,json=outRate,proto3" json:"out_rate,omitempty"`
+	DropSrc   string                 `protobuf:"bytes,6,opt,name=drop_src,json=dropSrc,proto3" json:"drop_src,omitempty"`
+	// out_demand and in_demand: what the VM's applications offered (+Inf:
+	// unbounded; 0: unknown).
+	OutDemand     float64 `protobuf:"fixed64,7,opt,name=out_demand,json=outDemand,proto3" json:"out_demand,omitempty"`
+	InDemand      float64 `protobuf:"fixed64,8,opt,name=in_demand,json=inDemand,proto3" json:"in_demand,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VMObs) Reset() {
+	*x = VMObs{}
+	mi := &file_control_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VMObs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VMObs) ProtoMessage() {}
+
+func (x *VMObs) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VMObs.ProtoReflect.Descriptor instead.
+func (*VMObs) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *VMObs) GetVm() string {
+	if x != nil {
+		return x.Vm
+	}
+	return ""
+}
+
+func (x *VMObs) GetInArrival() float64 {
+	if x != nil {
+		return x.InArrival
+	}
+	return 0
+}
+
+func (x *VMObs) GetInRate() float64 {
+	if x != nil {
+		return x.InRate
+	}
+	return 0
+}
+
+func (x *VMObs) GetInDrops() float64 {
+	if x != nil {
+		return x.InDrops
+	}
+	return 0
+}
+
+func (x *VMObs) GetOutRate() float64 {
+	if x != nil {
+		return x.OutRate
+	}
+	return 0
+}
+
+func (x *VMObs) GetDropSrc() string {
+	if x != nil {
+		return x.DropSrc
+	}
+	return ""
+}
+
+func (x *VMObs) GetOutDemand() float64 {
+	if x != nil {
+		return x.OutDemand
+	}
+	return 0
+}
+
+func (x *VMObs) GetInDemand() float64 {
+	if x != nil {
+		return x.InDemand
+	}
+	return 0
+}
+
 // VMRates are one of the host's VMs' rates, bits/s.
 type VMRates struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -283,7 +524,7 @@ type VMRates struct {
 
 func (x *VMRates) Reset() {
 	*x = VMRates{}
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +536,7 @@ func (x *VMRates) String() string {
 func (*VMRates) ProtoMessage() {}
 
 func (x *VMRates) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +549,7 @@ func (x *VMRates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VMRates.ProtoReflect.Descriptor instead.
 func (*VMRates) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{3}
+	return file_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *VMRates) GetVm() string {
@@ -348,7 +589,7 @@ type PairRates struct {
 
 func (x *PairRates) Reset() {
 	*x = PairRates{}
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +601,7 @@ func (x *PairRates) String() string {
 func (*PairRates) ProtoMessage() {}
 
 func (x *PairRates) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +614,7 @@ func (x *PairRates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PairRates.ProtoReflect.Descriptor instead.
 func (*PairRates) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{4}
+	return file_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PairRates) GetSrc() string {
@@ -435,7 +676,7 @@ type AgentStats struct {
 
 func (x *AgentStats) Reset() {
 	*x = AgentStats{}
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +688,7 @@ func (x *AgentStats) String() string {
 func (*AgentStats) ProtoMessage() {}
 
 func (x *AgentStats) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +701,7 @@ func (x *AgentStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStats.ProtoReflect.Descriptor instead.
 func (*AgentStats) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{5}
+	return file_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentStats) GetSteps() uint64 {
@@ -518,7 +759,7 @@ type ControllerMessage struct {
 
 func (x *ControllerMessage) Reset() {
 	*x = ControllerMessage{}
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +771,7 @@ func (x *ControllerMessage) String() string {
 func (*ControllerMessage) ProtoMessage() {}
 
 func (x *ControllerMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +784,7 @@ func (x *ControllerMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerMessage.ProtoReflect.Descriptor instead.
 func (*ControllerMessage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{6}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ControllerMessage) GetMsg() isControllerMessage_Msg {
@@ -612,7 +853,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +865,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +878,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Snapshot) GetRevision() int64 {
@@ -702,7 +943,7 @@ type Peer struct {
 
 func (x *Peer) Reset() {
 	*x = Peer{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +955,7 @@ func (x *Peer) String() string {
 func (*Peer) ProtoMessage() {}
 
 func (x *Peer) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +968,7 @@ func (x *Peer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Peer.ProtoReflect.Descriptor instead.
 func (*Peer) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Peer) GetHost() string {
@@ -758,18 +999,32 @@ func (x *Peer) GetKey() []byte {
 	return nil
 }
 
-// Actions are a central controller's allocations for this host.
+// Actions are a central controller's allocations for this host: for the
+// flows whose source VM is on it. Flows not listed keep their allocation;
+// flows never allocated run at their source VM's rate in default_by_src,
+// or else at default_rate (tokens/s on every element of their path; 0:
+// unlimited). One step's actions may come in several messages with the
+// same seq (at most 10,000 allocations each); part counts them from 0
+// and last marks the final one.
 type Actions struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Limits        []*PairLimit           `protobuf:"bytes,2,rep,name=limits,proto3" json:"limits,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Limits      []*PairLimit           `protobuf:"bytes,2,rep,name=limits,proto3" json:"limits,omitempty"`
+	Allocations []*FlowAllocation      `protobuf:"bytes,3,rep,name=allocations,proto3" json:"allocations,omitempty"`
+	DefaultRate float64                `protobuf:"fixed64,4,opt,name=default_rate,json=defaultRate,proto3" json:"default_rate,omitempty"`
+	// default_by_src replaces the previous step's (for this host's VMs).
+	DefaultBySrc map[string]float64 `protobuf:"bytes,5,rep,name=default_by_src,json=defaultBySrc,proto3" json:"default_by_src,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	Part         uint32             `protobuf:"varint,6,opt,name=part,proto3" json:"part,omitempty"`
+	Last         bool               `protobuf:"varint,7,opt,name=last,proto3" json:"last,omitempty"`
+	// revision is the model revision the controller allocated for.
+	Revision      int64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Actions) Reset() {
 	*x = Actions{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +1036,7 @@ func (x *Actions) String() string {
 func (*Actions) ProtoMessage() {}
 
 func (x *Actions) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +1049,7 @@ func (x *Actions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Actions.ProtoReflect.Descriptor instead.
 func (*Actions) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Actions) GetSeq() uint64 {
@@ -807,6 +1062,111 @@ func (x *Actions) GetSeq() uint64 {
 func (x *Actions) GetLimits() []*PairLimit {
 	if x != nil {
 		return x.Limits
+	}
+	return nil
+}
+
+func (x *Actions) GetAllocations() []*FlowAllocation {
+	if x != nil {
+		return x.Allocations
+	}
+	return nil
+}
+
+func (x *Actions) GetDefaultRate() float64 {
+	if x != nil {
+		return x.DefaultRate
+	}
+	return 0
+}
+
+func (x *Actions) GetDefaultBySrc() map[string]float64 {
+	if x != nil {
+		return x.DefaultBySrc
+	}
+	return nil
+}
+
+func (x *Actions) GetPart() uint32 {
+	if x != nil {
+		return x.Part
+	}
+	return 0
+}
+
+func (x *Actions) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+func (x *Actions) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+// FlowAllocation is a flow's allocation (mech.FlowAllocation): tokens/s
+// per element of its path, compact like FlowObs' vectors (one entry: the
+// same on every element).
+type FlowAllocation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Src           string                 `protobuf:"bytes,1,opt,name=src,proto3" json:"src,omitempty"`
+	Dst           string                 `protobuf:"bytes,2,opt,name=dst,proto3" json:"dst,omitempty"`
+	Rates         []float32              `protobuf:"fixed32,3,rep,packed,name=rates,proto3" json:"rates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowAllocation) Reset() {
+	*x = FlowAllocation{}
+	mi := &file_control_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowAllocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowAllocation) ProtoMessage() {}
+
+func (x *FlowAllocation) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowAllocation.ProtoReflect.Descriptor instead.
+func (*FlowAllocation) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *FlowAllocation) GetSrc() string {
+	if x != nil {
+		return x.Src
+	}
+	return ""
+}
+
+func (x *FlowAllocation) GetDst() string {
+	if x != nil {
+		return x.Dst
+	}
+	return ""
+}
+
+func (x *FlowAllocation) GetRates() []float32 {
+	if x != nil {
+		return x.Rates
 	}
 	return nil
 }
@@ -824,7 +1184,7 @@ type PairLimit struct {
 
 func (x *PairLimit) Reset() {
 	*x = PairLimit{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1196,7 @@ func (x *PairLimit) String() string {
 func (*PairLimit) ProtoMessage() {}
 
 func (x *PairLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1209,7 @@ func (x *PairLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PairLimit.ProtoReflect.Descriptor instead.
 func (*PairLimit) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PairLimit) GetSrc() string {
@@ -885,7 +1245,7 @@ const file_control_proto_rawDesc = "" +
 	"\x05Hello\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\x03R\brevision\"\x97\x02\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"\xfe\x02\n" +
 	"\x06Report\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1b\n" +
 	"\tunix_nano\x18\x02 \x01(\x03R\bunixNano\x12%\n" +
@@ -893,7 +1253,31 @@ const file_control_proto_rawDesc = "" +
 	"\brevision\x18\x04 \x01(\x03R\brevision\x12.\n" +
 	"\x03vms\x18\x05 \x03(\v2\x1c.bulkhead.control.v1.VMRatesR\x03vms\x124\n" +
 	"\x05pairs\x18\x06 \x03(\v2\x1e.bulkhead.control.v1.PairRatesR\x05pairs\x125\n" +
-	"\x05stats\x18\a \x01(\v2\x1f.bulkhead.control.v1.AgentStatsR\x05stats\"I\n" +
+	"\x05stats\x18\a \x01(\v2\x1f.bulkhead.control.v1.AgentStatsR\x05stats\x122\n" +
+	"\x05flows\x18\b \x03(\v2\x1c.bulkhead.control.v1.FlowObsR\x05flows\x121\n" +
+	"\x06vm_obs\x18\t \x03(\v2\x1a.bulkhead.control.v1.VMObsR\x05vmObs\"\xc9\x01\n" +
+	"\aFlowObs\x12\x10\n" +
+	"\x03src\x18\x01 \x01(\tR\x03src\x12\x10\n" +
+	"\x03dst\x18\x02 \x01(\tR\x03dst\x12\x12\n" +
+	"\x04path\x18\x03 \x03(\rR\x04path\x12\x12\n" +
+	"\x04used\x18\x04 \x03(\x02R\x04used\x12\x18\n" +
+	"\abacklog\x18\x05 \x03(\x02R\abacklog\x12\x16\n" +
+	"\x06queued\x18\x06 \x03(\x02R\x06queued\x12 \n" +
+	"\voutstanding\x18\a \x03(\x02R\voutstanding\x12\x1e\n" +
+	"\n" +
+	"allocation\x18\b \x03(\x02R\n" +
+	"allocation\"\xdc\x01\n" +
+	"\x05VMObs\x12\x0e\n" +
+	"\x02vm\x18\x01 \x01(\tR\x02vm\x12\x1d\n" +
+	"\n" +
+	"in_arrival\x18\x02 \x01(\x01R\tinArrival\x12\x17\n" +
+	"\ain_rate\x18\x03 \x01(\x01R\x06inRate\x12\x19\n" +
+	"\bin_drops\x18\x04 \x01(\x01R\ainDrops\x12\x19\n" +
+	"\bout_rate\x18\x05 \x01(\x01R\aoutRate\x12\x19\n" +
+	"\bdrop_src\x18\x06 \x01(\tR\adropSrc\x12\x1d\n" +
+	"\n" +
+	"out_demand\x18\a \x01(\x01R\toutDemand\x12\x1b\n" +
+	"\tin_demand\x18\b \x01(\x01R\binDemand\"I\n" +
 	"\aVMRates\x12\x0e\n" +
 	"\x02vm\x18\x01 \x01(\tR\x02vm\x12\x1a\n" +
 	"\breceived\x18\x02 \x01(\x01R\breceived\x12\x12\n" +
@@ -934,10 +1318,23 @@ const file_control_proto_rawDesc = "" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\rR\x04port\x12\x10\n" +
-	"\x03key\x18\x04 \x01(\fR\x03key\"S\n" +
+	"\x03key\x18\x04 \x01(\fR\x03key\"\x98\x03\n" +
 	"\aActions\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x126\n" +
-	"\x06limits\x18\x02 \x03(\v2\x1e.bulkhead.control.v1.PairLimitR\x06limits\"C\n" +
+	"\x06limits\x18\x02 \x03(\v2\x1e.bulkhead.control.v1.PairLimitR\x06limits\x12E\n" +
+	"\vallocations\x18\x03 \x03(\v2#.bulkhead.control.v1.FlowAllocationR\vallocations\x12!\n" +
+	"\fdefault_rate\x18\x04 \x01(\x01R\vdefaultRate\x12T\n" +
+	"\x0edefault_by_src\x18\x05 \x03(\v2..bulkhead.control.v1.Actions.DefaultBySrcEntryR\fdefaultBySrc\x12\x12\n" +
+	"\x04part\x18\x06 \x01(\rR\x04part\x12\x12\n" +
+	"\x04last\x18\a \x01(\bR\x04last\x12\x1a\n" +
+	"\brevision\x18\b \x01(\x03R\brevision\x1a?\n" +
+	"\x11DefaultBySrcEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"J\n" +
+	"\x0eFlowAllocation\x12\x10\n" +
+	"\x03src\x18\x01 \x01(\tR\x03src\x12\x10\n" +
+	"\x03dst\x18\x02 \x01(\tR\x03dst\x12\x14\n" +
+	"\x05rates\x18\x03 \x03(\x02R\x05rates\"C\n" +
 	"\tPairLimit\x12\x10\n" +
 	"\x03src\x18\x01 \x01(\tR\x03src\x12\x10\n" +
 	"\x03dst\x18\x02 \x01(\tR\x03dst\x12\x12\n" +
@@ -957,39 +1354,47 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_control_proto_goTypes = []any{
 	(*AgentMessage)(nil),      // 0: bulkhead.control.v1.AgentMessage
 	(*Hello)(nil),             // 1: bulkhead.control.v1.Hello
 	(*Report)(nil),            // 2: bulkhead.control.v1.Report
-	(*VMRates)(nil),           // 3: bulkhead.control.v1.VMRates
-	(*PairRates)(nil),         // 4: bulkhead.control.v1.PairRates
-	(*AgentStats)(nil),        // 5: bulkhead.control.v1.AgentStats
-	(*ControllerMessage)(nil), // 6: bulkhead.control.v1.ControllerMessage
-	(*Snapshot)(nil),          // 7: bulkhead.control.v1.Snapshot
-	(*Peer)(nil),              // 8: bulkhead.control.v1.Peer
-	(*Actions)(nil),           // 9: bulkhead.control.v1.Actions
-	(*PairLimit)(nil),         // 10: bulkhead.control.v1.PairLimit
-	nil,                       // 11: bulkhead.control.v1.AgentStats.DroppedEntry
+	(*FlowObs)(nil),           // 3: bulkhead.control.v1.FlowObs
+	(*VMObs)(nil),             // 4: bulkhead.control.v1.VMObs
+	(*VMRates)(nil),           // 5: bulkhead.control.v1.VMRates
+	(*PairRates)(nil),         // 6: bulkhead.control.v1.PairRates
+	(*AgentStats)(nil),        // 7: bulkhead.control.v1.AgentStats
+	(*ControllerMessage)(nil), // 8: bulkhead.control.v1.ControllerMessage
+	(*Snapshot)(nil),          // 9: bulkhead.control.v1.Snapshot
+	(*Peer)(nil),              // 10: bulkhead.control.v1.Peer
+	(*Actions)(nil),           // 11: bulkhead.control.v1.Actions
+	(*FlowAllocation)(nil),    // 12: bulkhead.control.v1.FlowAllocation
+	(*PairLimit)(nil),         // 13: bulkhead.control.v1.PairLimit
+	nil,                       // 14: bulkhead.control.v1.AgentStats.DroppedEntry
+	nil,                       // 15: bulkhead.control.v1.Actions.DefaultBySrcEntry
 }
 var file_control_proto_depIdxs = []int32{
 	1,  // 0: bulkhead.control.v1.AgentMessage.hello:type_name -> bulkhead.control.v1.Hello
 	2,  // 1: bulkhead.control.v1.AgentMessage.report:type_name -> bulkhead.control.v1.Report
-	3,  // 2: bulkhead.control.v1.Report.vms:type_name -> bulkhead.control.v1.VMRates
-	4,  // 3: bulkhead.control.v1.Report.pairs:type_name -> bulkhead.control.v1.PairRates
-	5,  // 4: bulkhead.control.v1.Report.stats:type_name -> bulkhead.control.v1.AgentStats
-	11, // 5: bulkhead.control.v1.AgentStats.dropped:type_name -> bulkhead.control.v1.AgentStats.DroppedEntry
-	7,  // 6: bulkhead.control.v1.ControllerMessage.snapshot:type_name -> bulkhead.control.v1.Snapshot
-	9,  // 7: bulkhead.control.v1.ControllerMessage.actions:type_name -> bulkhead.control.v1.Actions
-	8,  // 8: bulkhead.control.v1.Snapshot.peers:type_name -> bulkhead.control.v1.Peer
-	10, // 9: bulkhead.control.v1.Actions.limits:type_name -> bulkhead.control.v1.PairLimit
-	0,  // 10: bulkhead.control.v1.Control.Session:input_type -> bulkhead.control.v1.AgentMessage
-	6,  // 11: bulkhead.control.v1.Control.Session:output_type -> bulkhead.control.v1.ControllerMessage
-	11, // [11:12] is the sub-list for method output_type
-	10, // [10:11] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	5,  // 2: bulkhead.control.v1.Report.vms:type_name -> bulkhead.control.v1.VMRates
+	6,  // 3: bulkhead.control.v1.Report.pairs:type_name -> bulkhead.control.v1.PairRates
+	7,  // 4: bulkhead.control.v1.Report.stats:type_name -> bulkhead.control.v1.AgentStats
+	3,  // 5: bulkhead.control.v1.Report.flows:type_name -> bulkhead.control.v1.FlowObs
+	4,  // 6: bulkhead.control.v1.Report.vm_obs:type_name -> bulkhead.control.v1.VMObs
+	14, // 7: bulkhead.control.v1.AgentStats.dropped:type_name -> bulkhead.control.v1.AgentStats.DroppedEntry
+	9,  // 8: bulkhead.control.v1.ControllerMessage.snapshot:type_name -> bulkhead.control.v1.Snapshot
+	11, // 9: bulkhead.control.v1.ControllerMessage.actions:type_name -> bulkhead.control.v1.Actions
+	10, // 10: bulkhead.control.v1.Snapshot.peers:type_name -> bulkhead.control.v1.Peer
+	13, // 11: bulkhead.control.v1.Actions.limits:type_name -> bulkhead.control.v1.PairLimit
+	12, // 12: bulkhead.control.v1.Actions.allocations:type_name -> bulkhead.control.v1.FlowAllocation
+	15, // 13: bulkhead.control.v1.Actions.default_by_src:type_name -> bulkhead.control.v1.Actions.DefaultBySrcEntry
+	0,  // 14: bulkhead.control.v1.Control.Session:input_type -> bulkhead.control.v1.AgentMessage
+	8,  // 15: bulkhead.control.v1.Control.Session:output_type -> bulkhead.control.v1.ControllerMessage
+	15, // [15:16] is the sub-list for method output_type
+	14, // [14:15] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1001,7 +1406,7 @@ func file_control_proto_init() {
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Report)(nil),
 	}
-	file_control_proto_msgTypes[6].OneofWrappers = []any{
+	file_control_proto_msgTypes[8].OneofWrappers = []any{
 		(*ControllerMessage_Snapshot)(nil),
 		(*ControllerMessage_Actions)(nil),
 	}
@@ -1011,7 +1416,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

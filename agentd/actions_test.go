@@ -1,0 +1,73 @@
+package agentd_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bulkhead-dc/bulkhead/agentd"
+	"github.com/bulkhead-dc/bulkhead/api"
+	"github.com/bulkhead-dc/bulkhead/datapath"
+	"github.com/bulkhead-dc/bulkhead/datapath/fake"
+	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/all"
+	"github.com/bulkhead-dc/bulkhead/model"
+	"github.com/bulkhead-dc/bulkhead/pki"
+)
+
+// TestAgentKeepsCentralActions: under a mechanism with a central
+// controller (Pulsar), the daemon receives the controller's actions every
+// interval and keeps the latest for its host; default rates name only
+// its own VMs.
+func TestAgentKeepsCentralActions(t *testing.T) {
+	cl := newCluster(t)
+	cl.apply(obj(api.KindCluster, api.ClusterName, &api.ClusterSpec{
+		Topology:  mustTopology(t),
+		Mechanism: api.Mechanism{Name: "pulsar", Params: map[string]any{"interval": "100ms"}},
+	}))
+	objs := []api.Object{}
+	for _, h := range []string{"s1", "s2"} {
+		objs = append(objs, obj(api.KindHost, h, &api.HostSpec{Address: mustAddr("127.0.0.1"), Port: cl.ports[h]}))
+	}
+	objs = append(objs, tenant("a", "a1", "s1", "10.0.0.1", "a2", "s2", "10.0.0.2"))
+	cl.apply(objs...)
+	own := map[string]string{"s1": "a1", "s2": "a2"}
+	for _, host := range []string{"s1", "s2"} {
+		t.Run(host, func(t *testing.T) {
+			tc, err := pki.ClientTLS(cl.pki, host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := agentd.New(agentd.Config{
+				Host: host, Controllers: []string{cl.addr}, TLS: tc, ReportEvery: 100 * time.Millisecond,
+				Mechanism: all.New, Version: "test",
+				Path: func(*model.Model, mech.Mechanism) (datapath.Host, error) {
+					return fake.New(fake.Options{Limiters: true}), nil
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = d.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			waitFor(t, "three actions", func() bool { return d.ActionsReceived() >= 3 })
+			a := d.Allocations()
+			// Three steps' actions, the latest kept: its seq is at least 3.
+			if a.Seq < 3 || a.Revision == 0 || a.Refused != 0 || !(a.DefaultRate > 0) {
+				t.Errorf("actions kept: seq %d, revision %d, %d refused, default rate %v (Pulsar's default rate: > 0)", a.Seq, a.Revision, a.Refused, a.DefaultRate)
+			}
+			for vm := range a.DefaultBySrc {
+				if vm != own[host] {
+					t.Errorf("host %s got a default rate for VM %s of another host", host, vm)
+				}
+			}
+			for f := range a.Flows {
+				if f.Src != own[host] {
+					t.Errorf("host %s got an allocation for flow %s->%s", host, f.Src, f.Dst)
+				}
+			}
+		})
+	}
+}
