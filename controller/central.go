@@ -213,19 +213,10 @@ func (c *Controller) refreshCentral(ctx context.Context) error {
 		cen.digest = digest
 		return nil
 	}
-	links := make([]mech.ResourceInfo, 0, len(cl.Topology.Links))
-	for _, l := range cl.Topology.Links {
-		links = append(links, mech.ResourceInfo{ID: l.Name, Kind: mech.LinkResource, Capacity: l.Capacity / 8})
-	}
-	lr, err := place.Reservations(scenarioOf(cl), cl.Topology)
+	links := drive.LinkResources(cl.Topology, 0, 0)
+	res, err := place.MechReservations(scenarioOf(cl), cl.Topology)
 	if err != nil {
 		return fmt.Errorf("reservations: %w", err)
-	}
-	res := []mech.Reservation{} // none reserved, but known
-	for _, l := range lr {
-		for _, t := range l.Tenants {
-			res = append(res, mech.Reservation{Tenant: t.Tenant, Resource: l.Link, Rate: t.Rate})
-		}
 	}
 	env := drive.ControllerEnv(cl.Model, links, res)
 	pj, err := json.Marshal(cl.Spec.Mechanism.Params)

@@ -185,3 +185,21 @@ func AdmitWithHeadroom(s *spec.Scenario, t *topo.Topology, headroom float64, who
 	}
 	return errors.Join(errs...)
 }
+
+// MechReservations are the hose-model reservations of a scenario's
+// tenants on the topology's links as central controllers take them (a
+// tenant's rate per link ID); an empty, non-nil list when nothing is
+// reserved.
+func MechReservations(s *spec.Scenario, t *topo.Topology) ([]mech.Reservation, error) {
+	lr, err := Reservations(s, t)
+	if err != nil {
+		return nil, err
+	}
+	out := []mech.Reservation{} // none reserved, but known
+	for _, l := range lr {
+		for _, tr := range l.Tenants {
+			out = append(out, mech.Reservation{Tenant: tr.Tenant, Resource: l.Link, Rate: tr.Rate})
+		}
+	}
+	return out, nil
+}

@@ -80,17 +80,7 @@ func checkMechanism(sc *spec.Scenario, tp *topo.Topology) error {
 // Reservations returns the scenario's hose reservations (place.Reservations)
 // as a central controller sees them.
 func Reservations(s *Scenario) ([]mech.Reservation, error) {
-	lr, err := place.Reservations(s.Spec, s.Topo)
-	if err != nil {
-		return nil, err
-	}
-	out := []mech.Reservation{} // none reserved, but known
-	for _, l := range lr {
-		for _, t := range l.Tenants {
-			out = append(out, mech.Reservation{Tenant: t.Tenant, Resource: l.Link, Rate: t.Rate})
-		}
-	}
-	return out, nil
+	return place.MechReservations(s.Spec, s.Topo)
 }
 
 // Options for a run.

@@ -31,11 +31,7 @@ type controllerState struct {
 }
 
 func (e *engine) buildController() error {
-	links := make([]mech.ResourceInfo, 0, len(e.tp.Links))
-	for _, l := range e.tp.Links {
-		links = append(links, mech.ResourceInfo{ID: l.Name, Kind: mech.LinkResource, Capacity: l.Capacity / 8,
-			Queues: e.sc.Network.Queues(), MaxWeight: e.sc.Network.QueueWeightMax})
-	}
+	links := drive.LinkResources(e.tp, e.sc.Network.Queues(), e.sc.Network.QueueWeightMax)
 	drv, err := drive.NewController(e.opts.Mechanism, drive.ControllerEnv(e.model, links, e.opts.Reservations))
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)

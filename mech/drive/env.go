@@ -6,6 +6,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/model"
+	"github.com/bulkhead-dc/bulkhead/topo"
 )
 
 // Env builds the environment of the agent on host from the declared model:
@@ -100,4 +101,16 @@ func ControllerEnv(m *model.Model, links []mech.ResourceInfo, reservations []mec
 		env.VDCs = append(env.VDCs, v)
 	}
 	return env
+}
+
+// LinkResources are a topology's link directions as central controllers
+// see them: capacities in tokens (bytes) per second, and the WFQ queues
+// of their sending ports (queues, maxWeight; 0 for none).
+func LinkResources(t *topo.Topology, queues, maxWeight int) []mech.ResourceInfo {
+	links := make([]mech.ResourceInfo, 0, len(t.Links))
+	for _, l := range t.Links {
+		links = append(links, mech.ResourceInfo{ID: l.Name, Kind: mech.LinkResource, Capacity: l.Capacity / 8,
+			Queues: queues, MaxWeight: maxWeight})
+	}
+	return links
 }
