@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/drive"
 	"github.com/prometheus/client_golang/prometheus"
@@ -238,10 +240,15 @@ func (a *Agent) LimitUpdates() (int64, time.Duration) {
 
 // httpServer listens on cfg.HTTP and serves /metrics, /state, /healthz.
 func (a *Agent) httpServer() (*http.Server, net.Listener, error) {
-	ln, err := net.Listen("tcp", a.cfg.HTTP)
+	addr, err := httpAddr(a.cfg.HTTP)
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent %s: http: %w", a.cfg.Host, err)
 	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent %s: http: %w", a.cfg.Host, err)
+	}
+	ln = netutil.LimitListener(ln, MaxHTTPConns)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.met.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/state", func(w http.ResponseWriter, _ *http.Request) {
@@ -254,5 +261,26 @@ func (a *Agent) httpServer() (*http.Server, net.Listener, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	a.log.Info("agent http", "addr", ln.Addr().String())
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln, nil
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}, ln, nil
+}
+
+// MaxHTTPConns bounds the agent's HTTP server's open connections (the
+// metrics and state of a busy host stay served, and a flood of
+// connections cannot take its memory).
+const MaxHTTPConns = 16
+
+// httpAddr is where the agent's HTTP server listens: an address without a
+// host ("":9100") is loopback — /state and per-pair metrics describe
+// tenants, so other hosts reach them only where the operator says so
+// (0.0.0.0:9100, or an address).
+func httpAddr(s string) (string, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", fmt.Errorf("%q: expected IP:PORT: %w", s, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
 }

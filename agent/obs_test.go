@@ -362,3 +362,22 @@ func TestObserveAfterFailedRead(t *testing.T) {
 		t.Errorf("then: a->b %+v, period %v; want 10 Mbit/s over 100 ms", eg, o.Period)
 	}
 }
+
+func TestHTTPAddr(t *testing.T) {
+	tests := []struct {
+		in, want string
+		bad      bool
+	}{
+		{":9100", "127.0.0.1:9100", false},
+		{"0.0.0.0:9100", "0.0.0.0:9100", false},
+		{"10.0.0.5:9100", "10.0.0.5:9100", false},
+		{"[::1]:9100", "[::1]:9100", false},
+		{"9100", "", true},
+	}
+	for _, tt := range tests {
+		got, err := httpAddr(tt.in)
+		if (err != nil) != tt.bad || got != tt.want {
+			t.Errorf("httpAddr(%q) = %q, %v; want %q (error %v)", tt.in, got, err, tt.want, tt.bad)
+		}
+	}
+}
