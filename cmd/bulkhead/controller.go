@@ -95,7 +95,8 @@ DATA_DIR/operator.token, created with a random token on first start
 			}
 			gs := c.GRPCServer(credentials.NewTLS(tc))
 			defer gs.Stop()
-			srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+				WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 			errc := make(chan error, 3)
 			go func() {
 				if err := gs.Serve(gln); err != nil {
