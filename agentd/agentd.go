@@ -353,6 +353,16 @@ func (d *Daemon) report() *controlpb.Report {
 			pr.Limit = *p.Limit
 		}
 		r.Pairs = append(r.Pairs, pr)
+		// The same as a central controller's flow (a VM pair: bytes per
+		// second on every link of its path; what waits at the limiter is
+		// not measured).
+		if p.Rate > 0 {
+			r.Flows = append(r.Flows, &controlpb.FlowObs{Src: p.Src, Dst: p.Dst, Used: []float32{float32(p.Rate / 8)}})
+		}
+	}
+	for _, v := range st.VMs {
+		r.VmObs = append(r.VmObs, &controlpb.VMObs{Vm: v.VM, InArrival: v.InArrival, InRate: v.InRate, InDrops: v.InDrops,
+			OutRate: v.OutRate, DropSrc: v.DropSrc})
 	}
 	dropped := map[string]uint64{}
 	for k, v := range st.Dropped {
