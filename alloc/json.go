@@ -34,9 +34,13 @@ import (
 // optional. Answer: {"allocations": {"f1": {"r1": 4}}}, x·demand for every
 // resource the flow lists.
 //
-// Unknown fields, unknown kinds or mechanisms, unknown resources and
-// trailing data are errors; every error names the offending field by its
-// JSON path (e.g. flows[2].path[1]: unknown resource "l9"). Numbers in the
+// Unknown fields, unknown kinds or mechanisms, unknown resources, trailing
+// data, a key given twice in one object (encoding/json would keep the last)
+// and strings that are not valid Unicode (invalid UTF-8 or unpaired
+// surrogate escapes, which encoding/json would rewrite to U+FFFD) are
+// errors; input over MaxJSONBytes (16 MiB) is refused before it is
+// decoded. Every error names the offending field by its JSON path (e.g.
+// flows[2].path[1]: unknown resource "l9"). Numbers in the
 // answer are rounded to 10 significant digits, and values below 1e-9 of the
 // largest finite capacity are written as 0. Map keys come out sorted.
 
@@ -108,7 +112,14 @@ func SolveJSON(r io.Reader, w io.Writer) error {
 }
 
 func solveJSON(r io.Reader) ([]byte, error) {
-	dec := json.NewDecoder(r)
+	data, err := readBounded(r, MaxJSONBytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkJSON(data); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var top jsonProblem
 	if err := dec.Decode(&top); err != nil {

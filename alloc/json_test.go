@@ -3,6 +3,7 @@ package alloc
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -106,6 +107,25 @@ func TestSolveJSONErrors(t *testing.T) {
 		{"group weights not hdrf", `{"kind":"vector","mechanism":"drf","resources":[],"flows":[],"group_weights":{}}`, `group_weights: only used by mechanism "hdrf"`},
 		{"group weight unknown group", `{"kind":"vector","mechanism":"hdrf","resources":[],"flows":[{"id":"a","group":"g"}],"group_weights":{"h":1}}`, `group_weights.h: weight for group "h", which has no flows`},
 		{"group weight type", `{"kind":"vector","mechanism":"hdrf","resources":[],"flows":[],"group_weights":{"h":"x"}}`, `group_weights: expected number, got string`},
+		// Duplicate keys: encoding/json would keep the last one silently.
+		{"duplicate top key", `{"kind":"rate","kind":"vector","mechanism":"drf","resources":[],"flows":[]}`, `kind: duplicate key "kind"`},
+		{"duplicate flow key", rate(l1, `[{"id":"f","path":["l1"]},{"id":"g","demand":5,"path":["l1"],"demand":50}]`), `flows[1].demand: duplicate key "demand"`},
+		{"duplicate id key", rate(`[{"id":"l1","capacity":5,"id":"l2"}]`, `[]`), `resources[0].id: duplicate key "id"`},
+		{"duplicate class key", rate(`[{"id":"w","capacity":5,"classes":{"A":1,"B":2,"A":3}}]`, `[]`), `resources[0].classes.A: duplicate key "A"`},
+		{"duplicate demand key", vec("drf", `[{"id":"r1","capacity":10}]`, `[{"id":"f1","demand":{"r1":4,"r1":1}}]`), `flows[0].demand.r1: duplicate key "r1"`},
+		{"duplicate group weight", `{"kind":"vector","mechanism":"hdrf","resources":[],"flows":[{"id":"a","group":"g"}],"group_weights":{"g":1,"g":2}}`, `group_weights.g: duplicate key "g"`},
+		{"duplicate key in an unknown field", `{"kind":"rate","resources":[],"flows":[],"x":{"a":1,"a":1}}`, `x.a: duplicate key "a"`},
+		// Invalid Unicode: encoding/json would rewrite it to U+FFFD.
+		{"invalid UTF-8 flow id", rate(l1, "[{\"id\":\"f\xff\",\"path\":[\"l1\"]}]"), `flows[0].id: invalid UTF-8 (byte 0xff at byte 1 of the string)`},
+		{"invalid UTF-8 path entry", rate(l1, "[{\"id\":\"f\",\"path\":[\"l1\",\"\xc3\"]}]"), `flows[0].path[1]: invalid UTF-8 (byte 0xc3`},
+		{"invalid UTF-8 resource id", rate("[{\"id\":\"\xe2\x82\",\"capacity\":1}]", `[]`), `resources[0].id: invalid UTF-8`},
+		{"invalid UTF-8 key", rate(`[{"id":"w","capacity":5,"classes":{"`+"\xfe"+`":1}}]`, `[]`), `resources[0].classes: key "`},
+		{"overlong UTF-8", rate(l1, "[{\"id\":\"\xc0\xaf\",\"path\":[\"l1\"]}]"), `flows[0].id: invalid UTF-8 (byte 0xc0`},
+		{"lone high surrogate", rate(l1, `[{"id":"a\ud800","path":["l1"]}]`), `flows[0].id: unpaired surrogate escape \ud800`},
+		{"lone low surrogate", rate(l1, `[{"id":"\udc00b","path":["l1"]}]`), `flows[0].id: unpaired surrogate escape \udc00`},
+		{"high surrogate then non-surrogate", rate(l1, `[{"id":"\ud800\u0041","path":["l1"]}]`), `flows[0].id: unpaired surrogate escape \ud800`},
+		{"invalid UTF-8 group", vec("hdrf", `[]`, "[{\"id\":\"a\",\"group\":\"g\x80\"}]"), `flows[0].group: invalid UTF-8`},
+		{"invalid UTF-8 kind", "{\"kind\":\"rat\xe9\",\"resources\":[],\"flows\":[]}", `kind: invalid UTF-8`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,6 +142,83 @@ func TestSolveJSONErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Valid Unicode in any form is kept as given: raw UTF-8, escapes, paired
+// surrogates and a literal U+FFFD.
+func TestSolveJSONUnicodeKept(t *testing.T) {
+	in := `{"kind":"rate","resources":[{"id":"l","capacity":4}],"flows":[` +
+		`{"id":"é","path":["l"]},{"id":"\u00e8","path":["l"]},{"id":"\ud83d\ude00","path":["l"]},{"id":"\ufffd` + "\uFFFD" + `","path":["l"]}]}`
+	want := `{"rates":{"è":1,"é":1,"` + "\uFFFD\uFFFD" + `":1,"😀":1}}`
+	var out bytes.Buffer
+	if err := SolveJSON(strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// Input over MaxJSONBytes is refused before it is decoded, and reading
+// stops after MaxJSONBytes+1 bytes; input of exactly MaxJSONBytes is read.
+func TestSolveJSONSizeBound(t *testing.T) {
+	head := `{"kind":"rate","resources":[],"flows":[]}`
+	tests := []struct {
+		name    string
+		size    int64 // total input bytes (head, then spaces)
+		wantErr string
+	}{
+		{"at the bound", MaxJSONBytes, ""},
+		{"one byte over", MaxJSONBytes + 1, "input larger than 16777216 bytes"},
+		{"far over", 1 << 30, "input larger than 16777216 bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &countingReader{r: io.MultiReader(strings.NewReader(head), &spaces{n: tc.size - int64(len(head))})}
+			var out bytes.Buffer
+			err := SolveJSON(r, &out)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
+			}
+			if tc.wantErr != "" && out.Len() != 0 {
+				t.Errorf("wrote %q on error", out.String())
+			}
+			if lim := int64(MaxJSONBytes + 1); r.n > lim {
+				t.Errorf("read %d bytes, want at most %d", r.n, lim)
+			}
+		})
+	}
+}
+
+type spaces struct{ n int64 }
+
+func (s *spaces) Read(p []byte) (int, error) {
+	if s.n <= 0 {
+		return 0, io.EOF
+	}
+	k := int64(len(p))
+	if k > s.n {
+		k = s.n
+	}
+	for i := range p[:k] {
+		p[i] = ' '
+	}
+	s.n -= k
+	return int(k), nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
 }
 
 func TestSolveJSONReadError(t *testing.T) {

@@ -63,6 +63,14 @@ type hoseCalc struct {
 	members [][]int
 	pathIx  []int32
 	paths   [][]int
+
+	// On a tree topology (nil otherwise) the reservations come from
+	// subtree sums; the scratch space of treeTenant.
+	tree   *treeShape
+	tnode  []treeNode
+	tmark  []bool
+	tnodes []int32
+	tlinks []LinkRate
 }
 
 type pairRoute struct {
@@ -143,9 +151,15 @@ func (c *hoseCalc) add(path []int, stamp int, rate float64, acc []float64) {
 // in ascending link order.
 //
 // A VM counts as a sender over a link if its route to any other VM of the
-// tenant crosses it, as a receiver if the route from any does. Pairs of
-// servers joined by a single shortest path are routed once for all their
-// VM pairs; the others VM pair by VM pair, with the pair's ECMP hash.
+// tenant crosses it, as a receiver if the route from any does. On a tree
+// (treeShape) that is decided per link from subtree sums: O(n + m log m)
+// for n VMs whose servers' paths to the root cover m nodes. Elsewhere
+// (multi-rooted trees, meshes) pairs of servers joined by a single shortest
+// path are routed once for all their VM pairs and the others VM pair by VM
+// pair, with the pair's ECMP hash: O(n·k) server routes for n VMs on k
+// servers plus one route per VM pair across an ECMP choice, O(n²) when
+// every VM has its own server (and the hop distances to each of the k
+// servers, O(k·nodes) memory).
 func (c *hoseCalc) tenant(t *topo.Topology, seed int64, vms []VMHose, emit func(link int, rate float64)) {
 	nl := len(t.Links)
 	if len(c.out) < nl {
@@ -160,6 +174,11 @@ func (c *hoseCalc) tenant(t *topo.Topology, seed int64, vms []VMHose, emit func(
 		for _, l := range t.Links {
 			c.adj[l.From] = append(c.adj[l.From], l.ID)
 		}
+		c.tree = newTreeShape(t)
+	}
+	if c.tree != nil {
+		c.treeTenant(t, vms, emit)
+		return
 	}
 	n := len(vms)
 	// The tenant's servers.

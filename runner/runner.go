@@ -14,7 +14,6 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/place"
 	"github.com/bulkhead-dc/bulkhead/report"
 	"github.com/bulkhead-dc/bulkhead/sim"
@@ -49,32 +48,13 @@ func Prepare(sc *spec.Scenario) (*Scenario, error) {
 	if err := place.Admit(sc, tp); err != nil {
 		return nil, err
 	}
-	if err := checkMechanism(sc, tp); err != nil {
+	s := &Scenario{Spec: sc, Topo: tp}
+	// The scenario's own mechanism: its name, its parameters, and that it
+	// can take the tenants that join or leave during the run.
+	if _, err := newMechanism(s, ""); err != nil {
 		return nil, err
 	}
-	return &Scenario{Spec: sc, Topo: tp}, nil
-}
-
-// checkMechanism checks the scenario's own mechanism: its name, its
-// parameters, and that it can take the tenants that join or leave during
-// the run.
-func checkMechanism(sc *spec.Scenario, tp *topo.Topology) error {
-	m, err := all.New(sc.Mechanism.Name, sc.Mechanism.Params)
-	if err != nil {
-		return fmt.Errorf("%s: %w", sc.File, err)
-	}
-	if err := place.AdmitFor(sc, tp, m); err != nil {
-		return err
-	}
-	if len(sc.ModelChanges()) > 0 && !m.Capabilities().LiveTenants {
-		for i, t := range sc.Tenants {
-			if t.Join > 0 || t.Leave > 0 {
-				return &spec.FieldError{File: sc.File, Path: fmt.Sprintf("tenants[%d]", i),
-					Msg: fmt.Sprintf("joins or leaves during the run, but mechanism %s cannot take tenants at runtime (none, elasticswitch and gatekeeper can)", m.Name())}
-			}
-		}
-	}
-	return nil
+	return s, nil
 }
 
 // Reservations returns the scenario's hose reservations (place.Reservations)
@@ -108,18 +88,8 @@ func Run(ctx context.Context, s *Scenario, mechanism string, opts Options) (*eva
 // Simulate simulates the scenario under the named mechanism, as Run does,
 // and returns what the simulator measured.
 func Simulate(ctx context.Context, s *Scenario, mechanism string, opts Options) (*eval.Input, error) {
-	if mechanism == "" {
-		mechanism = s.Spec.Mechanism.Name
-	}
-	var params map[string]any
-	if mechanism == s.Spec.Mechanism.Name {
-		params = s.Spec.Mechanism.Params
-	}
-	m, err := all.New(mechanism, params)
+	m, err := newMechanism(s, mechanism)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Spec.File, err)
-	}
-	if err := place.AdmitFor(s.Spec, s.Topo, m); err != nil {
 		return nil, err
 	}
 	res, err := Reservations(s)
@@ -144,10 +114,14 @@ func Simulate(ctx context.Context, s *Scenario, mechanism string, opts Options) 
 
 // RunAndReport runs the scenario under each mechanism (one: its report in
 // dir; several: one sub-directory each plus a comparison in dir). Nothing is
-// written unless every run succeeds.
+// written unless every run succeeds, and nothing runs unless Check passes
+// for every mechanism.
 func RunAndReport(ctx context.Context, s *Scenario, mechanisms []string, dir string, plots bool, opts Options) ([]*eval.Report, error) {
 	if len(mechanisms) == 0 {
 		mechanisms = []string{s.Spec.Mechanism.Name}
+	}
+	if err := Check(s, mechanisms); err != nil {
+		return nil, err
 	}
 	var reps []*eval.Report
 	for _, m := range mechanisms {

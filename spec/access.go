@@ -173,14 +173,16 @@ func (t *Topology) ServerNames() []string {
 }
 
 // generatedServers is the number of servers a generated topology (two-tier,
-// fat-tree) has, or -1 for other kinds.
+// fat-tree) has, or -1 for other kinds. Over MaxServers it returns a
+// number above MaxServers instead (the product is never overflowed).
 func (t *Topology) generatedServers() int {
 	switch {
 	case t.Kind == TopoTwoTier && t.TwoTier != nil:
-		return max(t.TwoTier.Racks, 0) * max(t.TwoTier.ServersPerRack, 0)
+		return int(mulCapped(int64(t.TwoTier.Racks), int64(t.TwoTier.ServersPerRack), MaxServers))
 	case t.Kind == TopoFatTree && t.FatTree != nil:
-		k := max(t.FatTree.K, 0)
-		return k * k * k / 4
+		k := int64(max(t.FatTree.K, 0))
+		const limit = 4*MaxServers + 3 // capped at 4*MaxServers + 4: over MaxServers once divided
+		return int(mulCapped(mulCapped(k, k, limit), k, limit) / 4)
 	}
 	return -1
 }

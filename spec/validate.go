@@ -8,14 +8,6 @@ import (
 	"github.com/bulkhead-dc/bulkhead/model"
 )
 
-// Limits on a scenario's size.
-const (
-	// MaxTicks bounds duration / dt.
-	MaxTicks = 100_000_000
-	// MaxServers bounds the servers of a generated topology.
-	MaxServers = 1 << 20
-)
-
 // Validate checks the scenario as it is (call ApplyDefaults first for one
 // built in code; Parse does both) and returns every problem found, each a
 // *FieldError, joined with errors.Join; nil if there is none. The checks are
@@ -102,6 +94,8 @@ func positiveRate(p *problems, path string, r Rate) {
 		p.Add(path, "required (a positive rate such as \"1Gbps\")")
 	case r < 0 || math.IsNaN(float64(r)) || math.IsInf(float64(r), 0):
 		p.Add(path, "must be a positive rate, got %v", float64(r))
+	default:
+		rateRange(p, path, r)
 	}
 }
 
@@ -109,6 +103,17 @@ func positiveRate(p *problems, path string, r Rate) {
 func nonNegativeRate(p *problems, path string, r Rate) {
 	if r < 0 || math.IsNaN(float64(r)) || math.IsInf(float64(r), 0) {
 		p.Add(path, "must be a non-negative rate, got %v", float64(r))
+		return
+	}
+	if r != 0 {
+		rateRange(p, path, r)
+	}
+}
+
+// rateRange checks that a positive rate is within [MinRate, MaxRate].
+func rateRange(p *problems, path string, r Rate) {
+	if !rateInRange(float64(r)) {
+		p.Add(path, "%g bps is outside the representable range of rates, %g bps to %g bps", float64(r), float64(MinRate), float64(MaxRate))
 	}
 }
 
@@ -155,8 +160,13 @@ func (tt *TwoTier) validate(p *problems) {
 	if tt.ServersPerRack < 1 {
 		p.Add(at+".servers_per_rack", "must be at least 1, got %d", tt.ServersPerRack)
 	}
-	if tt.Racks >= 1 && tt.ServersPerRack >= 1 && int64(tt.Racks)*int64(tt.ServersPerRack) > MaxServers {
-		p.Add(at, "%d racks of %d servers is more than %d servers", tt.Racks, tt.ServersPerRack, MaxServers)
+	switch {
+	case tt.Racks > MaxServers:
+		p.Add(at+".racks", "%d racks is more than the limit of %d servers", tt.Racks, MaxServers)
+	case tt.ServersPerRack > MaxServers:
+		p.Add(at+".servers_per_rack", "%d servers per rack is more than the limit of %d servers", tt.ServersPerRack, MaxServers)
+	case tt.Racks >= 1 && tt.ServersPerRack >= 1 && mulCapped(int64(tt.Racks), int64(tt.ServersPerRack), MaxServers) > MaxServers:
+		p.Add(at, "%d racks of %d servers is %d servers, more than the limit of %d", tt.Racks, tt.ServersPerRack, int64(tt.Racks)*int64(tt.ServersPerRack), MaxServers)
 	}
 	positiveRate(p, at+".edge", tt.Edge)
 	nonNegativeRate(p, at+".core", tt.Core)
@@ -165,6 +175,13 @@ func (tt *TwoTier) validate(p *problems) {
 		p.Add(at, "give core or oversubscription, not both")
 	case tt.Oversubscription < 0 || math.IsNaN(tt.Oversubscription) || math.IsInf(tt.Oversubscription, 0):
 		p.Add(at+".oversubscription", "must be positive, got %v", tt.Oversubscription)
+	case tt.Oversubscription != 0 && (tt.Oversubscription < 1/MaxOversubscription || tt.Oversubscription > MaxOversubscription):
+		p.Add(at+".oversubscription", "%g is outside the range %g to %g", tt.Oversubscription, 1/MaxOversubscription, float64(MaxOversubscription))
+	case tt.Oversubscription != 0 && tt.ServersPerRack >= 1 && tt.ServersPerRack <= MaxServers && rateInRange(float64(tt.Edge)):
+		// The core rate it gives: servers_per_rack × edge / oversubscription.
+		if c := float64(tt.ServersPerRack) * float64(tt.Edge) / tt.Oversubscription; !rateInRange(c) {
+			p.Add(at+".oversubscription", "gives a core of %g bps (servers_per_rack × edge / oversubscription), outside the representable range of rates, %g bps to %g bps", c, float64(MinRate), float64(MaxRate))
+		}
 	case tt.Core == 0 && tt.Oversubscription == 0:
 		p.Add(at+".oversubscription", "required when core is not given (ApplyDefaults sets 1)")
 	}
@@ -175,8 +192,8 @@ func (ft *FatTree) validate(p *problems) {
 	switch {
 	case ft.K < 2 || ft.K%2 != 0:
 		p.Add(at+".k", "must be an even number of at least 2, got %d", ft.K)
-	case int64(ft.K)*int64(ft.K)*int64(ft.K)/4 > MaxServers:
-		p.Add(at+".k", "k = %d gives %d servers, more than %d", ft.K, int64(ft.K)*int64(ft.K)*int64(ft.K)/4, MaxServers)
+	case ft.K > MaxFatTreeK:
+		p.Add(at+".k", "%d is more than %d, the largest k within the limit of %d servers (k³/4)", ft.K, MaxFatTreeK, MaxServers)
 	}
 	positiveRate(p, at+".link", ft.Link)
 	if n := ft.Oversubscription; n < 0 || (n > 1 && ft.K >= 2 && ft.K%2 == 0 && (ft.K/2)%n != 0) {
@@ -188,6 +205,14 @@ func (e *Explicit) validate(p *problems) {
 	const at = "topology.explicit"
 	if len(e.Nodes) == 0 {
 		p.Add(at+".nodes", "required (at least one server)")
+		return
+	}
+	if len(e.Nodes) > MaxNodes {
+		p.Add(at+".nodes", "%d nodes is more than the limit of %d", len(e.Nodes), MaxNodes)
+		return
+	}
+	if len(e.Links) > MaxLinks {
+		p.Add(at+".links", "%d links is more than the limit of %d", len(e.Links), MaxLinks)
 		return
 	}
 	before := p.Len()
@@ -217,6 +242,9 @@ func (e *Explicit) validate(p *problems) {
 	}
 	if servers == 0 {
 		p.Add(at+".nodes", "no node of kind server")
+	}
+	if servers > MaxServers {
+		p.Add(at+".nodes", "%d nodes of kind server is more than the limit of %d servers", servers, MaxServers)
 	}
 
 	type pair struct{ a, b int }
@@ -305,6 +333,13 @@ func (s *Scenario) validateTenants(p *problems, c *model.Checker, server func(pa
 	if len(s.Tenants) == 0 {
 		p.Add("tenants", "required (at least one tenant)")
 		return
+	}
+	vms := 0
+	for i := range s.Tenants {
+		vms += len(s.Tenants[i].VMs)
+	}
+	if vms > MaxVMs {
+		p.Add("tenants", "%d VMs in all is more than the limit of %d", vms, MaxVMs)
 	}
 	for i := range s.Tenants {
 		t := &s.Tenants[i]
@@ -429,10 +464,11 @@ func (s *Scenario) validateWorkloads(p *problems) {
 				}
 			}
 		}
-		if w.Kind != KindRequests && len(w.Src) > 0 && len(w.Dst) > 0 && len(w.Pairs()) == 0 {
+		if w.Kind != KindRequests && len(w.Src) > 0 && len(w.Dst) > 0 && pairCount(w.Src, w.Dst, 0) == 0 {
 			p.Add(at, "no VM pairs: src and dst are the same single VM")
 		}
 		w.validateKind(p, at)
+		w.validateSize(p, at, s.Duration)
 		if w.Kind == KindRequests {
 			s.validateRequests(p, at, w, tenantOK)
 			dsts := []string{w.Appliance}
@@ -521,6 +557,8 @@ func (w *Workload) validateKind(p *problems, at string) {
 	}
 	if w.Connections < 0 {
 		p.Add(at+".connections", "must not be negative, got %d", w.Connections)
+	} else if w.Connections > MaxConnections {
+		p.Add(at+".connections", "%d is more than the limit of %d connections per pair", w.Connections, MaxConnections)
 	}
 	nonNegativeRate(p, at+".rate", w.Rate)
 	switch kind {
@@ -556,6 +594,8 @@ func (w *Workload) validateKind(p *problems, at string) {
 			p.Add(at+".arrival_rate", "required for kind flows (flows per second per pair)")
 		case a < 0 || math.IsNaN(a) || math.IsInf(a, 0):
 			p.Add(at+".arrival_rate", "must be a positive number of flows per second, got %v", a)
+		case !eventRateInRange(a):
+			p.Add(at+".arrival_rate", "%g flows/s is outside the range %g to %g flows/s", a, float64(MinEventRate), float64(MaxEventRate))
 		}
 		if w.Sizes == nil {
 			p.Add(at+".sizes", "required for kind flows (a flow-size distribution)")
@@ -592,6 +632,8 @@ func (d *SizeDist) validate(p *problems, at string) {
 			p.Add(at+".mean", "required for dist %s (a size such as \"64KB\")", d.Dist)
 		case d.Mean < 0 || math.IsNaN(float64(d.Mean)) || math.IsInf(float64(d.Mean), 0):
 			p.Add(at+".mean", "must be a positive size, got %v", float64(d.Mean))
+		case !sizeInRange(float64(d.Mean)):
+			p.Add(at+".mean", "%g B is outside the representable range of sizes, %g B to %g B", float64(d.Mean), float64(MinSize), float64(MaxSize))
 		}
 		unused("cdf", len(d.CDF) > 0)
 	case DistCDF:
@@ -614,6 +656,8 @@ func (d *SizeDist) validate(p *problems, at string) {
 	case DistLognormal:
 		if !(d.Shape > 0) || math.IsInf(d.Shape, 0) {
 			p.Add(at+".shape", "must be positive (the sigma of the log of the size), got %v", d.Shape)
+		} else if d.Shape > MaxLognormalShape {
+			p.Add(at+".shape", "%g is more than the limit of %g", d.Shape, float64(MaxLognormalShape))
 		}
 	case DistCDF:
 		if len(d.CDF) == 0 {
@@ -624,6 +668,8 @@ func (d *SizeDist) validate(p *problems, at string) {
 			pat := fmt.Sprintf("%s.cdf[%d]", at, k)
 			if pt.Size < 0 || math.IsNaN(float64(pt.Size)) || math.IsInf(float64(pt.Size), 0) {
 				p.Add(pat+".size", "must be a non-negative size, got %v", float64(pt.Size))
+			} else if pt.Size > MaxSize {
+				p.Add(pat+".size", "%g B is more than the limit of %g B", float64(pt.Size), float64(MaxSize))
 			} else if k > 0 && pt.Size <= d.CDF[k-1].Size {
 				p.Add(pat+".size", "%v is not larger than the previous size %v (sizes must increase)", float64(pt.Size), float64(d.CDF[k-1].Size))
 			}
@@ -676,6 +722,33 @@ func (w *Workload) validatePhases(p *problems, at string, duration Duration) {
 			p.Add(path, "follows phases[%d], which runs to the end of the run", k-1)
 		case ph.Start < prev.Stop:
 			p.Add(path+".start", "%v is before the end of phases[%d] (%v); phases must be in order and not overlap", ph.Start, k-1, prev.Stop)
+		}
+	}
+}
+
+// validateSize checks a workload against the limits on the flows it
+// creates: pairs × connections at once (MaxWorkloadFlows; for requests,
+// each source and destination) and, for kind flows, the arrivals expected
+// over the run (MaxWorkloadArrivals).
+func (w *Workload) validateSize(p *problems, at string, duration Duration) {
+	if w.Connections < 0 || w.Connections > MaxConnections {
+		return
+	}
+	pairs := pairCount(w.Src, w.Dst, MaxWorkloadFlows)
+	if w.Kind == KindRequests && len(w.Dst) == 0 {
+		pairs = int64(len(w.Src)) // each source to the appliance
+	}
+	if flows := mulCapped(pairs, int64(max(w.Connections, 1)), MaxWorkloadFlows); flows > MaxWorkloadFlows {
+		what := fmt.Sprintf("%d src × %d dst VMs", len(w.Src), len(w.Dst))
+		if w.Kind == KindRequests && len(w.Dst) == 0 {
+			what = fmt.Sprintf("%d src VMs to appliance %q", len(w.Src), w.Appliance)
+		}
+		p.Add(at, "%s with %d connections per pair is more than the limit of %d flows per workload", what, max(w.Connections, 1), MaxWorkloadFlows)
+		return
+	}
+	if w.Kind == KindFlows && eventRateInRange(w.ArrivalRate) && duration > 0 {
+		if n := w.ArrivalRate * float64(pairs) * activeSeconds(w, duration); n > MaxWorkloadArrivals {
+			p.Add(at+".arrival_rate", "%g flows/s on %d pairs for %gs is %.3g flows expected, more than the limit of %d per workload", w.ArrivalRate, pairs, activeSeconds(w, duration), n, MaxWorkloadArrivals)
 		}
 	}
 }

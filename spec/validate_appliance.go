@@ -110,6 +110,11 @@ func (s *Scenario) validateRequests(p *problems, at string, w *Workload, tenantO
 	}
 	if w.RequestRate < 0 || badNumber(w.RequestRate) {
 		p.Add(at+".request_rate", "must be a positive number of requests per second, got %v", w.RequestRate)
+	} else if w.RequestRate != 0 && !eventRateInRange(w.RequestRate) {
+		p.Add(at+".request_rate", "%g requests/s is outside the range %g to %g requests/s", w.RequestRate, float64(MinEventRate), float64(MaxEventRate))
+	}
+	if w.Outstanding > MaxConnections {
+		p.Add(at+".outstanding", "%d is more than the limit of %d requests in flight per VM", w.Outstanding, MaxConnections)
 	}
 	if len(w.Mix) == 0 {
 		p.Add(at+".mix", "required for kind requests (request types with size and fraction)")
@@ -135,6 +140,8 @@ func (s *Scenario) validateRequests(p *problems, at string, w *Workload, tenantO
 			p.Add(mat+".size", "required (a positive size such as \"8KB\")")
 		case m.Size < 0 || badNumber(float64(m.Size)):
 			p.Add(mat+".size", "must be a positive size, got %v", float64(m.Size))
+		case !sizeInRange(float64(m.Size)):
+			p.Add(mat+".size", "%g B is outside the representable range of sizes, %g B to %g B", float64(m.Size), float64(MinSize), float64(MaxSize))
 		}
 		switch {
 		case m.Fraction == 0:
@@ -148,9 +155,13 @@ func (s *Scenario) validateRequests(p *problems, at string, w *Workload, tenantO
 		}
 		if m.Request < 0 || badNumber(float64(m.Request)) {
 			p.Add(mat+".request", "must not be negative, got %v", float64(m.Request))
+		} else if m.Request > MaxSize {
+			p.Add(mat+".request", "%g B is more than the limit of %g B", float64(m.Request), float64(MaxSize))
 		}
 		if m.Response < 0 || badNumber(float64(m.Response)) {
 			p.Add(mat+".response", "must not be negative, got %v", float64(m.Response))
+		} else if m.Response > MaxSize {
+			p.Add(mat+".response", "%g B is more than the limit of %g B", float64(m.Response), float64(MaxSize))
 		}
 	}
 	if fractionsOK && math.Abs(sum-1) > 1e-6 {

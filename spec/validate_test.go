@@ -81,7 +81,7 @@ func TestValidationErrors(t *testing.T) {
 		{"servers per rack", func(s *spec.Scenario) { s.Topology.TwoTier.ServersPerRack = -2 },
 			[]string{`scenario.yaml: topology.two_tier.servers_per_rack: must be at least 1, got -2`}},
 		{"too many servers", func(s *spec.Scenario) { s.Topology.TwoTier.Racks = 1 << 20 },
-			[]string{`scenario.yaml: topology.two_tier: 1048576 racks of 4 servers is more than 1048576 servers`}},
+			[]string{`scenario.yaml: topology.two_tier: 1048576 racks of 4 servers is 4194304 servers, more than the limit of 1048576`}},
 		{"edge required", func(s *spec.Scenario) { s.Topology.TwoTier.Edge = 0 },
 			[]string{`scenario.yaml: topology.two_tier.edge: required (a positive rate such as "1Gbps")`}},
 		{"core and oversubscription", func(s *spec.Scenario) { s.Topology.TwoTier.Core = 1e9 },

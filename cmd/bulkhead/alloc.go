@@ -30,6 +30,11 @@ Vector problems (multi-resource: DRF, H-DRF by group, first fit):
    "flows":[{"id":"f1","demand":{"r1":4,"r2":1},"weight":1,"group":"tenantA"}]}
   -> {"allocations":{"f1":{"r1":4,"r2":1}}}
 
+Input is at most 16 MiB (alloc.MaxJSONBytes); larger input is refused
+before it is decoded. A key given twice in one object, and strings that are
+not valid Unicode (invalid UTF-8, unpaired surrogate escapes), are refused
+rather than resolved (last key wins) or rewritten (U+FFFD).
+
 Invalid input is reported on stderr with the JSON field path and a non-zero
 exit; nothing is printed on stdout.`,
 		Args: cobra.MaximumNArgs(1),

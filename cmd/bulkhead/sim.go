@@ -41,23 +41,13 @@ Mechanisms: ` + strings.Join(all.Names(), ", ") + `.`,
 			if out == "" {
 				return fmt.Errorf("-o DIR is required")
 			}
-			if mechanism != "" && compare != "" {
-				return fmt.Errorf("--mechanism and --compare are exclusive")
+			mechs, err := mechanismsFlag(mechanism, compare)
+			if err != nil {
+				return err
 			}
 			s, err := runner.Load(args[0])
 			if err != nil {
 				return err
-			}
-			var mechs []string
-			switch {
-			case compare != "":
-				for _, m := range strings.Split(compare, ",") {
-					if m = strings.TrimSpace(m); m != "" {
-						mechs = append(mechs, m)
-					}
-				}
-			case mechanism != "":
-				mechs = []string{mechanism}
 			}
 			opts := runner.Options{Logger: slog.Default()}
 			if !quiet {
@@ -112,18 +102,53 @@ Mechanisms: ` + strings.Join(all.Names(), ", ") + `.`,
 	return cmd
 }
 
+// mechanismsFlag returns the mechanisms that --mechanism or --compare
+// name (nil: the scenario's own).
+func mechanismsFlag(mechanism, compare string) ([]string, error) {
+	if mechanism != "" && compare != "" {
+		return nil, fmt.Errorf("--mechanism and --compare are exclusive")
+	}
+	var mechs []string
+	switch {
+	case compare != "":
+		for _, m := range strings.Split(compare, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				mechs = append(mechs, m)
+			}
+		}
+	case mechanism != "":
+		mechs = []string{mechanism}
+	}
+	return mechs, nil
+}
+
 func newValidateCmd() *cobra.Command {
-	return &cobra.Command{
+	var mechanism, compare string
+	cmd := &cobra.Command{
 		Use:   "validate SCENARIO.yaml...",
 		Short: "Check scenario files and their admission without running them",
 		Long: `Parse and validate scenario files: every field, cross references
-(servers, VMs, tenants), and hose-model admission control on every link.
-Errors name the file, the field path and what was expected.`,
+(servers, VMs, tenants), hose-model admission control on every link, and
+every check that ` + "`bulkhead sim`" + ` makes before it simulates (runner.Check):
+the mechanism's name and parameters, admission for that mechanism, tenants
+joining or leaving under a mechanism that can take them, and the oracle's
+ideal allocation being computable with every pair active. With --mechanism
+or --compare, the scenario is checked under those mechanisms as sim would
+run it. Errors name the file, the field path and what was expected; every
+problem is reported, and the exit status is 1 if any file is invalid.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			mechs, err := mechanismsFlag(mechanism, compare)
+			if err != nil {
+				return err
+			}
 			var failed int
 			for _, f := range args {
-				if _, err := runner.Load(f); err != nil {
+				s, err := runner.Load(f)
+				if err == nil {
+					err = runner.Check(s, mechs)
+				}
+				if err != nil {
 					fmt.Fprintln(cmd.ErrOrStderr(), err)
 					failed++
 					continue
@@ -136,4 +161,7 @@ Errors name the file, the field path and what was expected.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&mechanism, "mechanism", "", "check under this mechanism instead of the scenario's (as sim --mechanism)")
+	cmd.Flags().StringVar(&compare, "compare", "", "comma-separated mechanisms to check (as sim --compare)")
+	return cmd
 }
