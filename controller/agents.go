@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -232,7 +233,7 @@ func (c *Controller) snapshotFor(ctx context.Context, host string) (*controlpb.S
 	self := cl.Hosts[host]
 	s := &controlpb.Snapshot{Revision: snap.rev, ModelJson: mj, Mechanism: cl.Spec.Mechanism.Name, ParamsJson: pj,
 		Address: self.Address.String(), Port: uint32(self.Port)}
-	for _, name := range slices.Sorted(mapsKeys(cl.Hosts)) {
+	for _, name := range slices.Sorted(maps.Keys(cl.Hosts)) {
 		if name == host {
 			continue
 		}
@@ -252,16 +253,6 @@ func sameSnapshot(a, b *controlpb.Snapshot) bool {
 	x, y := proto.Clone(a).(*controlpb.Snapshot), proto.Clone(b).(*controlpb.Snapshot)
 	x.Revision, y.Revision = 0, 0
 	return proto.Equal(x, y)
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // agentSecret returns the master secret of the agents' pair keys,
@@ -286,9 +277,9 @@ func (c *Controller) agentSecret(ctx context.Context) ([]byte, error) {
 
 // ensureSecret returns the record at key, storing make's value there
 // first if there is none. The check and the write are one conditional
-// commit on the same read, so of several controllers starting at once
+// commit on the same read (newValue makes the value), so of several controllers starting at once
 // all end with the value of the one that stored it first.
-func ensureSecret(ctx context.Context, st store.Store, key store.Key, make func() ([]byte, error)) ([]byte, error) {
+func ensureSecret(ctx context.Context, st store.Store, key store.Key, newValue func() ([]byte, error)) ([]byte, error) {
 	for attempt := 0; attempt < maxRetries; attempt++ {
 		recs, rev, err := st.List(ctx, key.Kind)
 		if err != nil {
@@ -299,7 +290,7 @@ func ensureSecret(ctx context.Context, st store.Store, key store.Key, make func(
 				return r.Data, nil
 			}
 		}
-		v, err := make()
+		v, err := newValue()
 		if err != nil {
 			return nil, err
 		}

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/agent/hostpath"
+
 	"github.com/bulkhead-dc/bulkhead/api"
 	"github.com/bulkhead-dc/bulkhead/client"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
@@ -229,7 +231,7 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 	}
 	for i, n := range hosts {
 		args := []string{"agent", "--controller", ctlAgents, "--host", n.Name, "--pki", pkiDir,
-			"--netns", n.NS, "--scale", strconv.FormatFloat(tb.plan.Scale, 'g', -1, 64), "--loss", lossName(o.Loss)}
+			"--netns", n.NS, "--scale", strconv.FormatFloat(tb.plan.Scale, 'g', -1, 64), "--loss", hostpath.LossName(o.Loss)}
 		var up []string
 		for _, s := range n.Shapes {
 			up = append(up, s.Dev)
@@ -319,13 +321,6 @@ func writeObjects(path string, objs []api.Object) error {
 
 // daemonDir is where a run's control plane keeps its files.
 func daemonDir(prefix string) string { return filepath.Join(StateDir, prefix+".d") }
-
-func lossName(kind string) string {
-	if kind == "" {
-		return LossSeq
-	}
-	return kind
-}
 
 func portOf(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)

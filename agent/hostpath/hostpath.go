@@ -45,7 +45,8 @@ func LossSide(kind string) (mech.LossSide, error) {
 	return 0, fmt.Errorf("loss counter %q: want %q (TCP retransmissions at the sender) or %q (eBPF sequence-number gaps at the receiver)", kind, LossTCP, LossSeq)
 }
 
-func lossName(kind string) string {
+// LossName is a loss counter's name, "" being LossSeq.
+func LossName(kind string) string {
 	if kind == "" {
 		return LossSeq
 	}
@@ -74,7 +75,7 @@ func Mechanism(name string, params map[string]any, loss string) (mech.Mechanism,
 			return nil, fmt.Errorf("mechanism %s reads losses but cannot be told where the loss counter sees them (no mech.LossAdapter)", name)
 		}
 		if m, err = la.ForLosses(side); err != nil {
-			return nil, fmt.Errorf("mechanism %s with the %s loss counter (it sees losses at the %s): %w", name, lossName(loss), side, err)
+			return nil, fmt.Errorf("mechanism %s with the %s loss counter (it sees losses at the %s): %w", name, LossName(loss), side, err)
 		}
 	}
 	return m, nil
