@@ -151,6 +151,9 @@ type connState struct {
 	inDrop    float64 // of which at the receiver host's ingress scheduler
 	sent      float64 // UDP bits/s leaving the sender's host this tick
 	id        string  // for the allocator
+	// arrival is a flows workload's Poisson arrival time, at or before
+	// start (the tick that took it)
+	arrival time.Duration
 }
 
 type engine struct {

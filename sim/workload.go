@@ -211,7 +211,10 @@ func (e *engine) fireEvents() error {
 				e.setConns(g, true)
 				e.schedule(e.now+e.period(g, time.Duration(g.w.On)), ev.gen, evToggle)
 			case "flows":
-				e.schedule(e.now+e.expDelay(g), ev.gen, evArrival)
+				// Poisson arrivals from the phase's start: each gap
+				// runs from the previous arrival's time, not from the
+				// tick that handles it (below).
+				e.schedule(ev.t+e.expDelay(g), ev.gen, evArrival)
 			case spec.KindClients:
 				e.schedule(e.now, ev.gen, evArrival)
 			default:
@@ -246,9 +249,17 @@ func (e *engine) fireEvents() error {
 			c := &e.conns[i]
 			c.size = size
 			c.remaining = size * 8
+			c.arrival = ev.t
 			c.start = e.now
 			e.setActive(i, true)
-			e.schedule(e.now+e.expDelay(g), ev.gen, evArrival)
+			// The next arrival follows this one's time, ev.t, which
+			// may lie before the tick: when it too is due by now, this
+			// loop starts it in the same tick, so a tick takes as many
+			// arrivals as fall into it. (From e.now, at most one flow
+			// a tick would arrive and every gap would be rounded up to
+			// the tick: 8,644 instead of 20,000 flows in 10 s at
+			// 2,000 flows/s and 1 ms ticks.)
+			e.schedule(ev.t+e.expDelay(g), ev.gen, evArrival)
 		}
 	}
 	return nil

@@ -485,9 +485,11 @@ func fig8(placement string) string {
 # flow (Fig. 8(a): each reducer's throughput against its 56.25 Mbps
 # guarantee, all jobs active).
 # From %ds: the shuffle, one %s flow per mapper->reducer pair, all
-# starting at once (a Poisson stream at 1e6 flows/s during one 1 ms tick
-# starts exactly one flow per pair); a tenant's shuffle time is the
-# largest FCT of its flows (Fig. 8(b): against static reservations).
+# starting at once: per mapper, a clients workload whose clients are the
+# tenant's reducers; each fetches one flow from the mapper at the phase's
+# start, and the phase ends (1 ms later) before that flow can finish, so
+# no second one follows. A tenant's shuffle time is the largest FCT of its
+# flows (Fig. 8(b): against static reservations).
 `, placement, desc, len(sizes), used, fig8Bulk, fig8Bulk, fig8FlowBytes)
 	fmt.Fprintf(&b, `name: elasticswitch-fig8-%s
 description: ElasticSwitch Fig. 8 - MapReduce shuffle, %s placement
@@ -524,8 +526,13 @@ tenants:
 		}
 		fmt.Fprintf(&b, "  - {name: t%d-bulk, tenant: t%d, kind: tcp, stop: %ds,\n     src: %s,\n     dst: %s}\n",
 			t+1, t+1, fig8Bulk, role(0), role(n))
-		fmt.Fprintf(&b, "  - {name: t%d-shuffle, tenant: t%d, kind: flows, start: %ds, stop: %dms, arrival_rate: 1e6, sizes: {dist: fixed, mean: %s},\n     src: %s,\n     dst: %s}\n",
-			t+1, t+1, fig8Bulk, fig8Bulk*1000+1, fig8FlowBytes, role(0), role(n))
+		// One clients workload per mapper: every reducer fetches one
+		// flow from it (a Poisson flows workload would start a random
+		// number of flows per pair).
+		for _, m := range vms[:n] {
+			fmt.Fprintf(&b, "  - {name: t%d-shuffle-%s, tenant: t%d, kind: clients, start: %ds, stop: %dms, sizes: {dist: fixed, mean: %s},\n     src: [%s],\n     dst: %s}\n",
+				t+1, m.name, t+1, fig8Bulk, fig8Bulk*1000+1, fig8FlowBytes, m.name, role(n))
+		}
 	}
 	b.WriteString("mechanism:\n  name: elasticswitch\n")
 	return b.String()
