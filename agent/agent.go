@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -65,9 +66,20 @@ type Config struct {
 	// /state (JSON) and /healthz, in the caller's namespace.
 	HTTP string
 	// Restore puts every pair limiter the agent changed back to
-	// unlimited and removes its schedulers when Run ends.
+	// unlimited and removes its schedulers when Run ends, and removes
+	// what the data path built (datapath.Remover): the host's VMs then
+	// run unlimited. Without it, Run ends by leaving the mechanism's
+	// guarantee-safe settings in force (mech.Failsafe) and the data path
+	// enforcing them, for the next agent to take over.
 	Restore bool
 	Logger  *slog.Logger
+	// LoseSent is a fault to inject: the fraction of the control
+	// messages the agent sends that it drops instead (after sealing and
+	// counting them as sent), drawn from a stream seeded with LoseSeed —
+	// to measure how a mechanism tolerates lost messages on real hosts,
+	// whose kernels may lack netem. 0: none.
+	LoseSent float64
+	LoseSeed uint64
 	// Trace, if set, receives one CSV line per egress pair per step:
 	// time_s,host,src,dst,rate,limit,limiter_bound,losses (rates in Mbps
 	// of the model's units), and one per VM with an egress limit or
@@ -102,6 +114,7 @@ type Agent struct {
 	traceErr error
 	epoch    int64
 	seq      uint64
+	lose     *rand.Rand // LoseSent's stream (nil: none); steps only
 
 	// mu serializes steps and model updates: everything below.
 	mu     sync.Mutex
@@ -192,6 +205,12 @@ func New(cfg Config) (_ *Agent, err error) {
 		obsState: newObsState(),
 	}
 	a.enf = newEnforcer(a)
+	if !(cfg.LoseSent >= 0 && cfg.LoseSent <= 1) {
+		return nil, fmt.Errorf("agent %s: fraction of sent messages to lose %v, want one in [0, 1]", cfg.Host, cfg.LoseSent)
+	}
+	if cfg.LoseSent > 0 {
+		a.lose = rand.New(rand.NewPCG(cfg.LoseSeed, 0x6c6f7365))
+	}
 	if a.byAddr, a.addrOf, err = addressing(cfg.Model, cfg.Host); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Host, err)
 	}
@@ -615,11 +634,14 @@ func (a *Agent) Stats() drive.Stats { return a.drv.Stats() }
 
 // Run runs the agent until ctx ends: the receiver in the background, a
 // step every mechanism period, the HTTP server if configured. It closes
-// the socket and the data path before it returns; with Restore it
-// removes its limits first. The error is nil when ctx ended it.
+// the socket and the data path before it returns. It leaves the
+// mechanism's guarantee-safe settings in force (mech.Failsafe: each pair
+// at its guarantee, for ElasticSwitch), so that the host's VMs stay
+// limited until the next agent takes over; with Restore it removes its
+// limits instead. The error is nil when ctx ended it.
 func (a *Agent) Run(ctx context.Context) (err error) {
 	defer func() {
-		err = errors.Join(err, a.traceErr, a.cfg.Path.Close())
+		err = errors.Join(err, a.traceErr, a.leave())
 	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -649,9 +671,6 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	if a.cfg.Restore {
-		defer a.restore()
-	}
 	a.start = time.Now()
 	if err := a.baseline(); err != nil {
 		return err
@@ -672,6 +691,27 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	})
 	a.log.Info("agent stopped", "steps", a.met.nSteps.Load())
 	return nil
+}
+
+// leave is the end of Run: with Restore the agent's limits and what the
+// data path built are removed; otherwise the mechanism's guarantee-safe
+// settings are applied and left in force. The data path is closed.
+func (a *Agent) leave() error {
+	if a.cfg.Restore {
+		a.restore()
+		if r, ok := a.cfg.Path.(datapath.Remover); ok {
+			return r.Remove()
+		}
+		return a.cfg.Path.Close()
+	}
+	a.mu.Lock()
+	n, err := a.drv.Failsafe()
+	a.mu.Unlock()
+	if err != nil {
+		a.log.Warn("some guarantee-safe settings were not applied on stop; the last ones stay in force", "err", err)
+	}
+	a.log.Info("left guarantee-safe settings in force", "settings", n)
+	return a.cfg.Path.Close()
 }
 
 // Apply builds an agent without a socket, steps its mechanism once on a
@@ -753,6 +793,11 @@ func (a *Agent) send(msgs []mech.Message) {
 			a.log.Warn("encode message", "err", err)
 			continue
 		}
+		if a.lose != nil && a.lose.Float64() < a.cfg.LoseSent {
+			a.met.sent.Inc() // lost on the way, as far as the sender knows
+			a.met.lost.Inc()
+			continue
+		}
 		if _, err := a.conn.WriteTo(b, net.UDPAddrFromAddrPort(to)); err != nil {
 			a.met.sendErrors.WithLabelValues("send").Inc()
 			a.log.Debug("send message", "to", m.To, "err", err)
@@ -803,10 +848,10 @@ func (a *Agent) handle(b []byte, from netip.AddrPort) {
 			sq = &sequence{}
 			a.peerSeq[e.From] = sq
 		}
-		fresh := sq.accept(e.Epoch, e.Seq)
+		why := sq.check(e.Epoch, e.Seq, time.Now().UnixNano())
 		a.inMu.Unlock()
-		if !fresh {
-			err = wireErr(DropStale, "message %d of epoch %d from %s", e.Seq, e.Epoch, e.From)
+		if why != "" {
+			err = wireErr(why, "message %d of epoch %d from %s", e.Seq, e.Epoch, e.From)
 		}
 	}
 	if err != nil {

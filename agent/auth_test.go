@@ -314,6 +314,19 @@ func TestForgedMessagesDropped(t *testing.T) {
 				tamper(t, g, fmt.Sprintf(`"epoch":%d`, e.Epoch), fmt.Sprintf(`"epoch":%d`, int64(huge))), // a genuine tag
 			}
 		}, 0, map[string]float64{DropAuth: 4}},
+		// Signed with the pair's own key (a peer whose key leaked, or a
+		// bug): the clock bounds what the receiver adopts, so the genuine
+		// messages that follow are still accepted.
+		{"signed, epoch from the future", func(t *testing.T, g, _ []byte) [][]byte {
+			return [][]byte{
+				forged(t, k12, "h2", huge, 1),
+				forged(t, k12, "h2", time.Now().Add(MaxClockSkew+time.Minute).UnixNano(), 1),
+			}
+		}, 0, map[string]float64{DropFuture: 2}},
+		{"signed, sequence beyond the sender's clock", func(t *testing.T, g, _ []byte) [][]byte {
+			e := envelopeOf(t, g)
+			return [][]byte{forged(t, k12, "h2", e.Epoch, math.MaxUint64), forged(t, k12, "h2", e.Epoch, e.Seq+1e9)}
+		}, 0, map[string]float64{DropFuture: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newAuthFixture(t)

@@ -33,7 +33,11 @@
 //     verifies under its claimed sender's key, for another host, with a
 //     body that is not an object with a valid kind, not newer than the
 //     last one accepted from its sender (checked only once the tag
-//     verifies: no one without the key can move a sender's sequence), or
+//     verifies: no one without the key can move a sender's sequence),
+//     with an epoch or sequence its sender's clock cannot have reached
+//     (later than the receiver's clock plus MaxClockSkew, or more
+//     messages than MaxSendRate since its epoch: even a key holder
+//     cannot lock a peer out), or
 //     beyond a full inbox is counted by reason
 //     (bulkhead_agent_messages_dropped_total) and dropped; nothing a peer
 //     sends can stop the agent.

@@ -27,6 +27,7 @@ type agentMetrics struct {
 	limitSeconds prometheus.Histogram
 	sent         prometheus.Counter
 	sentBytes    prometheus.Counter
+	lost         prometheus.Counter
 	received     prometheus.Counter
 	dropped      *prometheus.CounterVec
 	sendErrors   *prometheus.CounterVec
@@ -81,6 +82,8 @@ func newMetrics(host string, drv *drive.Host) *agentMetrics {
 			Help: "Control messages sent to other agents.", ConstLabels: c}),
 		sentBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_message_bytes_sent_total",
 			Help: "Bytes of control messages sent.", ConstLabels: c}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_messages_lost_total",
+			Help: "Control messages dropped on purpose after sealing (fault injection: Config.LoseSent).", ConstLabels: c}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_agent_messages_received_total",
 			Help: "Control messages accepted.", ConstLabels: c}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bulkhead_agent_messages_dropped_total",
@@ -96,7 +99,7 @@ func newMetrics(host string, drv *drive.Host) *agentMetrics {
 		pairLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bulkhead_agent_pair_limit_bps",
 			Help: "Pair limiter in force (scenario units; +Inf: none).", ConstLabels: c}, []string{"src", "dst"}),
 	}
-	reg.MustRegister(m.steps, m.late, m.stepSeconds, m.limitUpdates, m.limitSeconds, m.sent, m.sentBytes, m.received,
+	reg.MustRegister(m.steps, m.late, m.stepSeconds, m.limitUpdates, m.limitSeconds, m.sent, m.sentBytes, m.lost, m.received,
 		m.dropped, m.sendErrors, m.errors, m.unheld, m.pairRate, m.pairLimit,
 		stat("bulkhead_agent_writes_total", "Limits and schedulers written to the data path.",
 			func(s drive.Stats) int64 { return s.Writes }),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/wireauth"
 )
@@ -34,7 +35,9 @@ const MaxDatagram = 60000
 // last one it accepted from the same sender (a duplicate, a replay, or
 // reordered behind a newer one), and a larger epoch (the sender restarted)
 // resets the sequence. The receiver checks them only once the tag
-// verifies, so no one without the key can move a sender's sequence.
+// verifies, so no one without the key can move a sender's sequence, and
+// bounds them against its clock (MaxClockSkew, MaxSendRate), so that not
+// even a key holder can move it beyond what the sender can reach.
 type Envelope struct {
 	V     int             `json:"v"`
 	From  string          `json:"from"`
@@ -55,11 +58,12 @@ const (
 	DropRecipient = "recipient" // addressed to another host
 	DropBody      = "body"      // body not an object with a valid kind
 	DropStale     = "stale"     // not newer than the last accepted from its sender (a replay, a duplicate)
+	DropFuture    = "future"    // an epoch or sequence its sender's clock cannot have reached yet
 	DropOverflow  = "overflow"  // inbox full
 )
 
 // dropReasons are every drop reason, for the metrics.
-var dropReasons = []string{DropMalformed, DropSize, DropVersion, DropSender, DropAuth, DropRecipient, DropBody, DropStale, DropOverflow}
+var dropReasons = []string{DropMalformed, DropSize, DropVersion, DropSender, DropAuth, DropRecipient, DropBody, DropStale, DropFuture, DropOverflow}
 
 // kindRE is what a body's kind may look like.
 var kindRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
@@ -199,6 +203,19 @@ func checkBody(b json.RawMessage) error {
 	return nil
 }
 
+// MaxClockSkew is how far a sender's clock may run ahead of the
+// receiver's: a message whose epoch (the sender's start) is later than
+// the receiver's clock plus MaxClockSkew is from the future and dropped,
+// not adopted, so that no message can move a sender's epoch beyond what
+// its restarts can reach.
+const MaxClockSkew = 10 * time.Second
+
+// MaxSendRate bounds the messages an agent sends per second: a sequence
+// number larger than MaxSendRate × the time since its epoch (plus
+// MaxClockSkew) cannot have been reached and is dropped as from the
+// future. Agents send a few hundred messages per second per peer.
+const MaxSendRate = 1e6
+
 // sequence tracks the newest message accepted from one sender.
 type sequence struct {
 	epoch int64
@@ -206,17 +223,26 @@ type sequence struct {
 	any   bool
 }
 
-// accept reports whether (epoch, seq) is newer than what was accepted,
-// and records it if so.
-func (s *sequence) accept(epoch int64, seq uint64) bool {
+// check says why (epoch, seq), received at now (Unix nanoseconds), is
+// not accepted: "" if it is newer than what was accepted and within
+// what the sender's clock can have reached (it is then recorded),
+// DropFuture if beyond, DropStale if not newer.
+func (s *sequence) check(epoch int64, seq uint64, now int64) string {
+	skew := MaxClockSkew.Nanoseconds()
+	if epoch > now+skew {
+		return DropFuture
+	}
+	if elapsed := float64(now+skew-epoch) / 1e9; float64(seq) > MaxSendRate*elapsed {
+		return DropFuture
+	}
 	switch {
 	case !s.any || epoch > s.epoch:
 	case epoch == s.epoch && seq > s.seq:
 	default:
-		return false
+		return DropStale
 	}
 	s.epoch, s.seq, s.any = epoch, seq, true
-	return true
+	return ""
 }
 
 // reason returns the drop reason of an error from DecodeMessage.

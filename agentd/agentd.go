@@ -74,6 +74,10 @@ type Config struct {
 	// Restore puts the host's limiters back to unlimited when the
 	// daemon stops.
 	Restore bool
+	// LoseSent and LoseSeed inject a fault: the fraction of the control
+	// messages the agent sends that it drops (agent.Config.LoseSent).
+	LoseSent float64
+	LoseSeed uint64
 	// Trace, if set, receives the agent's per-step trace (agent.Config.Trace).
 	Trace  io.Writer
 	Logger *slog.Logger
@@ -275,7 +279,7 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	}
 	a, err := agent.New(agent.Config{
 		Host: d.cfg.Host, Model: &m, Mechanism: mc, Path: path, Scale: d.cfg.Scale, HTTP: d.cfg.HTTP,
-		Restore: d.cfg.Restore, Logger: d.cfg.Logger, Trace: d.cfg.Trace,
+		Restore: d.cfg.Restore, Logger: d.cfg.Logger, Trace: d.cfg.Trace, LoseSent: d.cfg.LoseSent, LoseSeed: d.cfg.LoseSeed,
 		Listen: func() (net.PacketConn, error) { return d.cfg.Listen(self) },
 		Peers: func(h string) (netip.AddrPort, bool) {
 			ap, ok := (*d.peers.Load())[h]

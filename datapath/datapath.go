@@ -203,7 +203,18 @@ type Host interface {
 	// Loss returns the server's loss counter (nil: none).
 	Loss() LossCounter
 	// Close releases what the data path holds for its user (the loss
-	// counter, handles it opened); the enforcement it set stays, except
-	// the limiters it built itself for VMs (as Detach removes them).
+	// counter, handles it opened); the enforcement it set stays in force,
+	// limiters and schedulers it built itself included: a host whose
+	// agent stops keeps its VMs limited (the agent leaves guarantee-safe
+	// settings, mech.Failsafe), and the next agent takes them over.
 	Close() error
+}
+
+// Remover is a data path that can remove the enforcement it built
+// itself (limiters, schedulers, redirections) as well as close: what an
+// operator asks for when Bulkhead leaves a host.
+type Remover interface {
+	// Remove removes what the data path built, leaving the devices as
+	// it found them, and closes it.
+	Remove() error
 }

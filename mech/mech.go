@@ -135,6 +135,20 @@ type Agent interface {
 	Step(obs *HostObs, inbox []Message) Actions
 }
 
+// Failsafe is implemented by agents that can name, at any moment, the
+// settings that keep every guarantee on their host without another step
+// or message: what a host agent leaves in force when it stops (a signal,
+// an upgrade), until it or its successor steps again. A mechanism that
+// lets pairs or VMs above their guarantees while its peers' feedback
+// holds them (work conservation) returns them to their guarantees here.
+// Limits and schedulers not mentioned keep their current settings; an
+// agent that is not a Failsafe leaves every setting as it is.
+type Failsafe interface {
+	// Failsafe returns the limits and schedulers to leave in force
+	// (Messages are ignored).
+	Failsafe() Actions
+}
+
 // Mechanism makes agents. Parameters are parsed and checked when the
 // Mechanism is built (see mech/all), so NewAgent only fails on an Env the
 // mechanism cannot serve.

@@ -3,8 +3,12 @@ package testbed
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"net"
+	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,9 +196,9 @@ func TestForgedMessagesFromAVM(t *testing.T) {
 	needRoot(t)
 	sc, tp := loadScenario(t, "../scenarios/real-connections.yaml")
 	prefix := testPrefix(t)
-	sent := 0
+	sent, spoofed := 0, 0
 	var victim string
-	var auth float64
+	var auth, stale float64
 	in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix},
 		Mechanism: "elasticswitch", Workload: WorkloadBuiltin,
 		During: func(ctx context.Context, c *RunControl) error {
@@ -230,13 +234,30 @@ func TestForgedMessagesFromAVM(t *testing.T) {
 				return fmt.Errorf("a socket in VM b-tx: %w", err)
 			}
 			defer conn.Close()
+			// a raw socket, to send from the receiving server's agent's
+			// own address and port
+			from, _ := c.AgentAddr(dst.Server)
+			var raw int
+			if err := ns.Do(func() (err error) {
+				raw, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_RAW)
+				return err
+			}); err != nil {
+				return fmt.Errorf("a raw socket in VM b-tx: %w", err)
+			}
+			defer syscall.Close(raw)
 			wrong := make([]byte, 32)
 			_, _ = rand.Read(wrong)
 			body := map[string]any{"kind": "elasticswitch.congestion.v1", "pairs": []map[string]any{{"src": "a-tx", "dst": "a-rx", "lost": 1e6}}}
 			tick := time.NewTicker(2 * time.Millisecond)
 			defer tick.Stop()
 			for seq := uint64(1); time.Since(c.T0) < 8*time.Second; seq++ {
-				sealed, err := agent.EncodeMessage(wrong, dst.Server, src.Server, time.Now().UnixNano()+1e18, seq, body)
+				// any epoch and sequence: the sender's start far in the
+				// future, the largest sequence, or both
+				epoch, sq := time.Now().UnixNano()+1e18, seq
+				if seq%3 == 1 {
+					epoch, sq = time.Now().UnixNano(), math.MaxUint64-seq
+				}
+				sealed, err := agent.EncodeMessage(wrong, dst.Server, src.Server, epoch, sq, body)
 				if err != nil {
 					return err
 				}
@@ -244,7 +265,14 @@ func TestForgedMessagesFromAVM(t *testing.T) {
 				if seq%2 == 0 { // unsigned: the envelope alone
 					dg = sealed[:len(sealed)-wireauth.TagSize]
 				}
-				if _, err := conn.Write(dg); err == nil {
+				var err2 error
+				if seq%4 < 2 { // from the VM's own address
+					_, err2 = conn.Write(dg)
+				} else { // from the peer agent's address, spoofed
+					err2 = sendSpoofed(raw, from, to, dg)
+					spoofed++
+				}
+				if err2 == nil {
 					sent++
 				}
 				select {
@@ -260,6 +288,7 @@ func TestForgedMessagesFromAVM(t *testing.T) {
 				return err
 			}
 			auth = float64(hs.Status.(*api.HostStatus).Dropped[agent.DropAuth])
+			stale = float64(hs.Status.(*api.HostStatus).Dropped[agent.DropStale])
 			return nil
 		},
 	})
@@ -268,12 +297,47 @@ func TestForgedMessagesFromAVM(t *testing.T) {
 	}
 	requireGone(t, prefix)
 	a := meanIn(in, "A", 2*time.Second, 8*time.Second)
-	t.Logf("%d forged datagrams sent to %s's agent; it dropped %.0f as unauthenticated; A %.0f Mbps meanwhile (lowest sample %.0f)",
-		sent, victim, auth, a, minIn(in, "A", 2*time.Second, 8*time.Second))
+	t.Logf("%d forged datagrams sent to %s's agent (%d from the peer agent's spoofed address), with epochs 1e18 ns ahead or sequences near 2^64; it dropped %.0f as unauthenticated and %.0f genuine ones as stale; A %.0f Mbps meanwhile (lowest sample %.0f)",
+		sent, victim, spoofed, auth, stale, a, minIn(in, "A", 2*time.Second, 8*time.Second))
 	if sent == 0 || auth < float64(sent) {
 		t.Errorf("%d forged datagrams sent, %.0f dropped as unauthenticated: want every one", sent, auth)
+	}
+	if stale > 0 {
+		t.Errorf("%.0f genuine messages dropped as stale after the forged ones: a peer was locked out", stale)
 	}
 	if a < 0.9*600 {
 		t.Errorf("A averaged %.0f Mbps while forged messages arrived, want ≥ 90%% of 600", a)
 	}
+}
+
+// sendSpoofed sends payload as one UDP datagram from the address and
+// port from (not the sender's own) to to, over a raw IPv4 socket
+// (IPPROTO_RAW: the header is ours). The UDP checksum is left 0 (none).
+func sendSpoofed(raw int, from, to netip.AddrPort, payload []byte) error {
+	n := 28 + len(payload)
+	b := make([]byte, n)
+	b[0] = 0x45 // IPv4, 20-byte header
+	binary.BigEndian.PutUint16(b[2:], uint16(n))
+	b[8] = 64 // TTL
+	b[9] = syscall.IPPROTO_UDP
+	s, d := from.Addr().As4(), to.Addr().As4()
+	copy(b[12:16], s[:])
+	copy(b[16:20], d[:])
+	binary.BigEndian.PutUint16(b[10:], ipChecksum(b[:20]))
+	binary.BigEndian.PutUint16(b[20:], from.Port())
+	binary.BigEndian.PutUint16(b[22:], to.Port())
+	binary.BigEndian.PutUint16(b[24:], uint16(8+len(payload)))
+	copy(b[28:], payload)
+	return syscall.Sendto(raw, b, 0, &syscall.SockaddrInet4{Addr: d})
+}
+
+func ipChecksum(h []byte) uint16 {
+	var sum uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
 }

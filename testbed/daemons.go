@@ -54,6 +54,8 @@ type daemons struct {
 // daemon is one daemon process.
 type daemon struct {
 	name string
+	bin  string
+	args []string
 	cmd  *exec.Cmd
 	done chan struct{}
 	logf *os.File
@@ -99,6 +101,10 @@ type DaemonOptions struct {
 	// Undeclared tenants are left out of the first apply (RunControl.Apply
 	// declares them).
 	Undeclared []string
+	// LoseMessages is the fraction of their control messages the agents
+	// drop (agent --fault-lose-messages; each server's agent with a seed
+	// of its own).
+	LoseMessages float64
 	// External, if set, is a controller an operator runs: the run declares
 	// the cluster and its servers to it and starts agents against it
 	// instead of starting its own.
@@ -132,7 +138,8 @@ func freeLoopback() (string, error) {
 
 // start runs a daemon with its output in dir/NAME.log.
 func (d *daemons) start(name, bin string, args ...string) (*daemon, error) {
-	logf, err := os.Create(filepath.Join(d.dir, name+".log"))
+	// appended to: a daemon started again keeps its earlier log
+	logf, err := os.OpenFile(filepath.Join(d.dir, name+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +151,7 @@ func (d *daemons) start(name, bin string, args ...string) (*daemon, error) {
 		logf.Close()
 		return nil, fmt.Errorf("testbed: start %s: %w", name, err)
 	}
-	p := &daemon{name: name, cmd: cmd, done: make(chan struct{}), logf: logf}
+	p := &daemon{name: name, bin: bin, args: args, cmd: cmd, done: make(chan struct{}), logf: logf}
 	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
 	return p, nil
 }
@@ -241,6 +248,9 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 		}
 		if o.Trace {
 			args = append(args, "--trace", filepath.Join(dir, "trace-"+n.Name+".csv"))
+		}
+		if o.LoseMessages > 0 {
+			args = append(args, "--fault-lose-messages", strconv.FormatFloat(o.LoseMessages, 'g', -1, 64), "--fault-seed", strconv.Itoa(i+1))
 		}
 		if o.HTTP != "" {
 			h, port, err := splitHostPort(o.HTTP)
@@ -534,6 +544,55 @@ func (c *RunControl) StartController(ctx context.Context) error {
 		}
 	}
 	return waitReady(ctx, p, "http://"+addr+"/readyz")
+}
+
+// SignalAgent sends sig to the agent process of a server: SIGTERM or
+// SIGINT stop it cleanly, SIGKILL kills it, SIGSTOP freezes it and
+// SIGCONT lets it go on. StartAgent starts it again once it exited.
+func (c *RunControl) SignalAgent(server string, sig syscall.Signal) error {
+	p, ok := c.d.agents[server]
+	if !ok {
+		return fmt.Errorf("testbed: server %s has no agent", server)
+	}
+	if !p.alive() {
+		return fmt.Errorf("testbed: the agent of %s has exited", server)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// WaitAgent waits until the agent of a server has exited (after
+// SIGTERM or SIGKILL), or ctx ends.
+func (c *RunControl) WaitAgent(ctx context.Context, server string) error {
+	p, ok := c.d.agents[server]
+	if !ok {
+		return fmt.Errorf("testbed: server %s has no agent", server)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// StartAgent starts the agent of a server again, as it was first
+// started, once it has exited; it returns when the process runs (it
+// connects to the controller and adopts its server's limiters on its
+// own).
+func (c *RunControl) StartAgent(server string) error {
+	p, ok := c.d.agents[server]
+	if !ok {
+		return fmt.Errorf("testbed: server %s has no agent", server)
+	}
+	if p.alive() {
+		return fmt.Errorf("testbed: the agent of %s is running", server)
+	}
+	np, err := c.d.start(p.name, p.bin, p.args...)
+	if err != nil {
+		return err
+	}
+	c.d.agents[server] = np
+	return nil
 }
 
 // ControllerAddrs are the run's controller's operator API and agents'

@@ -67,6 +67,9 @@ type RunOptions struct {
 	// Binary is the bulkhead executable the control plane's daemons run
 	// (Options.Daemons; default: this process's executable).
 	Binary string
+	// LoseMessages is the fraction of their control messages the agents
+	// drop, to measure tolerance of message loss (0: none).
+	LoseMessages float64
 	// Undeclared tenants are not declared to the controller at the start
 	// (their VMs exist, their traffic runs unmanaged): During may apply
 	// them.
@@ -299,7 +302,7 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		}
 		w = iw
 	}
-	d, err := tb.startDaemons(ctx, sc, o.Mechanism, o.Params, DaemonOptions{Binary: o.Binary, Loss: o.Loss, HTTP: o.AgentHTTP,
+	d, err := tb.startDaemons(ctx, sc, o.Mechanism, o.Params, DaemonOptions{Binary: o.Binary, Loss: o.Loss, HTTP: o.AgentHTTP, LoseMessages: o.LoseMessages,
 		Trace: o.AgentTrace != nil, Undeclared: o.Undeclared, External: o.External})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/datapath"
+
 	"github.com/bulkhead-dc/bulkhead/datapath/linux"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/mech"
@@ -119,18 +121,31 @@ func TestPathSchedulers(t *testing.T) {
 			t.Errorf("IFB %s: found %v, an IFB %v, %v", ifb, found, isIFB, err)
 		}
 	}
+	// closed (its agent stopped), the schedulers stay in force; the next
+	// data path takes them over, and removed, nothing is left
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
 	for _, ifb := range []string{linux.SchedTXIFB, linux.SchedRXIFB} {
+		if found, isIFB, err := srv.IsIFB(ifb); err != nil || !found || !isIFB {
+			t.Errorf("IFB %s after close: found %v, an IFB %v, %v", ifb, found, isIFB, err)
+		}
+	}
+	if h, err = o.Path(nil, m); err != nil {
+		t.Fatalf("a data path over what a closed one left: %v", err)
+	}
+	if err := h.(datapath.Remover).Remove(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ifb := range []string{linux.SchedTXIFB, linux.SchedRXIFB} {
 		if found, _, err := srv.IsIFB(ifb); err != nil || found {
-			t.Errorf("IFB %s after close: found %v, %v", ifb, found, err)
+			t.Errorf("IFB %s after remove: found %v, %v", ifb, found, err)
 		}
 	}
 	if ok, err := srv.HasClsact(up); err != nil || ok {
-		t.Errorf("uplink's clsact after close: %v, %v", ok, err)
+		t.Errorf("uplink's clsact after remove: %v, %v", ok, err)
 	}
 	if q, err := srv.RootQdisc(up); err != nil || !q.Default() {
-		t.Errorf("uplink's root qdisc after close: %v, %v", q, err)
+		t.Errorf("uplink's root qdisc after remove: %v, %v", q, err)
 	}
 }

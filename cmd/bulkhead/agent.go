@@ -33,6 +33,15 @@ while the controller is unreachable, and re-synchronises when it is back
 the host's rates to the controller every second. Run it as root in the
 host's network namespace. docs/operating.md.
 
+When it stops (SIGINT, SIGTERM, SIGHUP, SIGQUIT, or a restart for an
+upgrade), it leaves its VMs limited at settings that keep every guarantee
+without it (for ElasticSwitch, each pair at its guarantee; for
+Gatekeeper, each VM at its guarantee), and the next agent on the host
+adopts the limiters it finds, so the VMs never run unlimited in between.
+With --remove-on-exit it removes them instead. If it is killed, the last
+limits stay in force; peers that stop hearing from it hold what they send
+to its VMs at their guarantees.
+
 For a server of an emulated datacenter (SCENARIO --prefix --server): run
 the host agent of one server of a testbed that is up ('bulkhead
 testbed up SCENARIO.yaml --mechanism M'): every mechanism period it reads

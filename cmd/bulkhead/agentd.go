@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/bulkhead-dc/bulkhead/agent/hostpath"
 	"github.com/bulkhead-dc/bulkhead/agentd"
@@ -27,6 +29,9 @@ type daemonFlags struct {
 	netns       string
 	trace       string
 	scale       float64
+	remove      bool
+	lose        float64
+	loseSeed    uint64
 }
 
 func (f *daemonFlags) add(cmd *cobra.Command) {
@@ -37,6 +42,9 @@ func (f *daemonFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.netns, "netns", "", "the host's network namespace, if the agent runs outside it (with --controller; the testbed runs agents in the root namespace, on its management network)")
 	cmd.Flags().StringVar(&f.trace, "trace", "", "write the agent's per-step pair observations and limits to this CSV file (with --controller; no header)")
 	cmd.Flags().Float64Var(&f.scale, "scale", 1, "multiply every rate on the wire (with --controller; as the testbed's --scale)")
+	cmd.Flags().Float64Var(&f.lose, "fault-lose-messages", 0, "fault injection: drop this fraction of the control messages the agent sends to its peers, to measure how the mechanism tolerates their loss (with --controller)")
+	cmd.Flags().Uint64Var(&f.loseSeed, "fault-seed", 1, "seed of --fault-lose-messages' random draws")
+	cmd.Flags().BoolVar(&f.remove, "remove-on-exit", false, "on exit, remove every limiter and scheduler the agent built, leaving the host's VMs unlimited (with --controller; by default they stay at guarantee-safe limits for the next agent to adopt)")
 }
 
 // run runs the agent under a controller until the command's context ends.
@@ -66,9 +74,14 @@ func (f *daemonFlags) run(cmd *cobra.Command, httpAddr, loss string) error {
 	d, err := agentd.New(agentd.Config{
 		Host: f.host, Controllers: f.controllers, TLS: tc, Scale: f.scale, HTTP: httpAddr, Version: version,
 		Logger: slog.Default(), Mechanism: hp.Mechanism, Path: hp.Path, Listen: hp.Listen, Trace: trace,
+		Restore: f.remove, LoseSent: f.lose, LoseSeed: f.loseSeed,
 	})
 	if err != nil {
 		return err
 	}
-	return d.Run(cmd.Context())
+	// SIGINT and SIGTERM end every command; an agent stops cleanly on
+	// the other signals it can catch too, leaving guarantee-safe limits.
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGHUP, syscall.SIGQUIT)
+	defer stop()
+	return d.Run(ctx)
 }

@@ -13,7 +13,8 @@
 // On a real host, a Host builds a VM's limiters itself from the
 // interface the declared model names for it (datapath.VM Interface and
 // Netns; model.VM), in one of two layouts, and removes them when the VM
-// is detached or the Host closed, leaving the devices as it found them:
+// is detached or the Host removed (Remove), leaving the devices as it
+// found them; Close leaves them enforcing, and a later Host adopts them:
 //
 //   - the VM in a namespace of its own (Netns set: a name in
 //     /run/netns, or the path of the namespace's file; containers, the
@@ -262,27 +263,44 @@ func (h *Host) Scheduler(dir mech.Direction) datapath.Scheduler {
 // Loss implements datapath.Host.
 func (h *Host) Loss() datapath.LossCounter { return h.cfg.Loss }
 
-// Close implements datapath.Host: it removes what was built for VMs
-// from their Interface (as Detach) and the schedulers' devices and
-// redirections it built (Config.Schedulers), closes the loss counter
-// and calls Release, once.
-func (h *Host) Close() error {
+// Close implements datapath.Host: it closes the loss counter (its
+// programs come off) and the handles it opened and calls Release, once,
+// and leaves in force what it built for VMs from their Interface and the
+// schedulers' devices and redirections (Config.Schedulers), with the
+// rates last set: a server whose agent stops keeps its VMs limited. The
+// next Host on the server adopts the VMs' limiters as it finds them
+// (dataplane.AdoptLimiter). Remove removes them.
+func (h *Host) Close() error { return h.close(false) }
+
+// Remove removes everything the Host built — its VMs' limiters and
+// redirections, the schedulers' IFBs and filters — and closes it
+// (datapath.Remover): the devices are left as they were found.
+func (h *Host) Remove() error { return h.close(true) }
+
+// close closes the Host; remove: what it built goes too.
+func (h *Host) close(remove bool) error {
 	var err error
 	h.once.Do(func() {
 		h.mu.Lock()
 		var errs []error
 		for _, n := range slices.Sorted(maps.Keys(h.prov)) {
-			errs = append(errs, h.unwatchLoss(h.prov[n]), h.teardown(h.prov[n]))
+			p := h.prov[n]
+			errs = append(errs, h.unwatchLoss(p))
+			if remove {
+				errs = append(errs, h.teardown(p))
+			} else if p.vmNS != nil {
+				p.vmNS.Close() // the limiters stay; the next Host adopts them
+			}
 		}
 		clear(h.prov)
-		if h.built != nil {
+		if remove && h.built != nil {
 			errs = append(errs, h.built.remove())
 		}
 		h.mu.Unlock()
 		if h.cfg.Loss != nil {
 			errs = append(errs, h.cfg.Loss.Close())
 		}
-		if h.built != nil { // once the loss counter's programs are off
+		if remove && h.built != nil { // once the loss counter's programs are off
 			errs = append(errs, h.built.dropClsacts())
 		}
 		if h.cfg.Release != nil {

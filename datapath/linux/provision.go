@@ -360,7 +360,11 @@ func (h *Host) provisionServer(vm datapath.VM) (_ *provisioned, err error) {
 			err = errors.Join(err, h.teardown(p))
 		}
 	}()
-	if len(in) > 0 || found { // left by an agent that died
+	// Left by an earlier Host (its agent stopped or died): the IFB and
+	// the redirection into it are adopted with the limiter on it, so
+	// that the VM stays limited; half of them is removed and made anew.
+	adopt := len(in) > 0 && found
+	if !adopt && (len(in) > 0 || found) {
 		p.redirect = len(in) > 0
 		if found {
 			p.ifb = ifb
@@ -375,16 +379,20 @@ func (h *Host) provisionServer(vm datapath.VM) (_ *provisioned, err error) {
 		return nil, fmt.Errorf("%s: %w", at, err)
 	}
 	p.rx = &counterSet{l: rx}
-	if err := srv.AddIFB(ifb); err != nil {
-		return nil, fmt.Errorf("%s: its limiter's IFB: %w", at, err)
+	if !adopt {
+		if err := srv.AddIFB(ifb); err != nil {
+			return nil, fmt.Errorf("%s: its limiter's IFB: %w", at, err)
+		}
 	}
 	p.ifb = ifb
 	if p.tx, err = newLimiter(srv, ifb, 0); err != nil {
 		return nil, fmt.Errorf("%s: its limiter's IFB: %w", at, err)
 	}
 	p.redirect = true
-	if err := srv.RedirectIngress(dev, ifb, IngressPrio); err != nil {
-		return nil, fmt.Errorf("%s: redirect its ingress to %s: %w", at, ifb, err)
+	if !adopt {
+		if err := srv.RedirectIngress(dev, ifb, IngressPrio); err != nil {
+			return nil, fmt.Errorf("%s: redirect its ingress to %s: %w", at, ifb, err)
+		}
 	}
 	return p, nil
 }
@@ -417,14 +425,22 @@ func ours(q dataplane.Qdisc) bool {
 	return q.Kind == "htb" && q.Handle == dataplane.TCHandle(ProvisionMajor, 0)
 }
 
-// newLimiter replaces the device's root qdisc (the default, or a
-// limiter of a Host) with an empty limiter.
+// newLimiter makes the device's limiter: a limiter of an earlier Host
+// (whose agent stopped or died) is adopted with its pairs' classes and
+// rates, so that they stay limited while the new agent takes over;
+// otherwise an empty limiter replaces the kernel's default root qdisc.
 func newLimiter(ns *dataplane.NS, dev string, queue uint32) (*dataplane.Limiter, error) {
 	q, err := ns.RootQdisc(dev)
 	if err != nil {
 		return nil, err
 	}
-	if ours(q) { // HTB cannot be changed in place
+	if ours(q) {
+		l, err := dataplane.AdoptLimiter(ns, dataplane.LimiterConfig{Dev: dev, Major: ProvisionMajor, QueueBytes: queue})
+		if err == nil {
+			return l, nil
+		}
+		// Not what a Host leaves: start anew (HTB cannot be changed in
+		// place).
 		if err := ns.DeleteRootQdisc(dev); err != nil {
 			return nil, err
 		}

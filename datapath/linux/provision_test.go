@@ -79,7 +79,7 @@ func (v *twoVMs) host(t *testing.T) *Host {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := h.Close(); err != nil {
+		if err := h.Remove(); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})
@@ -342,7 +342,7 @@ func TestProvisionServer(t *testing.T) {
 	if err := p.TX.SetPairRate(v.pair, provisionLimit); err != nil {
 		t.Fatal(err)
 	}
-	if err := next.Close(); err != nil {
+	if err := next.Remove(); err != nil {
 		t.Fatal(err)
 	}
 	pristine(t, v.srv, v.sa)
@@ -419,4 +419,74 @@ func TestProvisionRefused(t *testing.T) {
 	}
 	pristine(t, v.srv, v.prefix+"late")
 	noIFB(t, v.srv)
+}
+
+// TestCloseLeavesLimitsAdopted: a Host that closes (its agent stopped)
+// leaves its VMs' limiters enforcing at the rates last set, in both
+// layouts; the next Host adopts them — the pair keeps its class and
+// rate, nothing runs unlimited in between — and a transfer started after
+// the first Host closed runs at the limit. Remove then leaves nothing.
+func TestCloseLeavesLimitsAdopted(t *testing.T) {
+	needRoot(t)
+	for _, layout := range []string{"netns", "server"} {
+		t.Run(layout, func(t *testing.T) {
+			v := newTwoVMs(t)
+			vms := []datapath.VM{{Name: "a", Addr: v.pair.Src, Interface: v.sa}, {Name: "b", Addr: v.pair.Dst, Interface: v.sb}}
+			if layout == "netns" {
+				vms = []datapath.VM{{Name: "a", Addr: v.pair.Src, Interface: v.aDev, Netns: v.a.Name}, {Name: "b", Addr: v.pair.Dst, Interface: v.bDev, Netns: v.b.Name}}
+			}
+			first, err := NewHost(Config{NS: v.srv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = first.Remove() })
+			pa, err := first.Attach(vms[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := first.Attach(vms[1]); err != nil {
+				t.Fatal(err)
+			}
+			if err := pa.TX.SetPairRate(v.pair, provisionLimit); err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// nobody in charge: the pair is limited all the same
+			v.iperf3(t, 6*time.Second)
+			time.Sleep(time.Second)
+			next := v.host(t)
+			na, err := next.Attach(vms[0])
+			if err != nil {
+				t.Fatalf("attach over what a closed data path left: %v", err)
+			}
+			nb, err := next.Attach(vms[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim, ok := na.TX.(*dataplane.Limiter)
+			if !ok {
+				t.Fatalf("a's pair limiter is a %T", na.TX)
+			}
+			if r := lim.PairRate(v.pair); r != provisionLimit {
+				t.Errorf("adopted pair rate %v, want %v", r, provisionLimit)
+			}
+			if err := nb.RX.(datapath.PairCounterSet).CountPair(v.pair); err != nil {
+				t.Fatal(err)
+			}
+			txr, _ := rates(t, na.TX, nb.RX, v.pair, 2*time.Second)
+			t.Logf("%s: after the first data path closed and the next adopted it: %.1f Mbit/s at the limiter (limit %.0f)", layout, txr/1e6, provisionLimit/1e6)
+			if math.Abs(txr-provisionLimit) > 0.1*provisionLimit {
+				t.Errorf("rate %.1f Mbit/s, want %.0f ±10%%", txr/1e6, provisionLimit/1e6)
+			}
+			if err := next.Remove(); err != nil {
+				t.Fatal(err)
+			}
+			pristine(t, v.srv, v.sa)
+			pristine(t, v.srv, v.sb)
+			pristine(t, v.a, v.aDev)
+			noIFB(t, v.srv)
+		})
+	}
 }

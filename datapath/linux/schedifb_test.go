@@ -38,7 +38,7 @@ func schedHost(t *testing.T, ns *dataplane.NS, uplink string, loss VMLossCounter
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := h.Close(); err != nil {
+		if err := h.Remove(); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})
@@ -91,7 +91,7 @@ func TestSchedulersRefused(t *testing.T) {
 	} {
 		if h, err := NewHost(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			if h != nil {
-				_ = h.Close()
+				_ = h.Remove()
 			}
 			t.Errorf("NewHost(%+v): %v; want an error saying %q", c.cfg, err, c.want)
 		}
@@ -106,7 +106,7 @@ func TestSchedulersRefused(t *testing.T) {
 	}
 	if h, err := NewHost(Config{NS: p.s2, Schedulers: true, Links: []string{p.u2}}); err == nil || !strings.Contains(err.Error(), "priority 7") {
 		if h != nil {
-			_ = h.Close()
+			_ = h.Remove()
 		}
 		t.Errorf("an uplink with a foreign ingress filter: %v", err)
 	}
@@ -125,7 +125,7 @@ func TestSchedulersRefused(t *testing.T) {
 	}
 	if h, err := NewHost(Config{NS: p.s2, Schedulers: true, Links: []string{p.u2}}); err == nil || !strings.Contains(err.Error(), "not an IFB") {
 		if h != nil {
-			_ = h.Close()
+			_ = h.Remove()
 		}
 		t.Errorf("a veth named %s: %v", SchedRXIFB, err)
 	}
@@ -149,7 +149,7 @@ func TestSchedulersRefused(t *testing.T) {
 		t.Errorf("a VM without a namespace: %v", err)
 	}
 	pristine(t, p.s1, p.sa)
-	if err := h.Close(); err != nil {
+	if err := h.Remove(); err != nil {
 		t.Fatal(err)
 	}
 	pristine(t, p.s1, p.u1)
@@ -306,10 +306,10 @@ func TestSchedulersBuilt(t *testing.T) {
 		t.Errorf("redirections on %s after b came back: %v", p.u2, got)
 	}
 	// close (b still attached): nothing of theirs is left
-	if err := h1.Close(); err != nil {
+	if err := h1.Remove(); err != nil {
 		t.Fatal(err)
 	}
-	if err := h2.Close(); err != nil {
+	if err := h2.Remove(); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []struct {

@@ -268,7 +268,7 @@ func lossHost(t *testing.T, kind string, ns *dataplane.NS, uplink string, log *s
 		t.Fatal(errors.Join(err, lc.Close()))
 	}
 	t.Cleanup(func() {
-		if err := h.Close(); err != nil {
+		if err := h.Remove(); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})
@@ -368,10 +368,10 @@ func TestSeqGapsFollowVMs(t *testing.T) {
 				t.Errorf("b attached again: counted %d more, link drops %d", got, d)
 			}
 
-			if err := h1.Close(); err != nil {
+			if err := h1.Remove(); err != nil {
 				t.Fatal(err)
 			}
-			if err := h2.Close(); err != nil {
+			if err := h2.Remove(); err != nil {
 				t.Fatal(err)
 			}
 			bpfGone(t, progs1, maps1)

@@ -279,6 +279,54 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 	return act.Messages, errors.Join(errs...)
 }
 
+// Failsafe applies the settings the mechanism's agent names as safe to
+// leave in force with no agent stepping (mech.Failsafe): what a host
+// agent does last when it stops. An agent that is not a Failsafe leaves
+// the settings in force as they are. It returns how many settings it
+// wrote; the error joins those refused (nothing is retried: no step
+// follows).
+func (h *Host) Failsafe() (int, error) {
+	fs, ok := h.agent.(mech.Failsafe)
+	if !ok {
+		return 0, nil
+	}
+	act := fs.Failsafe()
+	var errs []error
+	n := 0
+	for _, s := range act.Schedulers {
+		if err := CheckScheduler(&h.env, s); err != nil {
+			h.invalid.Add(1)
+			errs = append(errs, h.errf("failsafe: %w", err))
+			continue
+		}
+		s.Weights = cloneWeights(s.Weights)
+		h.scheds[s.Dir] = &s
+		n++
+		if err := h.writeScheduler(s.Dir, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, l := range act.Limits {
+		if err := checkLimit(l, h.Local, h.isKnown); err != nil {
+			h.invalid.Add(1)
+			errs = append(errs, h.errf("failsafe: %w", err))
+			continue
+		}
+		k := keyOf(l)
+		d := h.limits[k]
+		if d == nil {
+			d = &desired{}
+			h.limits[k] = d
+		}
+		d.l = l
+		n++
+		if err := h.writeLimit(k, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
 func (h *Host) errf(format string, args ...any) error {
 	return fmt.Errorf("mechanism %s: agent on %s: "+format, append([]any{h.mname, h.name}, args...)...)
 }

@@ -118,6 +118,17 @@ type Config struct {
 	// 1 Gbps link averages ~800 Mbps; beside guaranteed tenants that want
 	// the spare it stays below its ideal share (random scenario 73).
 	BestEffortWeight float64
+	// PeerTimeout is how long a source waits for its destination's host
+	// to be heard of (a remote-guarantee message naming the pair, sent
+	// every GP period) before it holds the pair at its guarantee: a
+	// destination that is silent — its agent stopped, killed or cut off —
+	// sends neither shares nor congestion, and RA would otherwise raise
+	// the pair above its guarantee unchecked. The pair's RA restarts from
+	// the guarantee when its destination is heard again. Not in the
+	// paper, which does not treat agent failures; default 5 GP periods
+	// (300 ms), so that a lost message or two (or 20% loss) does not
+	// trip it.
+	PeerTimeout time.Duration
 }
 
 // Defaults returns the paper's parameters (§7): RA every 15 ms and GP every
@@ -134,6 +145,7 @@ func Defaults() Config {
 		Initial:     5e6,
 		Growth:      2,
 		IdleTimeout: time.Second,
+		PeerTimeout: 300 * time.Millisecond,
 
 		BestEffortWeight: 45e6,
 	}
@@ -141,7 +153,7 @@ func Defaults() Config {
 
 // gpParams are the GP parameters (see Parse).
 func gpParams() []string {
-	return []string{"gp_period", "gp_margin", "gp_initial", "gp_growth", "idle_timeout", "best_effort_weight"}
+	return []string{"gp_period", "gp_margin", "gp_initial", "gp_growth", "idle_timeout", "best_effort_weight", "peer_timeout"}
 }
 
 // ParamNames lists every parameter of the mechanism: ra.CoreParams,
@@ -165,6 +177,9 @@ func ParamNames() []string {
 //	best_effort_weight
 //	              the RA weight of a pair with no guarantee, as a rate
 //	              ("45Mbps"; see Config.BestEffortWeight)
+//	peer_timeout  silence of a pair's destination host after which the
+//	              source holds the pair at its guarantee (duration,
+//	              "300ms", at least 2 gp_period; see Config.PeerTimeout)
 func Parse(params map[string]any) (Config, error) {
 	p := spec.Params(params)
 	cfg := Defaults()
@@ -179,6 +194,7 @@ func Parse(params map[string]any) (Config, error) {
 	r.Float(&cfg.Growth, "gp_growth")
 	r.Duration(&cfg.IdleTimeout, "idle_timeout")
 	r.Rate(&cfg.BestEffortWeight, "best_effort_weight")
+	r.Duration(&cfg.PeerTimeout, "peer_timeout")
 	if err := r.Err(); err != nil {
 		return cfg, err
 	}
@@ -208,6 +224,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout <= 0 {
 		bad("idle_timeout", "must be positive, got %v", c.IdleTimeout)
+	}
+	if c.PeerTimeout < 2*c.GPPeriod {
+		bad("peer_timeout", "must be at least 2 gp_period (%v), got %v", 2*c.GPPeriod, c.PeerTimeout)
 	}
 	if !(c.BestEffortWeight > 0) || math.IsInf(c.BestEffortWeight, 0) {
 		bad("best_effort_weight", "must be a positive finite rate, got %g", c.BestEffortWeight)
@@ -294,7 +313,12 @@ type outPair struct {
 	remoteKnown     bool
 	flow            ra.Flow
 	limit           float64 // limit last set (NaN: none yet)
-	obs             *mech.PairObs
+	// heard is when the destination's host last named the pair in a
+	// remote-guarantee message (or when the pair was made); local: the
+	// destination is on this host
+	heard time.Duration
+	local bool
+	obs   *mech.PairObs
 }
 
 // guarantee is B = min(source's share, destination's share) (§4); until
@@ -353,6 +377,10 @@ type Agent struct {
 	outList []*outPair // sorted by (Src, Dst)
 	in      map[mech.PairID]*inPair
 	inList  []*inPair // sorted by (Dst, Src)
+
+	// foreign counts remote guarantees dropped because they did not come
+	// from the host of the pair's destination
+	foreign int64
 
 	// scratch for GP
 	demands, shares []float64
@@ -415,14 +443,19 @@ func (a *Agent) Share(p mech.PairID, out bool) (float64, bool) {
 func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	now := obs.Now
 	var act mech.Actions
-	for _, m := range a.det.Receive(inbox) {
+	for _, m := range a.det.Receive(inbox, a.env.HostOf) {
 		g, ok := mech.DecodeBody[Guarantees](m.Body)
 		if !ok {
 			continue
 		}
 		for _, rg := range g.Pairs {
+			if a.env.HostOf(rg.Dst) != m.From {
+				a.foreign++ // only the destination's host knows its share
+				continue
+			}
 			if p := a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]; p != nil && rg.Share >= 0 {
 				p.remote, p.remoteUnbounded, p.remoteKnown = rg.Share, rg.Unbounded, true
+				p.heard = now
 			}
 		}
 	}
@@ -437,7 +470,8 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			if !(o.Rate > 0) {
 				continue // a limiter with nothing behind it: not a pair of ours
 			}
-			p = &outPair{end: a.newEnd(o.Pair, vm.Out, now), limit: math.NaN()}
+			p = &outPair{end: a.newEnd(o.Pair, vm.Out, now), limit: math.NaN(), heard: now,
+				local: a.env.HostOf(o.Pair.Dst) == a.env.Host}
 			a.out[o.Pair] = p
 
 			a.outList = append(a.outList, p)
@@ -658,6 +692,11 @@ func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
 			in.Events = a.det.Congestion(o)
 			p.obs = nil // it points into the driver's observation
 		}
+		if a.silent(p, now) {
+			// No word from the destination's host: hold the pair at its
+			// guarantee, and start RA from there when it is heard again.
+			p.flow = ra.Flow{}
+		}
 		r := p.flow.Step(c, in)
 		if r != p.limit {
 			p.limit = r
@@ -665,6 +704,43 @@ func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
 		}
 	}
 	return limits
+}
+
+// silent says whether the host of a pair's destination has not named the
+// pair for longer than PeerTimeout.
+func (a *Agent) silent(p *outPair, now time.Duration) bool {
+	return !p.local && now-p.heard > a.cfg.PeerTimeout
+}
+
+// Silent returns the pairs whose source is here and whose destination's
+// host has been silent for longer than PeerTimeout (held at their
+// guarantees), sorted.
+func (a *Agent) Silent(now time.Duration) []mech.PairID {
+	var out []mech.PairID
+	for _, p := range a.outList {
+		if a.silent(p, now) {
+			out = append(out, p.id)
+		}
+	}
+	return out
+}
+
+// Foreign returns how many remote guarantees and congestion reports were
+// dropped because they did not come from the host of the pair's
+// destination.
+func (a *Agent) Foreign() int64 { return a.foreign + a.det.Foreign() }
+
+// Failsafe implements mech.Failsafe: every pair whose source is here
+// held at its guarantee B (§4), the floor RA never goes below: the
+// guarantees of a VM's pairs sum to at most its hose at both ends, so
+// with no agent stepping nobody can take another tenant's guarantee.
+// A best-effort pair (no guarantee) is held at RA's MinRate.
+func (a *Agent) Failsafe() mech.Actions {
+	var act mech.Actions
+	for _, p := range a.outList {
+		act.Limits = append(act.Limits, mech.Limit{Kind: mech.PairLimit, Pair: p.id, Rate: math.Max(p.guarantee(), a.cfg.RA.MinRate)})
+	}
+	return act
 }
 
 // bestEffort says whether a pair can have no guarantee: its source VM's

@@ -68,6 +68,41 @@ type source struct {
 	inbox   []mech.Message
 	sent    []mech.Message
 	ingress []mech.PairObs
+	// mute: the destinations' hosts say nothing. Otherwise each names
+	// its pairs every GP period (4 steps), with a share that does not
+	// limit them, as a live destination whose VMs have hoses to spare.
+	mute bool
+	// told are the shares the test's own messages gave, which live
+	// destinations repeat
+	told map[mech.PairID]elasticswitch.RemoteGuarantee
+}
+
+// alive is what live destination hosts send a source every GP period:
+// each pair named, with a share that does not limit it.
+func (s *source) alive() []mech.Message {
+	if s.mute || s.k%4 != 0 {
+		return nil
+	}
+	e := env("")
+	byHost := map[string]*elasticswitch.Guarantees{}
+	var out []mech.Message
+	for p := range s.demand {
+		h := e.HostOf(p.Dst)
+		g := byHost[h]
+		if g == nil {
+			g = &elasticswitch.Guarantees{}
+			byHost[h] = g
+		}
+		rg, ok := s.told[p]
+		if !ok {
+			rg = elasticswitch.RemoteGuarantee{Src: p.Src, Dst: p.Dst, Share: 1e15}
+		}
+		g.Pairs = append(g.Pairs, rg)
+	}
+	for h, g := range byHost {
+		out = append(out, mech.Message{From: h, Body: *g})
+	}
+	return out
 }
 
 func newSource(t *testing.T, a *elasticswitch.Agent, demand map[mech.PairID]float64) *source {
@@ -75,6 +110,19 @@ func newSource(t *testing.T, a *elasticswitch.Agent, demand map[mech.PairID]floa
 }
 
 func (s *source) step() mech.Actions {
+	for _, m := range s.inbox {
+		if g, ok := mech.DecodeBody[elasticswitch.Guarantees](m.Body); ok {
+			if s.told == nil {
+				s.told = map[mech.PairID]elasticswitch.RemoteGuarantee{}
+			}
+			for _, rg := range g.Pairs {
+				if e := env(""); e.HostOf(rg.Dst) == m.From {
+					s.told[pid(rg.Src, rg.Dst)] = rg
+				}
+			}
+		}
+	}
+	alive := s.alive()
 	obs := &mech.HostObs{Now: time.Duration(s.k) * period, Period: period}
 	if s.k == 0 {
 		obs.Period = 0
@@ -95,7 +143,7 @@ func (s *source) step() mech.Actions {
 		}
 	}
 	obs.Ingress = s.ingress
-	act := s.a.Step(obs, s.inbox)
+	act := s.a.Step(obs, append(alive, s.inbox...))
 	s.inbox = nil
 	for _, l := range act.Limits {
 		if l.Kind != mech.PairLimit {
@@ -363,6 +411,7 @@ func TestReceiverFeedback(t *testing.T) {
 	var fb []mech.Message
 	for _, m := range act.Messages {
 		if _, ok := m.Body.(ra.Feedback); ok {
+			m.From = "h2" // as the driver sends it
 			fb = append(fb, m)
 		}
 	}
@@ -570,5 +619,93 @@ func TestNewPairOfBusyVMGetsFairShare(t *testing.T) {
 				t.Errorf("out=%v: %v share %g after the third pair stopped, want its ~50 Mbps back", out, p, got)
 			}
 		}
+	}
+}
+
+// A source whose destination host falls silent (its agent stopped or cut
+// off) holds the pair at its guarantee after peer_timeout, instead of
+// letting RA raise it with no congestion to hear of; when the destination
+// is heard again RA grows from the guarantee.
+func TestSilentDestinationHeldAtGuarantee(t *testing.T) {
+	a := newAgent(t, "h1", nil)
+	p := pid("x", "y")
+	s := newSource(t, a, map[mech.PairID]float64{p: inf})
+	s.run(200) // 3 s with a live destination: RA well above the guarantee
+	b, _ := a.Guarantee(p)
+	if r := s.limit[p]; r < 2*b {
+		t.Fatalf("live destination: limit %g, want well above the guarantee %g", r, b)
+	}
+	s.mute = true
+	steps := int(elasticswitch.Defaults().PeerTimeout / period)
+	s.run(steps - 4) // the last message came at most 4 steps ago: not yet
+	if r := s.limit[p]; r < 2*b || len(a.Silent(time.Duration(s.k-1)*period)) != 0 {
+		t.Fatalf("%d steps of silence, within the timeout: limit %g, silent %v", steps-4, r, a.Silent(time.Duration(s.k-1)*period))
+	}
+	s.run(6)
+	if r := s.limit[p]; r != b {
+		t.Errorf("silent destination: limit %g, want the guarantee %g", r, b)
+	}
+	if sil := a.Silent(time.Duration(s.k-1) * period); len(sil) != 1 || sil[0] != p {
+		t.Errorf("silent pairs %v, want [%v]", sil, p)
+	}
+	s.run(100) // still silent: still held
+	if r := s.limit[p]; r != b {
+		t.Errorf("1.5 s of silence: limit %g, want the guarantee %g", r, b)
+	}
+	s.mute = false
+	s.run(100)
+	if r := s.limit[p]; r < 1.5*b {
+		t.Errorf("destination heard again for 1.5 s: limit %g, want RA above the guarantee %g again", r, b)
+	}
+}
+
+// A remote guarantee or a congestion report about a pair is taken only
+// from the host of the pair's destination: no other host can shrink or
+// grow it (and each one dropped is counted).
+func TestMessagesOnlyFromTheDestinationHost(t *testing.T) {
+	params := map[string]any{"congestion": "receiver"}
+	a := newAgent(t, "h1", params)
+	p := pid("x", "y") // y is on h2
+	s := newSource(t, a, map[mech.PairID]float64{p: inf})
+	s.run(200)
+	r := s.limit[p]
+	// h3 claims y's share is 1 Mbps and that the pair loses packets
+	s.inbox = []mech.Message{
+		{From: "h3", To: "h1", Body: elasticswitch.Guarantees{Pairs: []elasticswitch.RemoteGuarantee{{Src: "x", Dst: "y", Share: 1 * mbps}}}},
+		{From: "h3", To: "h1", Body: ra.Feedback{Pairs: []ra.PairLoss{{Src: "x", Dst: "y", Lost: 50}}}},
+	}
+	s.run(1)
+	if b, _ := a.Guarantee(p); b != 100*mbps {
+		t.Errorf("guarantee %g after h3's claim, want 100 Mbps", b)
+	}
+	if got := s.limit[p]; got < r {
+		t.Errorf("limit %g after h3's congestion report, want at least %g", got, r)
+	}
+	if n := a.Foreign(); n != 2 {
+		t.Errorf("foreign messages counted %d, want 2", n)
+	}
+}
+
+// Failsafe: every pair at its guarantee (what an agent leaves in force
+// when it stops), whatever RA had reached.
+func TestFailsafeAtGuarantees(t *testing.T) {
+	a := newAgent(t, "h1", nil)
+	px, pz := pid("x", "y"), pid("x", "z")
+	s := newSource(t, a, map[mech.PairID]float64{px: inf, pz: inf})
+	s.run(200)
+	act := a.Failsafe()
+	if len(act.Limits) != 2 || len(act.Schedulers) != 0 || len(act.Messages) != 0 {
+		t.Fatalf("failsafe %+v, want two pair limits", act)
+	}
+	sum := 0.0
+	for _, l := range act.Limits {
+		b, _ := a.Guarantee(l.Pair)
+		if l.Kind != mech.PairLimit || l.Rate != b || s.limit[l.Pair] <= b {
+			t.Errorf("failsafe %+v: want the guarantee %g (RA had %g)", l, b, s.limit[l.Pair])
+		}
+		sum += l.Rate
+	}
+	if !near(sum, 100*mbps) {
+		t.Errorf("failsafe limits sum to %g, want x's 100 Mbps hose", sum)
 	}
 }

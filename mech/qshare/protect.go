@@ -138,7 +138,7 @@ func (pr *protector) hear(c Contention) { pr.heard = append(pr.heard, c) }
 func (pr *protector) step(obs *mech.HostObs, inbox []mech.Message, ded func(tenant string) bool,
 	es *elasticswitch.Agent, tenantOf func(vm string) string, want map[mech.PairID]float64) []mech.Message {
 	now := obs.Now
-	pr.det.Receive(inbox)
+	pr.det.Receive(inbox, pr.hostOf)
 	pr.det.Report(pr.host, obs.Ingress, pr.hostOf) // feeds the pairs within this host
 	defer pr.det.EndStep()
 	pr.reps = pr.reps[:0]

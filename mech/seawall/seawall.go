@@ -172,7 +172,7 @@ func (a *Agent) Period() time.Duration { return a.cfg.RA.Period }
 func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	now := obs.Now
 	var act mech.Actions
-	a.det.Receive(inbox)
+	a.det.Receive(inbox, a.env.HostOf)
 	clear(a.active)
 	for i := range obs.Egress {
 		o := &obs.Egress[i]

@@ -157,6 +157,8 @@ type Detector struct {
 	fed    map[mech.PairID]fed
 	byHost map[string]int
 	msgs   []mech.Message
+	// foreign counts pairs reported by a host not their destination's
+	foreign int64
 }
 
 // fed is what receivers reported for one pair in this step.
@@ -168,6 +170,10 @@ func NewDetector(src Source, sig Signal) *Detector {
 	return &Detector{src: src, sig: sig, fed: map[mech.PairID]fed{}, byHost: map[string]int{}}
 }
 
+// Foreign returns how many pairs' congestion reports were dropped because
+// they did not come from the host of the pair's destination.
+func (d *Detector) Foreign() int64 { return d.foreign }
+
 func (d *Detector) feed(p mech.PairID, lost, marked float64) {
 	f := d.fed[p]
 	f.lost += math.Max(lost, 0)
@@ -176,8 +182,11 @@ func (d *Detector) feed(p mech.PairID, lost, marked float64) {
 }
 
 // Receive consumes the Feedback messages of inbox and returns the other
-// messages (inbox itself is not modified).
-func (d *Detector) Receive(inbox []mech.Message) []mech.Message {
+// messages (inbox itself is not modified). A pair's congestion is taken
+// only from its destination's host (hostOf, the host of a VM): another
+// host cannot know it, so what it says is dropped and counted
+// (Foreign).
+func (d *Detector) Receive(inbox []mech.Message, hostOf func(vm string) string) []mech.Message {
 	var rest []mech.Message
 	for i, m := range inbox {
 		fb, ok := mech.DecodeBody[Feedback](m.Body)
@@ -191,6 +200,10 @@ func (d *Detector) Receive(inbox []mech.Message) []mech.Message {
 			rest = append(make([]mech.Message, 0, len(inbox)), inbox[:i]...)
 		}
 		for _, pl := range fb.Pairs {
+			if hostOf(pl.Dst) != m.From {
+				d.foreign++
+				continue
+			}
 			if pl.Lost > 0 || pl.Marked > 0 {
 				d.feed(mech.PairID{Src: pl.Src, Dst: pl.Dst}, pl.Lost, pl.Marked)
 			}

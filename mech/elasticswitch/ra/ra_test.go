@@ -293,7 +293,13 @@ func TestDetectorReceiverFeedback(t *testing.T) {
 	}
 	other := mech.Message{From: "h9", To: "h1", Body: "unrelated"}
 	tx := ra.NewDetector(ra.FromReceiver, ra.SignalBoth)
-	rest := tx.Receive([]mech.Message{other, {From: "h2", To: "h1", Body: json.RawMessage(raw)}})
+	// the same report from a host that is not y's is not taken
+	tx.Receive([]mech.Message{{From: "h3", To: "h1", Body: json.RawMessage(raw)}}, hostOf)
+	if l := tx.Congestion(&mech.PairObs{Pair: mech.PairID{Src: "x", Dst: "y"}}); l != 0 || tx.Foreign() != 1 {
+		t.Errorf("a report from h3 about a pair into h2: losses %g, foreign %d; want 0, 1", l, tx.Foreign())
+	}
+	tx.EndStep()
+	rest := tx.Receive([]mech.Message{other, {From: "h2", To: "h1", Body: json.RawMessage(raw)}}, hostOf)
 	if len(rest) != 1 || rest[0].Body != "unrelated" {
 		t.Errorf("Receive left %+v, want only the unrelated message", rest)
 	}
@@ -306,7 +312,7 @@ func TestDetectorReceiverFeedback(t *testing.T) {
 		t.Errorf("feedback not cleared at the end of the step: %g", l)
 	}
 	both := ra.NewDetector(ra.FromBoth, ra.SignalBoth)
-	both.Receive([]mech.Message{{Body: msgs[0].Body}})
+	both.Receive([]mech.Message{{From: "h2", Body: msgs[0].Body}}, hostOf)
 	if l := both.Congestion(&eg); l != 7 {
 		t.Errorf("both: %g, want max(7, 3)", l)
 	}
@@ -351,7 +357,7 @@ func TestDetectorSignals(t *testing.T) {
 		t.Errorf("feedback %s does not carry the marks", raw)
 	}
 	tx := ra.NewDetector(ra.FromReceiver, ra.SignalECN)
-	tx.Receive([]mech.Message{{Body: json.RawMessage(raw)}})
+	tx.Receive([]mech.Message{{From: "h2", Body: json.RawMessage(raw)}}, hostOf)
 	if got := tx.Congestion(&mech.PairObs{Pair: mech.PairID{Src: "x", Dst: "y"}}); got != 5 {
 		t.Errorf("source counted %g marks from feedback, want 5", got)
 	}
