@@ -115,6 +115,7 @@ type Agent struct {
 	epoch    int64
 	seq      uint64
 	lose     *rand.Rand // LoseSent's stream (nil: none); steps only
+	foreign  int64      // the mechanism's foreign reports counted so far (steps only)
 
 	// mu serializes steps and model updates: everything below.
 	mu     sync.Mutex
@@ -744,6 +745,12 @@ func (a *Agent) step(now time.Time) error {
 	}
 	inbox := a.delivered.Swap(0)
 	msgs, serr := a.drv.Step(obs)
+	if r, ok := a.drv.Agent().(mech.Rejecter); ok {
+		if n := r.Foreign(); n > a.foreign {
+			a.met.dropN(DropForeign, n-a.foreign)
+			a.foreign = n
+		}
+	}
 	if serr != nil {
 		a.met.errors.WithLabelValues("apply").Inc()
 	}

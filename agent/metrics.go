@@ -44,10 +44,12 @@ type agentMetrics struct {
 }
 
 // drop counts a dropped datagram.
-func (m *agentMetrics) drop(reason string) {
-	m.dropped.WithLabelValues(reason).Inc()
+func (m *agentMetrics) drop(reason string) { m.dropN(reason, 1) }
+
+func (m *agentMetrics) dropN(reason string, k int64) {
+	m.dropped.WithLabelValues(reason).Add(float64(k))
 	if n, ok := m.nDrops[reason]; ok {
-		n.Add(1)
+		n.Add(k)
 	}
 }
 

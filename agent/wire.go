@@ -60,10 +60,14 @@ const (
 	DropStale     = "stale"     // not newer than the last accepted from its sender (a replay, a duplicate)
 	DropFuture    = "future"    // an epoch or sequence its sender's clock cannot have reached yet
 	DropOverflow  = "overflow"  // inbox full
+	// DropForeign counts reports inside accepted messages that the
+	// mechanism dropped: about a VM pair, from a host that cannot know
+	// it (mech.Rejecter).
+	DropForeign = "foreign"
 )
 
 // dropReasons are every drop reason, for the metrics.
-var dropReasons = []string{DropMalformed, DropSize, DropVersion, DropSender, DropAuth, DropRecipient, DropBody, DropStale, DropFuture, DropOverflow}
+var dropReasons = []string{DropMalformed, DropSize, DropVersion, DropSender, DropAuth, DropRecipient, DropBody, DropStale, DropFuture, DropOverflow, DropForeign}
 
 // kindRE is what a body's kind may look like.
 var kindRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)

@@ -149,6 +149,15 @@ type Failsafe interface {
 	Failsafe() Actions
 }
 
+// Rejecter is implemented by agents that drop what a message says when
+// the sender cannot know it — a report about a VM pair from a host that is
+// neither of the pair's (ElasticSwitch takes a pair's share and congestion
+// only from the host of its destination) — and count them.
+type Rejecter interface {
+	// Foreign returns how many such reports the agent dropped so far.
+	Foreign() int64
+}
+
 // Mechanism makes agents. Parameters are parsed and checked when the
 // Mechanism is built (see mech/all), so NewAgent only fails on an Env the
 // mechanism cannot serve.

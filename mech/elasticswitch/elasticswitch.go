@@ -449,8 +449,10 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			continue
 		}
 		for _, rg := range g.Pairs {
-			if a.env.HostOf(rg.Dst) != m.From {
-				a.foreign++ // only the destination's host knows its share
+			if h := a.env.HostOf(rg.Dst); h != m.From {
+				if h != "" { // only the destination's host knows its share
+					a.foreign++
+				}
 				continue
 			}
 			if p := a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]; p != nil && rg.Share >= 0 {

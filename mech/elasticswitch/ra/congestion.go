@@ -200,8 +200,10 @@ func (d *Detector) Receive(inbox []mech.Message, hostOf func(vm string) string) 
 			rest = append(make([]mech.Message, 0, len(inbox)), inbox[:i]...)
 		}
 		for _, pl := range fb.Pairs {
-			if hostOf(pl.Dst) != m.From {
-				d.foreign++
+			if h := hostOf(pl.Dst); h != m.From {
+				if h != "" { // not a VM that left the model
+					d.foreign++
+				}
 				continue
 			}
 			if pl.Lost > 0 || pl.Marked > 0 {
