@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/eval"
+	"github.com/bulkhead-dc/bulkhead/spec"
 )
 
 // agentFault is one failure of one agent during a run: at 3 s the agent
@@ -117,4 +118,76 @@ func testAgentFaults(t *testing.T, mechanism string) {
 			}
 		})
 	}
+}
+
+// TestGatekeeperLosesMessages: Gatekeeper's RX bottleneck with a UDP
+// blast at twice the link (gatekeeper-real-rx: from 2 s B's two senders
+// blast 1 Gbps each into s1, where A's one TCP flow has a 645 Mbps
+// guarantee; only congestion notifications, which halve the blasters'
+// limits, give A its share back) with 30% of the agents' control
+// messages lost (agent --fault-lose-messages). Notifications are
+// repeated while the congestion lasts: A stays ≥ 90% compliant — at
+// ≥ 95% of its guarantee in 90% of the 100 ms samples — from 3 s (a
+// second after the blast starts, as TestGatekeeperRXBlast measures), and
+// averages ≥ 85% of its guarantee over the blast. 20 s, as
+// TestGatekeeperRXBlast.
+func TestGatekeeperLosesMessages(t *testing.T) {
+	needRoot(t)
+	sc, tp := loadScenario(t, "../scenarios/gatekeeper-real-rx.yaml")
+	sc.Duration = spec.Duration(20 * time.Second)
+	prefix := testPrefix(t)
+	in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix},
+		Mechanism: "gatekeeper", Workload: WorkloadBuiltin, LoseMessages: 0.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, prefix)
+	if len(in.Invalid) > 0 {
+		t.Fatalf("the measurements are invalid: %s", strings.Join(in.Invalid, "; "))
+	}
+	const g = 645.0
+	m, total := tenantRates(in, 3*time.Second)
+	c := complianceFrom(in, "A", g, 3*time.Second)
+	t.Logf("gatekeeper, 30%% of control messages lost: A %.0f Mbps over the blast (t > 3 s; guarantee %.0f), compliance %.2f; B %.0f, link %.0f; A in the blast's first second (2–3 s) %.0f",
+		m["A"], g, c, m["B"], total, meanIn(in, "A", 2*time.Second, 3*time.Second))
+	if c < 0.9 {
+		t.Errorf("A's compliance from 3 s %.2f at 30%% message loss, want ≥ 0.90", c)
+	}
+	if m["A"] < 0.85*g {
+		t.Errorf("A averaged %.0f Mbps over the blast at 30%% message loss, want ≥ 85%% of %.0f", m["A"], g)
+	}
+}
+
+// complianceFrom is the share of a run's samples after from in which a
+// tenant received at least 95% of g (Mbps).
+func complianceFrom(in *eval.Input, tenant string, g float64, from time.Duration) float64 {
+	ok, n := 0, 0
+	for _, s := range in.Samples {
+		if s.T <= from {
+			continue
+		}
+		r := 0.0
+		for i, p := range s.Pairs {
+			if in.Pairs[i].Tenant == tenant {
+				r += p.Rate / in.UnitScale
+			}
+		}
+		n++
+		if r >= 0.95*g {
+			ok++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(ok) / float64(n)
+}
+
+// TestAgentFaultsGatekeeper: the failures of TestAgentFaultsElasticSwitch
+// under Gatekeeper: a stopped agent leaves each VM's egress at its
+// guarantee and the schedulers in place; a sender whose receiver went
+// silent (no heartbeat for peer_timeout) holds the VM at its guarantee.
+func TestAgentFaultsGatekeeper(t *testing.T) {
+	needRoot(t)
+	testAgentFaults(t, "gatekeeper")
 }

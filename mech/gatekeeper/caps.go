@@ -59,6 +59,17 @@ func (a *Agent) UpdateEnv(env mech.Env) error {
 	// rate-limit baseline's limits) are installed again only when this
 	// host's VMs or their guarantees changed: reinstalling resets them.
 	a.env, a.vms, a.byName = env, vms, byName
+	a.hosts = hostsOf(env)
+	for h := range a.peers {
+		if !a.hosts[h] {
+			delete(a.peers, h)
+		}
+	}
+	for h := range a.beat {
+		if !a.hosts[h] {
+			delete(a.beat, h)
+		}
+	}
 	if !same {
 		a.installed, a.updated = false, true
 	}

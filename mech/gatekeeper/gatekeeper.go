@@ -34,7 +34,8 @@
 //     VM's ingress drop rate and averages it over the previous Window
 //     (100 ms; §3.1). When a VM's average drop rate exceeds DropThreshold,
 //     it sends a congestion notification (a Notification message) to the
-//     hosts of the VM's senders. The senders' hosts halve their LIM_j,
+//     hosts of the VM's senders, and resends it every period while the
+//     VM's drops last (soft state, below). The senders' hosts halve their LIM_j,
 //     then raise it linearly (Slope bits/s per second) back to the link
 //     rate (§2). Feedback false disables notifications: "Gatekeeper
 //     without feedback" of §3.3 (Figs. 6–7).
@@ -135,6 +136,95 @@
 //     once unused for (Link − floor) ÷ Slope, the time the paper's ramp
 //     takes to bring it back to the link rate.
 //
+// # Soft state for feedback
+//
+// Issue 13. §2 sends one notification per decision, so
+// a lost one was made up for only once the receiver had gathered
+// fresh evidence again (up to a Window of drops), while the sender's
+// limit kept climbing; at 30% control-message loss the protected
+// tenant fell to 0.88 (gatekeeper-full-link) and 0.86
+// (gatekeeper-churn) compliance. The receiver now keeps each local
+// VM's congestion as soft state: a decision opens a congestion
+// episode (numbered, Notification.Episode), and while the VM still
+// drops more than DropThreshold in a period (the period's own rate,
+// not the window's average) the receiver resends the episode's
+// notification to every sender host, every Period, with the senders
+// and floors of that period; the first period at or below the
+// threshold ends the episode's repeats. Decisions are unchanged: a
+// new episode needs fresh evidence, as before.
+//
+// What a repeat means for the rate-decrease law: §2 halves LIM_j "on
+// each congestion message" and raises it linearly "until it reaches
+// the maximum rate or another congestion notification is received".
+// A repeat is not new congestion: the receiver has not yet seen the
+// effect of its episode's halving (it skips a period, then needs a
+// new window's evidence), so halving again on every repeat would
+// halve up to ten times for one event. A sender therefore halves once
+// per episode — on whichever of its copies arrives first, which is
+// what makes a lost one harmless — and treats a repeat of an episode
+// it applied as "the congestion lasts": the limit is held (no linear
+// increase in that period), neither halved nor raised. It remembers,
+// per local VM, the last episode applied for each congested VM (at
+// most one entry per VM of the environment), and forgets them when
+// the limit returns to the link rate. An episode number that differs
+// from the one recorded counts as new, so a receiver that restarted
+// (numbering from 1 again) is obeyed; a reordered older repeat costs
+// at most one extra halving, never below the floor. Notifications
+// without an episode number (0) halve every time, as in §2. The
+// parameter "repeat" (default true) turns this off: repeat false is
+// exactly the one-message-per-decision protocol. Repeats cost one
+// message per sender host and congested VM per Period while the
+// congestion lasts; the repeat interval is the paper's 10 ms
+// statistics period, no new time constant.
+//
+// # Fail to guarantees
+//
+// Issue 13. LIM_j exceeds a VM's egress guarantee only while receivers'
+// notifications can bring it down; two failures take that away.
+//
+//   - An agent that stops (mech.Failsafe, applied by the host agent on
+//     its way out) leaves every local VM's LIM_j at its egress guarantee
+//     (min_rate for a VM without one) and the schedulers as they are.
+//     Guarantee-safe in the paper's model (§1–§2): the egress scheduler
+//     still serves each VM at least its guarantee R_i (its weight), the
+//     ingress scheduler each queue at least its ingress guarantee, and a
+//     VM at its egress guarantee sends no more than admission counted for
+//     it on its own link. One case it does not cover, as no per-VM limit
+//     can: VMs whose egress guarantees together exceed one receiver's
+//     ingress guarantee (an incast the hose model does not guarantee)
+//     still rely on the receiver's floors, which a stopped sender no
+//     longer applies.
+//   - A receiver whose agent is stopped, killed, frozen or cut off sends
+//     no notifications, and silence read as "no congestion": its senders'
+//     limits climbed unchecked. Receivers now send a Heartbeat every
+//     HeartbeatEvery (3) periods, 30 ms, to each host that sent to their
+//     VMs since the previous one (not to a host they have just sent a
+//     notification, which says as much): at most one message per pair of
+//     hosts per 30 ms while nothing is congested. A sender that hears
+//     nothing (neither heartbeat nor notification) from a host its VM
+//     sends to for PeerTimeout (parameter "peer_timeout", default 300 ms,
+//     10 heartbeat intervals; counted from when it started sending there,
+//     or started again after a pause longer than the timeout) holds the
+//     VM's LIM_j at its egress guarantee — no growth above it, min_rate
+//     for a VM without one — until the host is heard again, and grows
+//     from there at the slope. A host found silent stays so until heard,
+//     whatever the pauses in between. Any 300 ms holds 10 heartbeats:
+//     with 30% of control messages lost independently, all 10 are lost
+//     with probability 0.3^10 = 6·10⁻⁶, a false hold starting about once
+//     in 700 10-second runs per pair of hosts (0.7 × 0.3^10 per heartbeat,
+//     333 heartbeats in 10 s); at 60% loss, about 0.8 times per pair of
+//     hosts in 10 s. Every 5 periods (50 ms, 6 heartbeats a timeout) it
+//     was 0.1 per pair in 10 s at 30% loss, and each false hold costs
+//     more than its 30 ms: the limit climbs back from the guarantee at the
+//     slope (gatekeeper-churn at 30% loss lost 3% of its work
+//     conservation to one). Without feedback no heartbeat is sent and no
+//     host is taken for silent; peer_timeout 0 turns both off too (the
+//     paper's protocol, e.g. with repeat false to compare with §2).
+//   - A notification is about one congested VM (Dst), and only its host
+//     knows its drops: one from any other host is dropped and counted
+//     (Agent.Foreign), and is no word from anyone. Heartbeats from hosts
+//     outside the environment are ignored.
+//
 // # The "rate limit" baseline
 //
 // Mode "rate-limit" is the paper's static baseline of §3.3 (Figs. 6–7:
@@ -198,12 +288,38 @@ type Config struct {
 	// Feedback enables congestion notifications (false: "Gatekeeper without
 	// feedback", §3.3).
 	Feedback bool
+	// Repeat keeps congestion as soft state: the receiver resends a
+	// congested VM's latest notification to each sender host every Period
+	// while the VM still drops more than DropThreshold, and a sender applies
+	// each congestion episode once (a repeat holds LIM_j for the period).
+	// False: one message per decision, as in §2, which a lost message
+	// silences until the receiver has gathered fresh evidence again.
+	Repeat bool
+	// PeerTimeout is how long a sender waits to hear from the host of a
+	// VM it sends to (a congestion notification or a heartbeat, which
+	// receivers send every HeartbeatEvery periods to each host sending to
+	// them) before it holds the sending VM's LIM_j at its egress guarantee:
+	// a receiver whose agent stopped, was killed or cut off sends no
+	// notifications, and silence would otherwise read as "no congestion".
+	// The limit grows again once the host is heard. Not in the paper,
+	// which does not treat agent failures; default 30 periods (300 ms, 10
+	// heartbeat intervals), at least 2 heartbeat intervals; 0 turns
+	// heartbeats and holds off (the paper's protocol, which takes silence
+	// for "no congestion"). Unused without Feedback.
+	PeerTimeout time.Duration
 }
+
+// HeartbeatEvery is how often, in periods, a receiver tells each host that
+// sent to its VMs that its agent runs (a Heartbeat message; 30 ms at the
+// paper's 10 ms period).
+const HeartbeatEvery = 3
 
 // Defaults returns the paper's parameters (§3.1: 5% headroom, 10 ms
 // statistics averaged over 100 ms) on a 1 Gbps link, a 20 Mbps drop
 // threshold (2% of the link), LIM_j growing by 500 Mbps per second after
-// a halving, never below 1 Mbps, feedback on.
+// a halving, never below 1 Mbps, feedback on, repeated every period while
+// the congestion lasts, a silent receiver's senders held at their
+// guarantees after 300 ms.
 func Defaults() Config {
 	return Config{
 		Mode:          ModeGatekeeper,
@@ -215,6 +331,8 @@ func Defaults() Config {
 		Slope:         500e6,
 		MinRate:       1e6,
 		Feedback:      true,
+		Repeat:        true,
+		PeerTimeout:   300 * time.Millisecond,
 	}
 }
 
@@ -224,9 +342,12 @@ const defaultThreshold = 0.02
 // defaultMinRate is the default floor of LIM_j as a fraction of the link.
 const defaultMinRate = 0.001
 
+// defaultPeerTimeout is the default peer timeout in periods.
+const defaultPeerTimeout = 30
+
 // ParamNames lists the mechanism's parameters (see Parse).
 func ParamNames() []string {
-	return []string{"mode", "link", "headroom", "period", "window", "drop_threshold", "slope", "min_rate", "feedback"}
+	return []string{"mode", "link", "headroom", "period", "window", "drop_threshold", "slope", "min_rate", "feedback", "repeat", "peer_timeout"}
 }
 
 // Parse reads scenario parameters (mechanism.params) over Defaults.
@@ -244,6 +365,16 @@ func ParamNames() []string {
 //	slope           linear increase of a halved LIM_j per second (rate, "500Mbps")
 //	min_rate        floor of LIM_j (rate; default 0.1% of link)
 //	feedback        send congestion notifications (true)
+//	repeat          resend a congested VM's notification every period while
+//	                its drops stay above drop_threshold; senders apply each
+//	                congestion episode once (true; false: one message per
+//	                decision, the paper's §2 protocol)
+//	peer_timeout    silence of a destination host after which a VM sending
+//	                to it is held at its egress guarantee (duration;
+//	                default 30 periods, "300ms"; at least 2 heartbeat
+//	                intervals, 6 periods; "0s": no heartbeats, silence
+//	                taken for no congestion, as in §2; see
+//	                Config.PeerTimeout)
 func Parse(params map[string]any) (Config, error) {
 	p := spec.Params(params)
 	cfg := Defaults()
@@ -262,6 +393,12 @@ func Parse(params map[string]any) (Config, error) {
 	cfg.MinRate = defaultMinRate * cfg.Link
 	r.Rate(&cfg.MinRate, "min_rate")
 	r.Bool(&cfg.Feedback, "feedback")
+	r.Bool(&cfg.Repeat, "repeat")
+	cfg.PeerTimeout = time.Duration(math.MaxInt64)
+	if cfg.Period > 0 && cfg.Period <= cfg.PeerTimeout/defaultPeerTimeout {
+		cfg.PeerTimeout = defaultPeerTimeout * cfg.Period
+	}
+	r.Duration(&cfg.PeerTimeout, "peer_timeout")
 	if err := r.Err(); err != nil {
 		return cfg, err
 	}
@@ -287,6 +424,8 @@ func (c *Config) Validate() error {
 		bad("period", "must be positive, got %v", c.Period)
 	case c.Window < c.Period || c.Window%c.Period != 0:
 		bad("window", "must be a positive multiple of period (%v), got %v", c.Period, c.Window)
+	case c.PeerTimeout != 0 && c.PeerTimeout/(2*HeartbeatEvery) < c.Period:
+		bad("peer_timeout", "must be 0 (off) or at least 2 heartbeat intervals (%v), got %v", 2*HeartbeatEvery*c.Period, c.PeerTimeout)
 	}
 	if !(c.DropThreshold > 0) || math.IsInf(c.DropThreshold, 0) {
 		bad("drop_threshold", "must be a positive finite rate, got %g", c.DropThreshold)
@@ -376,6 +515,14 @@ type vmState struct {
 	next, n     int
 	skip        int    // samples still to discard after a notification
 	lastSrc     string // the sender that lost most in the latest period with drops
+	episode     uint64 // congestion decisions made about the VM (the latest's number)
+	active      bool   // the latest episode lasts: repeat its notification
+	noteRate    float64
+
+	// applied is, per congested remote VM that notified this VM, the
+	// episode last applied to LIM_j: a notification of that episode again
+	// is a repeat.
+	applied map[string]uint64
 
 	// Sender side.
 	lim     float64 // LIM_j; +Inf: at the link rate, no limiter
@@ -435,6 +582,29 @@ type Agent struct {
 	installed bool
 	updated   bool // the environment changed at runtime (UpdateEnv)
 	sent      int  // notifications sent
+
+	hosts map[string]bool // the hosts of the environment's VMs
+	steps int             // steps taken with a period (heartbeat clock)
+	// beat lists the remote hosts that sent to a local VM since the last
+	// heartbeat: the next heartbeat goes to them.
+	beat map[string]bool
+	// peers is, per remote host a local VM sends to, when it was last
+	// heard of (at most one entry per host of the environment).
+	peers    map[string]*peer
+	foreign  int64 // notifications dropped: not from the host of their Dst
+	beats    int   // heartbeats sent
+	silences int   // times a host was found silent
+}
+
+// peer is a remote host that local VMs send to, as the sender side sees
+// it.
+type peer struct {
+	heard time.Duration // last accepted message from the host
+	since time.Duration // when local VMs started sending to it after a pause
+	sent  time.Duration // last period a local VM sent to it
+	// silent: not heard of for longer than PeerTimeout while local VMs
+	// sent to it; only a message from the host clears it.
+	silent bool
 }
 
 // rateLimit is the rate-limit baseline's limit for a guarantee: the
@@ -454,7 +624,8 @@ func NewAgent(cfg Config, env mech.Env) (*Agent, error) {
 	if env.Host == "" {
 		return nil, fmt.Errorf("%s: environment names no host", Name)
 	}
-	a := &Agent{cfg: cfg, env: env, byName: map[string]*vmState{}}
+	a := &Agent{cfg: cfg, env: env, byName: map[string]*vmState{}, beat: map[string]bool{}, peers: map[string]*peer{}}
+	a.hosts = hostsOf(env)
 	w := int(cfg.Window / cfg.Period)
 	for _, v := range env.VMs {
 		if v.Host != env.Host {
@@ -466,6 +637,15 @@ func NewAgent(cfg Config, env mech.Env) (*Agent, error) {
 	}
 	sort.Slice(a.vms, func(i, j int) bool { return a.vms[i].vm.Name < a.vms[j].vm.Name })
 	return a, nil
+}
+
+// hostsOf returns the hosts of env's VMs.
+func hostsOf(env mech.Env) map[string]bool {
+	hosts := map[string]bool{}
+	for _, v := range env.VMs {
+		hosts[v.Host] = true
+	}
+	return hosts
 }
 
 // Period implements mech.Agent: the statistics period.
@@ -542,15 +722,37 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 		}
 	}
 
-	// Sender side (§2): linear increase of reduced limits, then halve once
-	// per notification received.
-	for _, v := range a.vms {
-		a.grow(v, sec)
+	// Sender side (§2): linear increase of reduced limits, except those
+	// held by a repeated notification (the congestion they were reduced
+	// for lasts), then halve once per new congestion episode.
+	type target struct {
+		n *Notification
+		t Target
+		v *vmState
 	}
-	slopes := map[*vmState]float64{}
+	var fresh []target
+	held := map[*vmState]bool{}
 	for _, m := range inbox {
+		if _, ok := DecodeHeartbeat(m.Body); ok {
+			a.hear(m.From, obs.Now)
+			continue
+		}
 		n, ok := Decode(m.Body)
 		if !ok {
+			continue
+		}
+		// Only the host of the congested VM knows its drops: a
+		// notification about it from any other host is dropped (and
+		// counted), and hears from nobody.
+		if a.env.HostOf(n.Dst) != m.From {
+			a.foreign++
+			continue
+		}
+		a.hear(m.From, obs.Now)
+		// A notification names distinct VMs of this host: more targets
+		// than local VMs is not one (the work per message stays bounded
+		// whatever a datagram carries); so is one about an unknown VM.
+		if len(n.VMs) > len(a.vms) {
 			continue
 		}
 		for _, t := range n.VMs {
@@ -558,19 +760,47 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			if v == nil {
 				continue // a stale notification: the VM is not (or no longer) here
 			}
-			if a.reduce(v, n.Dst, t.Floor, obs.Egress) {
-				s := a.cfg.Slope
-				if n.Slope > 0 && n.Slope < s {
-					s = n.Slope
-				}
-				if old, ok := slopes[v]; !ok || s < old {
-					slopes[v] = s
-				}
+			if n.Episode != 0 && v.applied[n.Dst] == n.Episode {
+				held[v] = true // a repeat: the congestion lasts
+				continue
 			}
+			if n.Episode != 0 {
+				// One entry per congested VM that notified v: at most
+				// the environment's VMs, unless datagrams name others,
+				// which then only restart the record.
+				if v.applied == nil || len(v.applied) > len(a.env.VMs) {
+					v.applied = map[string]uint64{}
+				}
+				v.applied[n.Dst] = n.Episode
+			}
+			fresh = append(fresh, target{&n, t, v})
+		}
+	}
+	silent := a.track(obs)
+	for _, v := range a.vms {
+		a.grow(v, sec, held[v])
+	}
+	slopes := map[*vmState]float64{}
+	for _, f := range fresh {
+		n, v := f.n, f.v
+		if !a.reduce(v, n.Dst, f.t.Floor, obs.Egress) {
+			continue
+		}
+		s := a.cfg.Slope
+		if n.Slope > 0 && n.Slope < s {
+			s = n.Slope
+		}
+		if old, ok := slopes[v]; !ok || s < old {
+			slopes[v] = s
 		}
 	}
 	for v, s := range slopes {
 		v.slope = s
+	}
+	for _, v := range a.vms {
+		if silent[v] {
+			a.hold(v)
+		}
 	}
 	for _, v := range a.vms {
 		if v.lim != v.set {
@@ -584,14 +814,37 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 		return act
 	}
 	notes := map[dest]*Notification{} // one per sender host and congested VM
+	for i := range obs.Ingress {
+		p := &obs.Ingress[i]
+		if !(p.Rate > 0 || p.Losses > 0) || a.byName[p.Pair.Dst] == nil {
+			continue
+		}
+		if h := a.env.HostOf(p.Pair.Src); h != "" && h != a.env.Host {
+			a.beat[h] = true
+		}
+	}
 	for i := range obs.VMs {
 		o := &obs.VMs[i]
 		v := a.byName[o.VM]
 		if v == nil {
 			continue
 		}
+		// Soft state: while the latest episode lasts (the VM still drops
+		// more than the threshold in the period), its notification is sent
+		// again, so that a lost one is made up for a period later.
+		repeat := func() {
+			if !v.active {
+				return
+			}
+			if !a.cfg.Repeat || !a.cfg.Feedback || !(o.InDrops > a.cfg.DropThreshold) {
+				v.active = false
+				return
+			}
+			a.notify(notes, v, v.noteRate, obs.Ingress)
+		}
 		if v.skip > 0 {
 			v.skip--
+			repeat()
 			continue
 		}
 		v.push(o.InDrops, sec)
@@ -599,22 +852,16 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			v.lastSrc = o.DropSrc
 		}
 		if !a.cfg.Feedback || v.lastSrc == "" || !v.congested(a.cfg.DropThreshold, a.cfg.Window.Seconds()) {
+			repeat()
 			continue
 		}
-		rate := v.dropRate()
-		senders, floors := a.floors(v, obs.Ingress)
-		if len(senders) == 0 {
+		v.episode++
+		if !a.notify(notes, v, v.dropRate(), obs.Ingress) {
+			v.episode--
+			repeat()
 			continue
 		}
-		for k, src := range senders {
-			to := dest{a.env.HostOf(src), v.vm.Name}
-			n := notes[to]
-			if n == nil {
-				n = &Notification{Dst: v.vm.Name, DropRate: rate, Senders: len(senders), Slope: a.cfg.Slope / float64(len(senders))}
-				notes[to] = n
-			}
-			n.VMs = append(n.VMs, Target{VM: src, Floor: floors[k]})
-		}
+		v.active, v.noteRate = true, v.dropRate()
 		v.reset()
 		v.skip = 1
 	}
@@ -628,11 +875,165 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 		}
 		return tos[i].dst < tos[j].dst
 	})
+	noted := map[string]bool{}
 	for _, to := range tos {
 		act.Messages = append(act.Messages, mech.Message{From: a.env.Host, To: to.host, Body: *notes[to]})
 		a.sent++
+		noted[to.host] = true
+	}
+	a.steps++
+	if a.cfg.Feedback && a.cfg.PeerTimeout > 0 && a.steps%HeartbeatEvery == 0 {
+		// A heartbeat to every host that sent to a local VM since the
+		// last one, unless it has just been sent a notification (which
+		// says as much).
+		hosts := make([]string, 0, len(a.beat))
+		for h := range a.beat {
+			if !noted[h] {
+				hosts = append(hosts, h)
+			}
+		}
+		sort.Strings(hosts)
+		for _, h := range hosts {
+			act.Messages = append(act.Messages, mech.Message{From: a.env.Host, To: h, Body: Heartbeat{}})
+			a.beats++
+		}
+		clear(a.beat)
 	}
 	return act
+}
+
+// hear records a message accepted from host h at now: it is not silent.
+// Hosts outside the environment are not recorded.
+func (a *Agent) hear(h string, now time.Duration) {
+	if h == a.env.Host || !a.hosts[h] {
+		return
+	}
+	p := a.peers[h]
+	if p == nil {
+		p = &peer{since: now, sent: -a.cfg.PeerTimeout - 1}
+		a.peers[h] = p
+	}
+	p.heard, p.silent = now, false
+}
+
+// track records the remote hosts local VMs sent to in the last period and
+// returns the VMs that sent to a silent one: a host not heard of for
+// longer than PeerTimeout since local VMs started sending to it (again,
+// after a pause of more than PeerTimeout; a host found silent stays so
+// until it is heard). Without feedback no host is ever heard of, and
+// none is taken for silent; nor with PeerTimeout 0.
+func (a *Agent) track(obs *mech.HostObs) map[*vmState]bool {
+	if !a.cfg.Feedback || a.cfg.PeerTimeout == 0 {
+		return nil
+	}
+	now := obs.Now
+	silent := map[*vmState]bool{}
+	for i := range obs.Egress {
+		o := &obs.Egress[i]
+		v := a.byName[o.Pair.Src]
+		if v == nil || !(o.Rate > 0) {
+			continue
+		}
+		h := a.env.HostOf(o.Pair.Dst)
+		if h == "" || h == a.env.Host {
+			continue
+		}
+		p := a.peers[h]
+		if p == nil {
+			p = &peer{heard: now, since: now}
+			a.peers[h] = p
+		} else if !p.silent && now-p.sent > a.cfg.PeerTimeout {
+			p.since = now
+		}
+		p.sent = now
+		if !p.silent && now-max(p.heard, p.since) > a.cfg.PeerTimeout {
+			p.silent = true
+			a.silences++
+		}
+		if p.silent {
+			silent[v] = true
+		}
+	}
+	return silent
+}
+
+// hold keeps a VM that sends to a silent host at no more than its egress
+// guarantee (MinRate without one): the silent receiver can no longer ask
+// for less, and the VM's guarantee is what every receiver's admission
+// counted on. A limit below that may still grow to it.
+func (a *Agent) hold(v *vmState) {
+	c := math.Max(v.vm.Out, a.cfg.MinRate)
+	if math.IsInf(v.lim, 1) {
+		// No reduced limit to come back from: the guarantee is the
+		// floor an unused limit decays to.
+		v.keep, v.slope = c, 0
+	}
+	v.lim = math.Min(v.lim, c)
+}
+
+// Silent returns the remote hosts that local VMs send to and that have
+// been silent for longer than PeerTimeout (their senders held at their
+// guarantees), sorted.
+func (a *Agent) Silent() []string {
+	var out []string
+	for h, p := range a.peers {
+		if p.silent {
+			out = append(out, h)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Foreign returns how many notifications were dropped because they did not
+// come from the host of the VM they are about.
+func (a *Agent) Foreign() int64 { return a.foreign }
+
+// Silences returns how many times a host that local VMs send to was found
+// silent (each lasting until the host was heard again).
+func (a *Agent) Silences() int { return a.silences }
+
+// Heartbeats returns how many heartbeats the agent has sent.
+func (a *Agent) Heartbeats() int { return a.beats }
+
+// Failsafe implements mech.Failsafe: every local VM's egress limit LIM_j
+// at its egress guarantee (MinRate for a VM without one), the schedulers
+// left as they are. LIM_j exceeds the guarantee only while receivers'
+// notifications can bring it down (§2); with no agent stepping, none
+// can. The egress scheduler keeps serving every VM at least its
+// guarantee (its weight), the ingress scheduler keeps every VM's queue at
+// least its ingress guarantee, and a VM held at its egress guarantee
+// sends no more than admission counted for it on its own link. In
+// rate-limit mode, the baseline's own limits (at the guarantees).
+func (a *Agent) Failsafe() mech.Actions {
+	var act mech.Actions
+	for _, v := range a.vms {
+		if a.cfg.Mode == ModeRateLimit {
+			act.Limits = append(act.Limits,
+				mech.Limit{Kind: mech.VMEgress, VM: v.vm.Name, Rate: rateLimit(v.vm.Out)},
+				mech.Limit{Kind: mech.VMIngress, VM: v.vm.Name, Rate: rateLimit(v.vm.In)})
+			continue
+		}
+		act.Limits = append(act.Limits, mech.Limit{Kind: mech.VMEgress, VM: v.vm.Name, Rate: math.Max(v.vm.Out, a.cfg.MinRate)})
+	}
+	return act
+}
+
+// notify adds v's notification of its current episode (dropping rate
+// bits/s) to notes, one per sender host, to every remote VM sending to v,
+// with its floor. It says whether v has remote senders.
+func (a *Agent) notify(notes map[dest]*Notification, v *vmState, rate float64, ingress []mech.PairObs) bool {
+	senders, floors := a.floors(v, ingress)
+	for k, src := range senders {
+		to := dest{a.env.HostOf(src), v.vm.Name}
+		n := notes[to]
+		if n == nil {
+			n = &Notification{Dst: v.vm.Name, Episode: v.episode, DropRate: rate, Senders: len(senders), Slope: a.cfg.Slope / float64(len(senders))}
+			notes[to] = n
+		}
+		n.VMs = append(n.VMs, Target{VM: src, Floor: floors[k]})
+	}
+	return len(senders) > 0
 }
 
 // dest is where a notification goes: the senders' host, about one local
@@ -713,11 +1114,16 @@ const pushing = 0.95
 // paper's ramp takes from that floor to the link rate ((Link − floor) ÷
 // Slope). A sender that pauses and comes back resumes at its floor
 // instead of blasting again at a limit that grew while it was quiet.
-func (a *Agent) grow(v *vmState, sec float64) {
+//
+// A held limit (a repeated notification arrived: the congestion it was
+// reduced for lasts) does not increase in the period.
+func (a *Agent) grow(v *vmState, sec float64, held bool) {
 	if math.IsInf(v.lim, 1) {
 		return
 	}
-	if v.outRate >= pushing*v.lim {
+	if held && v.outRate >= pushing*v.lim {
+		v.idle = 0
+	} else if v.outRate >= pushing*v.lim {
 		slope := a.cfg.Slope
 		if v.slope > 0 {
 			slope = v.slope
@@ -733,7 +1139,7 @@ func (a *Agent) grow(v *vmState, sec float64) {
 		}
 	}
 	if v.lim >= a.cfg.Link {
-		v.lim, v.slope, v.idle, v.keep = math.Inf(1), 0, 0, 0
+		v.lim, v.slope, v.idle, v.keep, v.applied = math.Inf(1), 0, 0, 0, nil
 	}
 }
 

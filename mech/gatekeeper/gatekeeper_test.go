@@ -22,7 +22,9 @@ const (
 )
 
 // env: Fig. 4's three hosts. h1 holds a (tenant A, 645 Mbps) and b
-// (tenant B, 215 Mbps); a2 is on h2, b2 on h3; best-effort e on h1.
+// (tenant B, 215 Mbps); a2 is on h2, b2 on h3; best-effort e on h1; x
+// (tenant X, 300 Mbps), the congested receiver of the sender-side tests,
+// on h2.
 func env(host string) mech.Env {
 	return mech.Env{Host: host, VMs: []mech.VM{
 		{Name: "a", Tenant: "A", Host: "h1", In: 645 * mbps, Out: 645 * mbps},
@@ -30,6 +32,7 @@ func env(host string) mech.Env {
 		{Name: "b", Tenant: "B", Host: "h1", In: 215 * mbps, Out: 215 * mbps},
 		{Name: "b2", Tenant: "B", Host: "h3", In: 215 * mbps, Out: 215 * mbps},
 		{Name: "e", Tenant: "E", Host: "h1"},
+		{Name: "x", Tenant: "X", Host: "h2", In: 300 * mbps, Out: 300 * mbps},
 	}}
 }
 
@@ -136,8 +139,9 @@ func TestSchedulers(t *testing.T) {
 // while the notification is in flight is skipped and the next decision
 // rests on fresh samples only.
 func TestNotification(t *testing.T) {
+	// One message per decision (repeat off; TestRepeat covers repeats).
 	steps := func(drop float64, n int) (at []int, sent []mech.Message, a *gatekeeper.Agent) {
-		a = newAgent(t, "h1", nil)
+		a = newAgent(t, "h1", map[string]any{"repeat": false})
 		d := &driver{a: a}
 		d.step(nil) // Now 0: no measurement yet
 		for k := 1; k <= n; k++ {
@@ -178,7 +182,7 @@ func TestNotification(t *testing.T) {
 	// b2 is b's only sender: its floor is b's whole ingress guarantee
 	// (215 Mbps; h1's guarantees, 860 Mbps, fit in LIM_IN).
 	n, ok := gatekeeper.Decode(m.Body)
-	want := gatekeeper.Notification{Dst: "b", DropRate: 100 * mbps, Senders: 1, Slope: 500 * mbps, VMs: []gatekeeper.Target{{VM: "b2", Floor: 215 * mbps}}}
+	want := gatekeeper.Notification{Dst: "b", Episode: 1, DropRate: 100 * mbps, Senders: 1, Slope: 500 * mbps, VMs: []gatekeeper.Target{{VM: "b2", Floor: 215 * mbps}}}
 	if !ok || !reflect.DeepEqual(n, want) {
 		t.Errorf("body %+v, want %+v", m.Body, want)
 	}
@@ -236,7 +240,8 @@ func TestFeedbackOff(t *testing.T) {
 }
 
 // notify is a notification from h2 about its VM x, for vm with a floor
-// and the slope it may climb back at (0: none given).
+// and the slope it may climb back at (0: none given), each a new
+// congestion episode (Episode 0: not numbered).
 func notify(vm string, floor, slope float64) mech.Message {
 	return mech.Message{From: "h2", To: "h1", Body: gatekeeper.Notification{Dst: "x", DropRate: 50 * mbps, Senders: 1, Slope: slope,
 		VMs: []gatekeeper.Target{{VM: vm, Floor: floor}}}}
@@ -328,7 +333,7 @@ func TestLimitHalvesAndGrows(t *testing.T) {
 	if len(act.Limits) != 0 {
 		t.Errorf("foreign notifications changed limits: %+v", act.Limits)
 	}
-	act = d.step(sending(800*mbps), mech.Message{Body: `{"kind":"gatekeeper.congestion.v2","dst":"b2","drop_rate":5e7,"senders":1,"slope":1e9,"vms":[{"vm":"b","floor":1e8}]}`})
+	act = d.step(sending(800*mbps), mech.Message{From: "h3", Body: `{"kind":"gatekeeper.congestion.v3","dst":"b2","episode":1,"drop_rate":5e7,"senders":1,"slope":1e9,"vms":[{"vm":"b","floor":1e8}]}`})
 	if r, _ := egressLimit(t, act, "b"); !near(r, 400*mbps) {
 		t.Errorf("JSON notification: limit %g, want 400 Mbps", r)
 	}
@@ -590,21 +595,31 @@ func TestParams(t *testing.T) {
 		t.Errorf("10 Gbps link: threshold %g, min rate %g; want 200 Mbps, 10 Mbps", c.DropThreshold, c.MinRate)
 	}
 	m, err = gatekeeper.New(map[string]any{"mode": "gatekeeper", "link": 1e9, "headroom": 0, "period": "5ms", "window": "50ms",
-		"drop_threshold": "30Mbps", "slope": "100Mbps", "min_rate": "2Mbps", "feedback": false})
+		"drop_threshold": "30Mbps", "slope": "100Mbps", "min_rate": "2Mbps", "feedback": false, "repeat": false})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := gatekeeper.Config{Mode: "gatekeeper", Link: 1e9, Headroom: 0, Period: 5 * time.Millisecond, Window: 50 * time.Millisecond,
-		DropThreshold: 30 * mbps, Slope: 100 * mbps, MinRate: 2 * mbps, Feedback: false}
+		DropThreshold: 30 * mbps, Slope: 100 * mbps, MinRate: 2 * mbps, Feedback: false, Repeat: false,
+		PeerTimeout: 150 * time.Millisecond} // 30 periods by default
 	if m.Config() != want {
 		t.Errorf("parsed %+v, want %+v", m.Config(), want)
+	}
+	if c.PeerTimeout != 300*time.Millisecond {
+		t.Errorf("default peer timeout %v, want 300ms (30 periods)", c.PeerTimeout)
+	}
+	for _, d := range []time.Duration{time.Second, 0} {
+		m, err = gatekeeper.New(map[string]any{"peer_timeout": d.String()})
+		if err != nil || m.Config().PeerTimeout != d {
+			t.Errorf("peer_timeout %v: %v, %+v", d, err, m.Config())
+		}
 	}
 
 	bad := []struct {
 		params map[string]any
 		want   string
 	}{
-		{map[string]any{"queue": 160}, "mechanism.params.queue: unknown parameter (known: mode, link, headroom, period, window, drop_threshold, slope, min_rate, feedback)"},
+		{map[string]any{"queue": 160}, "mechanism.params.queue: unknown parameter (known: mode, link, headroom, period, window, drop_threshold, slope, min_rate, feedback, repeat, peer_timeout)"},
 		{map[string]any{"link": "fast"}, `mechanism.params.link: expected a rate such as "450Mbps", got "fast"`},
 		{map[string]any{"link": 0}, "mechanism.params.link: must be a positive finite rate, got 0"},
 		{map[string]any{"headroom": "5%"}, `mechanism.params.headroom: expected a number, got "5%"`},
@@ -618,6 +633,11 @@ func TestParams(t *testing.T) {
 		{map[string]any{"slope": "0"}, "mechanism.params.slope: must be a positive finite rate per second, got 0"},
 		{map[string]any{"min_rate": "2Gbps"}, "mechanism.params.min_rate: must be positive and below link (1e+09), got 2e+09"},
 		{map[string]any{"feedback": "yes"}, `mechanism.params.feedback: expected true or false, got "yes"`},
+		{map[string]any{"repeat": 1}, `mechanism.params.repeat: expected true or false, got 1`},
+		{map[string]any{"peer_timeout": "50ms"}, "mechanism.params.peer_timeout: must be 0 (off) or at least 2 heartbeat intervals (60ms), got 50ms"},
+		{map[string]any{"peer_timeout": "-1s"}, `mechanism.params.peer_timeout: expected a duration such as "60ms", got "-1s"`},
+		{map[string]any{"peer_timeout": 1}, `mechanism.params.peer_timeout: expected a duration such as "60ms", got 1`},
+		{map[string]any{"period": "100ms", "window": "1s", "peer_timeout": "300ms"}, "mechanism.params.peer_timeout: must be 0 (off) or at least 2 heartbeat intervals (600ms), got 300ms"},
 		{map[string]any{"mode": "strict"}, `mechanism.params.mode: unknown mode "strict" (use gatekeeper or rate-limit)`},
 		{map[string]any{"mode": 1}, `mechanism.params.mode: expected a string, got 1`},
 	}
@@ -634,5 +654,88 @@ func TestParams(t *testing.T) {
 	}
 	if _, err := gatekeeper.NewAgent(gatekeeper.Defaults(), mech.Env{}); err == nil {
 		t.Error("an environment without a host was accepted")
+	}
+}
+
+// Soft state: while b's drops stay above the threshold the receiver
+// resends the latest episode's notification every period; a new decision
+// (fresh evidence, as without repeats) starts a new episode; once the
+// drops fall below the threshold the repeats stop. The sender halves once
+// per episode: a repeat holds its limit, and a repeat whose original was
+// lost halves it.
+func TestRepeat(t *testing.T) {
+	for _, c := range []struct {
+		why      string
+		drops    []float64 // b's drop rate in steps 1, 2, ...
+		episodes []uint64  // episode sent at each step (0: none)
+	}{
+		{"100 Mbps of drops throughout: decisions at 3, 7, 11, repeats between",
+			[]float64{100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100},
+			[]uint64{0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3}},
+		{"drops below the threshold after the decision: no repeat",
+			[]float64{100, 100, 100, 10, 10, 10, 10, 100, 10},
+			[]uint64{0, 0, 1, 0, 0, 0, 0, 0, 0}},
+		{"drops at the threshold are not above it",
+			[]float64{100, 100, 100, 20, 100},
+			[]uint64{0, 0, 1, 0, 0}},
+	} {
+		d := &driver{a: newAgent(t, "h1", nil)}
+		d.step(nil)
+		for k, drop := range c.drops {
+			act := d.step(receiving(drop * mbps))
+			var got uint64
+			for _, m := range act.Messages {
+				n, ok := gatekeeper.Decode(m.Body)
+				if !ok || m.To != "h3" {
+					t.Fatalf("%s: step %d: message %+v", c.why, k+1, m)
+				}
+				got = n.Episode
+			}
+			if len(act.Messages) > 1 || got != c.episodes[k] {
+				t.Errorf("%s: step %d: %d messages, episode %d; want episode %d", c.why, k+1, len(act.Messages), got, c.episodes[k])
+			}
+		}
+	}
+
+	note := func(ep uint64) mech.Message {
+		return mech.Message{From: "h2", To: "h1", Body: gatekeeper.Notification{Dst: "x", Episode: ep, DropRate: 50 * mbps, Senders: 1,
+			VMs: []gatekeeper.Target{{VM: "b", Floor: 10 * mbps}}}}
+	}
+	for _, c := range []struct {
+		why   string
+		inbox [][]uint64 // episodes received at steps 1, 2, ... (b sends at its limit)
+		want  []float64  // b's limit after each step, Mbps
+	}{
+		{"a repeat holds the limit, a new episode halves it",
+			[][]uint64{{1}, {1}, {1}, nil, {2}, {2}},
+			[]float64{400, 400, 400, 405, 202.5, 202.5}},
+		{"the original lost: the first repeat halves",
+			[][]uint64{nil, {1}, {1}},
+			[]float64{math.Inf(1), 400, 400}},
+		{"unnumbered notifications (episode 0) halve every time",
+			[][]uint64{{0}, {0}},
+			[]float64{400, 200}},
+		{"an episode repeated in one inbox halves once",
+			[][]uint64{{1, 1}},
+			[]float64{400}},
+	} {
+		a := newAgent(t, "h1", nil) // slope 500 Mbps/s: 5 Mbps per period
+		d := &driver{a: a}
+		d.step(sending(0))
+		out := 800 * mbps
+		for k, eps := range c.inbox {
+			var in []mech.Message
+			for _, ep := range eps {
+				in = append(in, note(ep))
+			}
+			d.step(sending(out), in...)
+			lim, _ := a.Limit("b")
+			if !near(lim, c.want[k]*mbps) && !(math.IsInf(lim, 1) && math.IsInf(c.want[k], 1)) {
+				t.Fatalf("%s: step %d: limit %g, want %g Mbps", c.why, k+1, lim, c.want[k])
+			}
+			if !math.IsInf(lim, 1) {
+				out = lim
+			}
+		}
 	}
 }
