@@ -18,9 +18,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/eval"
-	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/runner"
-	"github.com/bulkhead-dc/bulkhead/sim"
 	"github.com/bulkhead-dc/bulkhead/spec"
 )
 
@@ -43,7 +41,8 @@ type SimulateOptions struct {
 }
 
 // Simulate runs dir/file under mechanism (the scenario's parameters apply
-// when it is the scenario's own mechanism) and evaluates the run.
+// when it is the scenario's own mechanism) through the runner's pipeline,
+// as `bulkhead sim` does, and evaluates the run.
 func Simulate(ctx context.Context, dir, file, mechanism string, o SimulateOptions) (*Simulation, error) {
 	path := filepath.Join(dir, file)
 	data, err := os.ReadFile(path)
@@ -61,17 +60,9 @@ func Simulate(ctx context.Context, dir, file, mechanism string, o SimulateOption
 	if err != nil {
 		return nil, err
 	}
-	var params map[string]any
-	if mechanism == sc.Mechanism.Name {
-		params = sc.Mechanism.Params
-	}
-	m, err := all.New(mechanism, params)
+	in, err := runner.Simulate(ctx, s, mechanism, runner.Options{Progress: o.Progress, Logger: o.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	in, err := sim.Run(ctx, s.Spec, s.Topo, sim.Options{Mechanism: m, Progress: o.Progress, Logger: o.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("%s under %s: %w", path, mechanism, err)
+		return nil, fmt.Errorf("under %s: %w", mechanism, err)
 	}
 	rep, err := eval.Evaluate(*in)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/bulkhead-dc/bulkhead/eval"
@@ -370,6 +371,108 @@ func fctPlot(r *eval.Report) (*figure, error) {
 		l.Width = vg.Points(1.5)
 		f.p.Add(l)
 		f.add(t.Name, l)
+	}
+	return f, nil
+}
+
+// Line is one line of a LinePlot: y against x. Lines with the same Name
+// share a colour and one legend entry (the first of them is its sample),
+// so a quantity and a related one (dashed) read as one series.
+type Line struct {
+	Name   string
+	X, Y   []float64
+	Dashed bool // dashed, without point markers; else solid with points
+}
+
+// LinePlot is a figure of lines, such as a measure against a parameter
+// swept, one line per mechanism.
+type LinePlot struct {
+	Title, XLabel, YLabel string
+	// YMin and YMax fix the y axis when YMax > YMin (default: from the
+	// data, from 0, with headroom).
+	YMin, YMax float64
+	// XTicks and YTicks, when set, are the labelled ticks (and grid lines)
+	// of the axes (default: chosen from the range).
+	XTicks, YTicks []float64
+	Lines          []Line
+}
+
+// WriteLinePlot draws p into dir/base.png and dir/base.svg (dir created if
+// needed) in the style of the report's plots; on error nothing it wrote is
+// left behind.
+func WriteLinePlot(dir, base string, p LinePlot) error {
+	f, err := linePlot(p)
+	if err != nil {
+		return fmt.Errorf("report: %s: %w", base, err)
+	}
+	files, err := f.files(base)
+	if err != nil {
+		return err
+	}
+	return writeFiles(dir, files)
+}
+
+func linePlot(lp LinePlot) (*figure, error) {
+	f := newFigure(lp.Title, lp.XLabel, lp.YLabel)
+	var names []string
+	for _, ln := range lp.Lines {
+		if len(ln.X) != len(ln.Y) {
+			return nil, fmt.Errorf("line %q: %d x values, %d y values", ln.Name, len(ln.X), len(ln.Y))
+		}
+		xy := make(plotter.XYs, len(ln.X))
+		for i := range ln.X {
+			xy[i] = plotter.XY{X: ln.X[i], Y: ln.Y[i]}
+		}
+		i := slices.Index(names, ln.Name)
+		first := i < 0
+		if first {
+			i = len(names)
+			names = append(names, ln.Name)
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return nil, fmt.Errorf("line %q: %w", ln.Name, err)
+		}
+		l.Color = colour(i)
+		l.Width = vg.Points(1.5)
+		thumbs := []plot.Thumbnailer{l}
+		f.p.Add(l)
+		if ln.Dashed {
+			l.Width = vg.Points(1.2)
+			l.Dashes = dashes
+		} else {
+			s, err := plotter.NewScatter(xy)
+			if err != nil {
+				return nil, fmt.Errorf("line %q: %w", ln.Name, err)
+			}
+			s.Color = colour(i)
+			s.Shape = draw.CircleGlyph{}
+			s.Radius = vg.Points(2.5)
+			f.p.Add(s)
+			thumbs = append(thumbs, s)
+		}
+		if first {
+			f.add(ln.Name, thumbs...)
+		}
+	}
+	for _, a := range []struct {
+		axis  *plot.Axis
+		ticks []float64
+	}{{&f.p.X, lp.XTicks}, {&f.p.Y, lp.YTicks}} {
+		if len(a.ticks) == 0 {
+			continue
+		}
+		ts := make(plot.ConstantTicks, len(a.ticks))
+		for i, v := range a.ticks {
+			ts[i] = plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 6, 64)}
+		}
+		a.axis.Tick.Marker = ts
+	}
+	if lp.YMax > lp.YMin {
+		f.p.Y.Min, f.p.Y.Max = lp.YMin, lp.YMax
+	} else {
+		f.p.Y.Min = math.Min(f.p.Y.Min, 0)
+		f.headroom()
 	}
 	return f, nil
 }

@@ -16,18 +16,21 @@ import (
 func newAnalyzeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "analyze",
-		Short: "Print a paper's evaluation tables from simulations of its scenarios",
-		Long: `Reproduce a paper's evaluation: simulate its scenarios under the mechanisms
-compared and print, as Markdown, the tables that docs/results.md quotes.
+		Short: "Print evaluation tables (a paper's, loss tolerance) from simulations",
+		Long: `Simulate shipped scenarios under the mechanisms compared and print, as
+Markdown, the tables that docs/results.md quotes: a paper's evaluation, or
+how compliance holds as control messages are lost.
 
 Unlike "bulkhead sim", which reports each run's per-tenant figures against
-the oracle, these tables read the simulator's per-pair samples the way the
-paper does: per phase of a scenario, per VM pair, per reducer.
+the oracle, a paper's tables read the simulator's per-pair samples the way
+the paper does: per phase of a scenario, per VM pair, per reducer.
 
   analyze elasticswitch  ElasticSwitch's Fig. 2, 5, 6, 7, 8, 9, 10, Table 2
-                         and §7.4`,
+                         and §7.4
+  analyze loss           compliance against the fraction of control messages
+                         lost, for the mechanisms whose agents exchange them`,
 	}
-	cmd.AddCommand(newAnalyzeElasticSwitchCmd())
+	cmd.AddCommand(newAnalyzeElasticSwitchCmd(), newAnalyzeLossCmd())
 	return cmd
 }
 
