@@ -65,6 +65,12 @@ type Config struct {
 	// HTTP, if set, is where the agent serves /metrics (Prometheus),
 	// /state (JSON) and /healthz, in the caller's namespace.
 	HTTP string
+	// HTTPToken, if set, is the bearer token /metrics and /state require
+	// (Authorization: Bearer TOKEN; Prometheus' authorization
+	// credentials_file). /healthz needs none. An HTTP address off
+	// loopback requires a token: /state and per-pair metrics describe
+	// every tenant's traffic on the host.
+	HTTPToken string
 	// Restore puts every pair limiter the agent changed back to
 	// unlimited and removes its schedulers when Run ends, and removes
 	// what the data path built (datapath.Remover): the host's VMs then

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,5 +98,66 @@ func TestApply(t *testing.T) {
 	}
 	if r, ok := p.Limit(a1b1); !ok || r != 2e6 || !p.Closed() {
 		t.Errorf("limit %v %v, data path closed %v", r, ok, p.Closed())
+	}
+}
+
+// TestHTTPToken: the agent's /state and /metrics need its token, /healthz
+// none; an address off loopback without a token is refused before Run
+// builds anything.
+func TestHTTPToken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	mc := &script{act: func(string, int, *mech.HostObs) mech.Actions { return mech.Actions{} }}
+	a := newTestAgent(t, Config{Host: "h1", Model: testModel(t1VMs...), Mechanism: mc, Path: fake.New(fake.Options{Limiters: true}),
+		Listen: loopback, Keys: wireauth.Keys(testMaster, "h1"), HTTP: addr, HTTPToken: "tok3n"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	get := func(path, token string) int {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		for range 100 {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("GET %s: agent not serving", path)
+		return 0
+	}
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/healthz", "", http.StatusOK},
+		{"/state", "", http.StatusUnauthorized},
+		{"/metrics", "", http.StatusUnauthorized},
+		{"/state", "wrong", http.StatusUnauthorized},
+		{"/state", "tok3n", http.StatusOK},
+		{"/metrics", "tok3n", http.StatusOK},
+	} {
+		if got := get(tc.path, tc.token); got != tc.want {
+			t.Errorf("GET %s with token %q: %d, want %d", tc.path, tc.token, got, tc.want)
+		}
+	}
+
+	open := newTestAgent(t, Config{Host: "h1", Model: testModel(t1VMs...), Mechanism: mc, Path: fake.New(fake.Options{Limiters: true}),
+		Listen: loopback, Keys: wireauth.Keys(testMaster, "h1"), HTTP: "0.0.0.0:0"})
+	if err := open.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "--http-token-file") {
+		t.Errorf("Run on 0.0.0.0 without a token: %v; want a refusal naming --http-token-file", err)
 	}
 }

@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -249,25 +251,75 @@ func (a *Agent) httpServer() (*http.Server, net.Listener, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent %s: http: %w", a.cfg.Host, err)
 	}
+	if err := checkExposure(addr, a.cfg.HTTPToken); err != nil {
+		return nil, nil, fmt.Errorf("agent %s: http: %w", a.cfg.Host, err)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent %s: http: %w", a.cfg.Host, err)
 	}
 	ln = netutil.LimitListener(ln, MaxHTTPConns)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(a.met.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/state", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("/metrics", requireToken(a.cfg.HTTPToken, promhttp.HandlerFor(a.met.reg, promhttp.HandlerOpts{})))
+	mux.Handle("/state", requireToken(a.cfg.HTTPToken, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(a.Snapshot())
-	})
+	})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	a.log.Info("agent http", "addr", ln.Addr().String())
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}, ln, nil
+}
+
+// CheckHTTP checks an HTTP address and token as Config.HTTP and
+// Config.HTTPToken take them, so that a command can refuse them before it
+// starts anything.
+func CheckHTTP(addr, token string) error {
+	a, err := httpAddr(addr)
+	if err != nil {
+		return err
+	}
+	return checkExposure(a, token)
+}
+
+// checkExposure refuses to serve tenants' rates off loopback without a
+// token: any VM that can route to the address could read them.
+func checkExposure(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	return fmt.Errorf("%s is reachable from other hosts and /state and /metrics show every tenant's pair rates: give a token (--http-token-file) or bind to loopback (127.0.0.1:PORT)", addr)
+}
+
+// requireToken serves h only to requests that carry the bearer token
+// (none needed when token is empty: a loopback address).
+func requireToken(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="bulkhead-agent"`)
+			http.Error(w, "unauthorized: send the agent's HTTP token (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // MaxHTTPConns bounds the agent's HTTP server's open connections (the

@@ -2,7 +2,11 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -378,6 +382,60 @@ func TestHTTPAddr(t *testing.T) {
 		got, err := httpAddr(tt.in)
 		if (err != nil) != tt.bad || got != tt.want {
 			t.Errorf("httpAddr(%q) = %q, %v; want %q (error %v)", tt.in, got, err, tt.want, tt.bad)
+		}
+	}
+}
+
+func TestHTTPExposure(t *testing.T) {
+	tests := []struct {
+		addr, token string
+		bad         bool
+	}{
+		{"127.0.0.1:9100", "", false},
+		{"[::1]:9100", "", false},
+		{"localhost:9100", "", false},
+		{"0.0.0.0:9100", "", true},
+		{"10.0.0.5:9100", "", true},
+		{"[::]:9100", "", true},
+		{"0.0.0.0:9100", "s3cret", false},
+		{"10.0.0.5:9100", "s3cret", false},
+	}
+	for _, tt := range tests {
+		err := checkExposure(tt.addr, tt.token)
+		if (err != nil) != tt.bad {
+			t.Errorf("checkExposure(%q, %q) = %v; want error %v", tt.addr, tt.token, err, tt.bad)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--http-token-file") {
+			t.Errorf("checkExposure(%q): error %q does not say how to give a token", tt.addr, err)
+		}
+	}
+}
+
+func TestRequireToken(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "pairs") })
+	tests := []struct {
+		token, header string
+		want          int
+	}{
+		{"", "", http.StatusOK},
+		{"s3cret", "Bearer s3cret", http.StatusOK},
+		{"s3cret", "", http.StatusUnauthorized},
+		{"s3cret", "Bearer s3cre", http.StatusUnauthorized},
+		{"s3cret", "Bearer s3cretX", http.StatusUnauthorized},
+		{"s3cret", "s3cret", http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/state", nil)
+		if tt.header != "" {
+			req.Header.Set("Authorization", tt.header)
+		}
+		requireToken(tt.token, ok).ServeHTTP(rec, req)
+		if rec.Code != tt.want {
+			t.Errorf("token %q, Authorization %q: status %d, want %d", tt.token, tt.header, rec.Code, tt.want)
+		}
+		if rec.Code != http.StatusOK && strings.Contains(rec.Body.String(), "pairs") {
+			t.Errorf("token %q, Authorization %q: refused request saw the state", tt.token, tt.header)
 		}
 	}
 }

@@ -71,6 +71,9 @@ type Config struct {
 	// HTTP, if set, is where the running agent serves /metrics, /state
 	// and /healthz.
 	HTTP string
+	// HTTPToken is the bearer token /metrics and /state require
+	// (agent.Config.HTTPToken).
+	HTTPToken string
 	// Restore puts the host's limiters back to unlimited when the
 	// daemon stops.
 	Restore bool
@@ -278,7 +281,7 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 		return fmt.Errorf("data path: %w", err)
 	}
 	a, err := agent.New(agent.Config{
-		Host: d.cfg.Host, Model: &m, Mechanism: mc, Path: path, Scale: d.cfg.Scale, HTTP: d.cfg.HTTP,
+		Host: d.cfg.Host, Model: &m, Mechanism: mc, Path: path, Scale: d.cfg.Scale, HTTP: d.cfg.HTTP, HTTPToken: d.cfg.HTTPToken,
 		Restore: d.cfg.Restore, Logger: d.cfg.Logger, Trace: d.cfg.Trace, LoseSent: d.cfg.LoseSent, LoseSeed: d.cfg.LoseSeed,
 		Listen: func() (net.PacketConn, error) { return d.cfg.Listen(self) },
 		Peers: func(h string) (netip.AddrPort, bool) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/bulkhead-dc/bulkhead/agent"
@@ -15,8 +16,9 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var (
-		prefix, server, mechanism, httpAddr, loss string
-		d                                         daemonFlags
+		prefix, server, mechanism, loss string
+		web                             httpFlags
+		d                               daemonFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --controller ADDR --host NAME | agent SCENARIO.yaml --prefix PREFIX --server SERVER",
@@ -60,8 +62,13 @@ The agent takes over its server's limiters (it replaces their qdiscs) and
 puts them back to unlimited when it stops (SIGINT, SIGTERM, SIGHUP). It
 opens its sockets inside the server's namespace; it can run from any
 namespace, e.g. 'ip netns exec PREFIX-n-SERVER bulkhead agent ...', which
-also makes 'testbed down' stop it. With --http it serves /metrics
-(Prometheus), /state (JSON) and /healthz (in the namespace it runs in).
+also makes 'testbed down' stop it.
+
+With --http it serves /metrics (Prometheus), /state (JSON) and /healthz
+(in the namespace it runs in). /state and the metrics show every tenant's
+pair rates on the host: on an address other hosts can reach they need a
+token (--http-token-file; Prometheus sends it with authorization:
+credentials_file), and an address without a host (:9100) is loopback.
 
 Losses (for mechanisms that react to them) come, with --loss seq
 (default), from gaps in per-pair sequence numbers that eBPF programs stamp
@@ -77,11 +84,14 @@ VMs' namespaces). Every agent of a run must use the same.`,
   done`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := web.check(); err != nil {
+				return err
+			}
 			if len(d.controllers) > 0 {
 				if len(args) > 0 || prefix != "" || server != "" {
 					return errors.New("agent: --controller runs the agent under a controller: no scenario, --prefix or --server")
 				}
-				return d.run(cmd, httpAddr, loss)
+				return d.run(cmd, web, loss)
 			}
 			if len(args) != 1 {
 				return errors.New("agent: give --controller ADDR --host NAME, or a scenario with --prefix and --server")
@@ -129,7 +139,7 @@ VMs' namespaces). Every agent of a run must use the same.`,
 			if err != nil {
 				return fmt.Errorf("agent: %w", err)
 			}
-			cfg.HTTP, cfg.Restore = httpAddr, true
+			cfg.HTTP, cfg.HTTPToken, cfg.Restore = web.addr, web.token, true
 			a, err := agent.New(cfg) // closes cfg's data path on error
 			if err != nil {
 				return err
@@ -141,7 +151,43 @@ VMs' namespaces). Every agent of a run must use the same.`,
 	cmd.Flags().StringVar(&prefix, "prefix", "", "the testbed's run prefix")
 	cmd.Flags().StringVar(&server, "server", "", "the server whose agent this is")
 	cmd.Flags().StringVar(&mechanism, "mechanism", "", "mechanism (default: the scenario's): "+strings.Join(testbed.Mechanisms(), ", "))
-	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /metrics, /state and /healthz on this address")
+	web.add(cmd)
 	cmd.Flags().StringVar(&loss, "loss", testbed.LossSeq, "loss counter: tcp (senders' TCP retransmissions) or seq (eBPF sequence-number gaps at the receivers; use the same on every agent)")
 	return cmd
+}
+
+// httpFlags configure the agent's HTTP endpoint.
+type httpFlags struct {
+	addr, tokenFile string
+	token           string // read from tokenFile by check
+}
+
+func (f *httpFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.addr, "http", "", "serve /metrics, /state and /healthz on this address (IP:PORT; :PORT is loopback)")
+	cmd.Flags().StringVar(&f.tokenFile, "http-token-file", "", "a file holding the bearer token that /metrics and /state require (needed when --http is reachable from other hosts)")
+}
+
+// check reads the token and refuses an endpoint that would show tenants'
+// rates to anyone who can reach it.
+func (f *httpFlags) check() error {
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return fmt.Errorf("agent: --http-token-file: %w", err)
+		}
+		f.token = strings.TrimSpace(string(b))
+		if f.token == "" || strings.ContainsAny(f.token, " \t\r\n") {
+			return fmt.Errorf("agent: --http-token-file %s: expected one token on one line", f.tokenFile)
+		}
+		if f.addr == "" {
+			return errors.New("agent: --http-token-file needs --http")
+		}
+	}
+	if f.addr == "" {
+		return nil
+	}
+	if err := agent.CheckHTTP(f.addr, f.token); err != nil {
+		return fmt.Errorf("agent: --http: %w", err)
+	}
+	return nil
 }

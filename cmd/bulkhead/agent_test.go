@@ -18,6 +18,10 @@ func TestAgentBadInvocations(t *testing.T) {
 		{[]string{"agent", "--controller", "127.0.0.1:1"}, "--host is required"},
 		{[]string{"agent", "x.yaml", "--controller", "127.0.0.1:1", "--host", "s1"}, "no scenario, --prefix or --server"},
 		{[]string{"agent", "--controller", "127.0.0.1:1", "--host", "s1", "--pki", "/nonexistent"}, "bulkhead controller issue --host s1"},
+		{[]string{"agent", "--controller", "127.0.0.1:1", "--host", "s1", "--http", "0.0.0.0:9100"}, "--http-token-file"},
+		{[]string{"agent", "--controller", "127.0.0.1:1", "--host", "s1", "--http", "9100"}, "expected IP:PORT"},
+		{[]string{"agent", "--controller", "127.0.0.1:1", "--host", "s1", "--http", "10.1.2.3:9100", "--http-token-file", "/nonexistent"}, "--http-token-file"},
+		{[]string{"agent", "--controller", "127.0.0.1:1", "--host", "s1", "--http-token-file", "agent_test.go"}, "expected one token on one line"},
 	} {
 		out, errs, code := run(t, "", tc.args...)
 		if code == 0 {

@@ -48,7 +48,7 @@ func (f *daemonFlags) add(cmd *cobra.Command) {
 }
 
 // run runs the agent under a controller until the command's context ends.
-func (f *daemonFlags) run(cmd *cobra.Command, httpAddr, loss string) error {
+func (f *daemonFlags) run(cmd *cobra.Command, web httpFlags, loss string) error {
 	if f.host == "" {
 		return errors.New("agent: --host is required with --controller")
 	}
@@ -72,7 +72,7 @@ func (f *daemonFlags) run(cmd *cobra.Command, httpAddr, loss string) error {
 	}
 	hp := hostpath.Options{Netns: f.netns, Loss: loss, Uplinks: f.uplinks, Log: slog.Default()}
 	d, err := agentd.New(agentd.Config{
-		Host: f.host, Controllers: f.controllers, TLS: tc, Scale: f.scale, HTTP: httpAddr, Version: version,
+		Host: f.host, Controllers: f.controllers, TLS: tc, Scale: f.scale, HTTP: web.addr, HTTPToken: web.token, Version: version,
 		Logger: slog.Default(), Mechanism: hp.Mechanism, Path: hp.Path, Listen: hp.Listen, Trace: trace,
 		Restore: f.remove, LoseSent: f.lose, LoseSeed: f.loseSeed,
 	})

@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/agent"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/report"
@@ -225,6 +226,11 @@ tenants there for you to apply ('bulkhead apply -f FILE') and watch
 			if err := dataplane.RequireRoot(); err != nil {
 				return fmt.Errorf("testbed run: %w", err)
 			}
+			if http != "" {
+				if err := agent.CheckHTTP(http, ""); err != nil {
+					return fmt.Errorf("testbed run: --agent-http: %w", err)
+				}
+			}
 			ctx, stop := testbedContext(cmd)
 			defer stop()
 			s, err := runner.Load(args[0])
@@ -297,7 +303,7 @@ tenants there for you to apply ('bulkhead apply -f FILE') and watch
 	cmd.Flags().BoolVar(&noPlots, "no-plots", false, "skip the PNG/SVG plots")
 	cmd.Flags().StringVar(&engine, "workload", testbed.WorkloadIperf3, "what runs the flows: iperf3 (one client and server process per flow; tcp and udp) or builtin (all flows in this process: tcp, udp with segmentation offload, and short flows with their completion times)")
 	cmd.Flags().StringVar(&trace, "agent-trace", "", "write every host agent's per-step pair observations and limits to this CSV file")
-	cmd.Flags().StringVar(&http, "agent-http", "", "IP:PORT: host agent i serves /metrics, /state and /healthz on PORT+i")
+	cmd.Flags().StringVar(&http, "agent-http", "", "IP:PORT on loopback: host agent i serves /metrics, /state and /healthz on PORT+i")
 	ext.add(cmd)
 	return cmd
 }
