@@ -36,6 +36,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/controlpb"
 	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/mech/drive"
 	"github.com/bulkhead-dc/bulkhead/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -104,6 +105,9 @@ type Daemon struct {
 	actMu   sync.Mutex
 	actions Allocations // the central controller's latest actions
 	nact    atomic.Uint64
+	// central enforces the actions on the running agent's VM pairs when
+	// the mechanism has a central controller (nil otherwise).
+	central atomic.Pointer[drive.CentralPairs]
 }
 
 // running is the agent of one mechanism.
@@ -269,6 +273,15 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("mechanism %q: %w", s.Mechanism, err)
 	}
+	// A central mechanism's allocations reach the host as actions; its
+	// agents enforce them for the host's VM pairs.
+	var cp *drive.CentralPairs
+	if mc.Capabilities().Central {
+		cp = drive.NewCentralPairs(mc)
+		al := d.Allocations()
+		cp.SetActions(al.Flows, al.DefaultRate, al.DefaultBySrc)
+		mc = cp
+	}
 	if d.cur != nil {
 		d.stopLocked()
 	}
@@ -298,6 +311,7 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	}
 	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &running{mech: s.Mechanism, params: string(s.ParamsJson), a: a, cancel: cancel, done: make(chan error, 1)}
+	d.central.Store(cp)
 	go func() { r.done <- a.Run(actx) }()
 	d.cur, d.revision, d.last = r, s.Revision, nil
 	d.log.Info("agent started", "mechanism", s.Mechanism, "revision", s.Revision, "vms", len(m.VMsOn(d.cfg.Host)))
@@ -361,10 +375,15 @@ func (d *Daemon) report() *controlpb.Report {
 		}
 		r.Pairs = append(r.Pairs, pr)
 		// The same as a central controller's flow (a VM pair: bytes per
-		// second on every link of its path; what waits at the limiter is
-		// not measured).
+		// second on every link of its path); a pair its limiter held back
+		// has a sender with more to send (drive.HeldBacklog, as in the
+		// simulator).
 		if p.Rate > 0 {
-			r.Flows = append(r.Flows, &controlpb.FlowObs{Src: p.Src, Dst: p.Dst, Used: []float32{float32(p.Rate / 8)}})
+			fo := &controlpb.FlowObs{Src: p.Src, Dst: p.Dst, Used: []float32{float32(p.Rate / 8)}}
+			if p.LimiterBound && dt > 0 {
+				fo.Backlog = []float32{float32(drive.HeldBacklog(p.Rate/8, time.Duration(dt*float64(time.Second))))}
+			}
+			r.Flows = append(r.Flows, fo)
 		}
 	}
 	for _, v := range st.VMs {
@@ -389,8 +408,9 @@ func (d *Daemon) report() *controlpb.Report {
 const MaxAllocations = 100000
 
 // Allocations are the central controller's latest actions for this
-// host's flows (controlpb.Actions, merged over steps): nothing on the
-// host enforces them yet.
+// host's flows (controlpb.Actions, merged over steps). The agent enforces
+// those of VM pairs as pair limits (drive.CentralPairs); those of flows to
+// appliances are for a request-aware enforcer in front of the appliance.
 type Allocations struct {
 	// Seq and Revision are those of the latest Actions.
 	Seq      uint64
@@ -432,6 +452,11 @@ func (d *Daemon) takeActions(a *controlpb.Actions) {
 			r[i] = float64(x)
 		}
 		st.Flows[id] = r
+	}
+	if a.Last {
+		if cp := d.central.Load(); cp != nil {
+			cp.SetActions(st.Flows, st.DefaultRate, st.DefaultBySrc)
+		}
 	}
 }
 

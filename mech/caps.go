@@ -22,6 +22,14 @@ type Capabilities struct {
 	// Appliances: it enforces guarantees on shared appliances, which needs
 	// request-level enforcement in front of them.
 	Appliances bool
+	// SwitchQueues: its controller binds tenants to switch ports' WFQ
+	// queues and sets the DSCP code points hosts mark tenants' packets
+	// with (ControllerActions.Ports, DSCP).
+	SwitchQueues bool
+	// FastCentral: its controller steps on pair rates measured every few
+	// milliseconds (hosefill, every 10 ms), faster than host agents report
+	// to a controller (every second).
+	FastCentral bool
 	// Headroom is the fraction of every server's access link the
 	// mechanism keeps free of guarantees (its schedulers serve at most
 	// 1 − Headroom of the link): admission must fit the guarantees on
@@ -35,17 +43,21 @@ type Capabilities struct {
 
 // RealTraffic says whether host agents on real traffic can run a
 // mechanism with these needs: per-host control over pair limiters,
-// schedulers and loss counters, without a central controller, per-VM
-// application demands or appliance enforcement. It returns a reason when
-// they cannot.
+// schedulers and loss counters, and, for a central controller, the
+// allocations it sends each host for its VM pairs (enforced as pair
+// limits, drive.CentralPairs). Switch queues and the demand of VMs'
+// applications are beyond them. It returns a reason when they cannot.
+// Flows to appliances need a request-aware enforcer in front of the
+// appliance, which pair limiters are not: drivers that cannot put one
+// there refuse models with appliances themselves.
 func (c Capabilities) RealTraffic() (ok bool, why string) {
 	switch {
-	case c.Central:
-		return false, "it has a central controller, which host agents do not run"
+	case c.SwitchQueues:
+		return false, "it configures switch ports' WFQ queues and the DSCP marks of tenants' packets, which no driver on real hosts applies"
 	case c.VMDemand:
 		return false, "it reads the demand of VMs' applications, which hosts do not measure"
-	case c.Appliances:
-		return false, "it enforces appliance guarantees, which need a request-aware proxy"
+	case c.FastCentral:
+		return false, "its controller needs pair rates every few milliseconds, and host agents report to a controller every second"
 	}
 	return true, ""
 }

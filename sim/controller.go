@@ -82,7 +82,7 @@ func (e *engine) stepController() error {
 				// A bulk sender held back by its enforcer has a full send
 				// buffer: report one interval's worth of backlog.
 				if bound {
-					fo.Backlog[k] = used * sec
+					fo.Backlog[k] = drive.HeldBacklog(used, period)
 				}
 			}
 		}
@@ -134,12 +134,7 @@ func (e *engine) stepController() error {
 	}
 	// Flows never allocated run at their source VM's default rate, or the
 	// default rate.
-	def := func(src string) float64 {
-		if r, ok := act.DefaultBySrc[src]; ok {
-			return r
-		}
-		return cs.def
-	}
+	def := func(src string) float64 { return drive.DefaultFor(src, cs.def, act.DefaultBySrc) }
 	for i := range e.pairs {
 		if d := def(e.pairs[i].id.Src); cs.pairAlloc[i] == nil && d > 0 {
 			e.setLimiter(&e.pairs[i].limRate, d*8)
@@ -195,11 +190,7 @@ func (e *engine) applyAllocation(a mech.FlowAllocation) error {
 			return err
 		}
 		cs.pairAlloc[i] = append(cs.pairAlloc[i][:0], a.Rates...)
-		r := math.Inf(1)
-		for _, x := range a.Rates {
-			r = math.Min(r, x*8)
-		}
-		e.setLimiter(&e.pairs[i].limRate, r)
+		e.setLimiter(&e.pairs[i].limRate, drive.PairAllocLimit(a.Rates))
 		return nil
 	}
 	for i := range e.rflows {

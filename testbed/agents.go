@@ -237,6 +237,9 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slo
 	if ok, why := m.Capabilities().RealTraffic(); !ok {
 		return agent.Config{}, fmt.Errorf("testbed: mechanism %s runs in the simulator only: %s", m.Name(), why)
 	}
+	if m.Capabilities().Central {
+		return agent.Config{}, fmt.Errorf("testbed: mechanism %s has a central controller: run it through the control plane ('bulkhead testbed run', or agents under 'bulkhead controller'), not as agents of a testbed that is up", m.Name())
+	}
 	n, ok := p.Node(server)
 	if !ok || !n.Ctl.IsValid() {
 		return agent.Config{}, fmt.Errorf("testbed: %q is not a server with VMs", server)

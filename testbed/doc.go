@@ -52,8 +52,9 @@
 // (datapath/linux over the testbed's limiters, IFBs and links; its
 // socket opened in the server's namespace), running
 // the mechanism through mech/all — any whose needs host agents meet
-// (mech.Capabilities.RealTraffic: no central controller, appliance
-// enforcement or VMs' demands); its declared capabilities say which data
+// (mech.Capabilities.RealTraffic: no switch queues, VMs' demands or
+// controller faster than agents report; a central controller only through
+// the control plane, `testbed run`); its declared capabilities say which data
 // plane to build and whether it needs a loss counter. `bulkhead agent`
 // runs the same agent as a process against a testbed that is up
 // (AttachAgent). Flows run as iperf3 clients and servers (one process

@@ -75,12 +75,12 @@ func TestMechanisms(t *testing.T) {
 	for _, n := range Mechanisms() {
 		offered[n] = true
 	}
-	for _, n := range []string{"none", "static", "elasticswitch", "seawall", "gatekeeper"} {
+	for _, n := range []string{"none", "static", "elasticswitch", "seawall", "gatekeeper", "pulsar"} {
 		if !offered[n] {
 			t.Errorf("%s not offered (offered: %v)", n, Mechanisms())
 		}
 	}
-	for _, n := range []string{"pulsar", "qshare", "drx", "drx-eb-local"} {
+	for _, n := range []string{"hosefill", "qshare", "drx", "drx-eb-local"} {
 		if offered[n] {
 			t.Errorf("%s offered", n)
 		}

@@ -222,10 +222,10 @@ func TestCapabilities(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.Capabilities()
-	if !c.PairLimits || !c.Central || c.Losses || c.Schedulers {
+	if !c.PairLimits || !c.Central || !c.FastCentral || c.Losses || c.Schedulers {
 		t.Errorf("capabilities %+v", c)
 	}
 	if ok, _ := c.RealTraffic(); ok {
-		t.Error("a central controller cannot run on host agents")
+		t.Error("a controller stepping every 10 ms cannot run over host agents' reports")
 	}
 }

@@ -6,5 +6,5 @@ import "github.com/bulkhead-dc/bulkhead/mech"
 // switch queues to tenants, and per-pair limiters at sources for the
 // shared queue.
 func (m *Mechanism) Capabilities() mech.Capabilities {
-	return mech.Capabilities{PairLimits: true, Central: true}
+	return mech.Capabilities{PairLimits: true, Central: true, SwitchQueues: true}
 }
