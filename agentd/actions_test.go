@@ -17,11 +17,9 @@ import (
 	"github.com/bulkhead-dc/bulkhead/pki"
 )
 
-// TestAgentKeepsCentralActions: under a mechanism with a central
-// controller (Pulsar), the daemon receives the controller's actions every
-// interval and keeps the latest for its host; default rates name only
-// its own VMs.
-func TestAgentKeepsCentralActions(t *testing.T) {
+// pulsarCluster is a controller running Pulsar every 100 ms over hosts s1
+// and s2, with tenant a's VMs a1 on s1 and a2 on s2.
+func pulsarCluster(t *testing.T) *cluster {
 	cl := newCluster(t)
 	cl.apply(obj(api.KindCluster, api.ClusterName, &api.ClusterSpec{
 		Topology:  mustTopology(t),
@@ -33,6 +31,15 @@ func TestAgentKeepsCentralActions(t *testing.T) {
 	}
 	objs = append(objs, tenant("a", "a1", "s1", "10.0.0.1", "a2", "s2", "10.0.0.2"))
 	cl.apply(objs...)
+	return cl
+}
+
+// TestAgentKeepsCentralActions: under a mechanism with a central
+// controller (Pulsar), the daemon receives the controller's actions every
+// interval and keeps the latest for its host; default rates name only
+// its own VMs.
+func TestAgentKeepsCentralActions(t *testing.T) {
+	cl := pulsarCluster(t)
 	own := map[string]string{"s1": "a1", "s2": "a2"}
 	for _, host := range []string{"s1", "s2"} {
 		t.Run(host, func(t *testing.T) {
@@ -79,17 +86,7 @@ func TestAgentKeepsCentralActions(t *testing.T) {
 // agent holds the pair at its allocation, in bits/s (the pair's limit
 // the data path holds is the allocation's scarcest element × 8).
 func TestAgentEnforcesCentralAllocations(t *testing.T) {
-	cl := newCluster(t)
-	cl.apply(obj(api.KindCluster, api.ClusterName, &api.ClusterSpec{
-		Topology:  mustTopology(t),
-		Mechanism: api.Mechanism{Name: "pulsar", Params: map[string]any{"interval": "100ms"}},
-	}))
-	objs := []api.Object{}
-	for _, h := range []string{"s1", "s2"} {
-		objs = append(objs, obj(api.KindHost, h, &api.HostSpec{Address: mustAddr("127.0.0.1"), Port: cl.ports[h]}))
-	}
-	objs = append(objs, tenant("a", "a1", "s1", "10.0.0.1", "a2", "s2", "10.0.0.2"))
-	cl.apply(objs...)
+	cl := pulsarCluster(t)
 	tc, err := pki.ClientTLS(cl.pki, "s1")
 	if err != nil {
 		t.Fatal(err)

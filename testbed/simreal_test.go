@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/spec"
 )
@@ -50,32 +51,7 @@ func TestRealTrafficAgreesWithSimulator(t *testing.T) {
 				scale = 0.5
 			}
 			t.Run(file+"/"+m, func(t *testing.T) {
-				s, err := runner.Load("../scenarios/" + file + ".yaml")
-				if err != nil {
-					t.Fatal(err)
-				}
-				simIn, err := runner.Simulate(context.Background(), s, m, runner.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, _ := tenantRates(simIn, warmup)
-				prefix := testPrefix(t)
-				in, err := Run(context.Background(), s.Spec, s.Topo, RunOptions{Binary: bulkheadBin,
-					Options: Options{Prefix: prefix, Scale: scale}, Mechanism: m, Workload: WorkloadBuiltin,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				requireGone(t, prefix)
-				if len(in.Invalid) > 0 {
-					t.Fatalf("the measurements are invalid: %s", strings.Join(in.Invalid, "; "))
-				}
-				got, _ := tenantRates(in, warmup)
-				line := ""
-				for _, tn := range s.Spec.Tenants {
-					line += fmt.Sprintf("  %s real %.0f sim %.0f", tn.Name, got[tn.Name], want[tn.Name])
-				}
-				t.Logf("Mbps after %v:%s", warmup, line)
+				s, _, got, want := runSimAndReal(t, file, m, scale, warmup)
 				for _, tn := range s.Spec.Tenants {
 					g, w := got[tn.Name], want[tn.Name]
 					held := math.Min(guarantee(s.Spec, tn.Name), w)
@@ -102,4 +78,40 @@ func guarantee(sc *spec.Scenario, tenant string) float64 {
 		}
 	}
 	return best / sc.UnitScale()
+}
+
+// runSimAndReal runs a shipped scenario under a mechanism in the simulator
+// and on real traffic through the control plane (built-in generator, at
+// scale), checks that the run left nothing behind and measured validly,
+// and returns the real run and each tenant's mean rate after warmup, real
+// and simulated (the scenario's unit).
+func runSimAndReal(t *testing.T, file, m string, scale float64, warmup time.Duration) (s *runner.Scenario, in *eval.Input, got, want map[string]float64) {
+	t.Helper()
+	s, err := runner.Load("../scenarios/" + file + ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	simIn, err := runner.Simulate(context.Background(), s, m, runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ = tenantRates(simIn, warmup)
+	prefix := testPrefix(t)
+	in, err = Run(context.Background(), s.Spec, s.Topo, RunOptions{Binary: bulkheadBin,
+		Options: Options{Prefix: prefix, Scale: scale}, Mechanism: m, Workload: WorkloadBuiltin,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, prefix)
+	if len(in.Invalid) > 0 {
+		t.Fatalf("the measurements are invalid: %s", strings.Join(in.Invalid, "; "))
+	}
+	got, _ = tenantRates(in, warmup)
+	line := ""
+	for _, tn := range s.Spec.Tenants {
+		line += fmt.Sprintf("  %s real %.0f sim %.0f", tn.Name, got[tn.Name], want[tn.Name])
+	}
+	t.Logf("Mbps after %v:%s", warmup, line)
+	return s, in, got, want
 }
