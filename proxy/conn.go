@@ -1,0 +1,430 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/bulkhead-dc/bulkhead/proxy/httpfs"
+	"github.com/bulkhead-dc/bulkhead/proxy/resp"
+)
+
+// flushReader flushes w before every read of r: whatever was relayed is
+// sent before the relay waits for more input.
+type flushReader struct {
+	r io.Reader
+	w *bufio.Writer
+}
+
+func (f flushReader) Read(p []byte) (int, error) {
+	if f.w.Buffered() > 0 {
+		if err := f.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	return f.r.Read(p)
+}
+
+// onlyWriter hides a connection's ReadFrom from bufio.Writer.
+type onlyWriter struct{ io.Writer }
+
+// framingError is a client's request the proxy cannot frame: the client
+// gets reply (after the replies to its earlier requests) and the connection
+// closes.
+type framingError struct {
+	err   error
+	reply []byte
+}
+
+func (e *framingError) Error() string { return e.err.Error() }
+func (e *framingError) Unwrap() error { return e.err }
+
+// conn is one relayed client connection and its connection to the
+// appliance. The request goroutine reads the client and writes the server
+// (sw); the reply goroutine reads the server and writes the client (cw).
+type conn struct {
+	p              *Proxy
+	f              *flow
+	client, server net.Conn
+	sw, cw         *bufio.Writer
+	pending        chan *exchange // forwarded, reply not yet started
+
+	mu       sync.Mutex
+	inflight int  // enqueued, reply not yet complete
+	eof      bool // the request side is done
+	drained  chan struct{}
+	isDrain  bool
+	cur      *exchange // the reply side's exchange in progress
+
+	serverEnded atomic.Bool // the appliance ended the connection
+	stopping    atomic.Bool // the request side is closing the connections
+	closeOnce   sync.Once
+}
+
+func newConn(p *Proxy, f *flow, client, server net.Conn) *conn {
+	return &conn{
+		p: p, f: f, client: client, server: server,
+		sw:      bufio.NewWriterSize(onlyWriter{server}, p.cfg.BufferSize),
+		cw:      bufio.NewWriterSize(onlyWriter{client}, p.cfg.BufferSize),
+		pending: make(chan *exchange, p.cfg.MaxInFlight),
+		drained: make(chan struct{}),
+	}
+}
+
+func (c *conn) closeBoth() {
+	c.closeOnce.Do(func() {
+		c.client.Close()
+		c.server.Close()
+	})
+}
+
+// enqueue hands ex to the reply side, flushing the server's writer before
+// waiting for room (at MaxInFlight the request side stops reading).
+func (c *conn) enqueue(ctx context.Context, ex *exchange) error {
+	c.mu.Lock()
+	c.inflight++
+	c.mu.Unlock()
+	select {
+	case c.pending <- ex:
+		return nil
+	default:
+	}
+	if err := c.sw.Flush(); err != nil {
+		return err
+	}
+	select {
+	case c.pending <- ex:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// take is the reply side's ex, now in progress (nil: done).
+func (c *conn) take(ex *exchange) {
+	c.mu.Lock()
+	c.cur = ex
+	c.mu.Unlock()
+}
+
+// replied records a complete reply; when the request side is done and
+// nothing is in flight, drained is closed.
+func (c *conn) replied() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cur = nil
+	c.inflight--
+	c.checkDrained()
+}
+
+func (c *conn) checkDrained() {
+	if c.eof && c.inflight <= 0 && !c.isDrain {
+		c.isDrain = true
+		close(c.drained)
+	}
+}
+
+// requestsDone marks the request side done: no more sends on pending.
+func (c *conn) requestsDone() {
+	close(c.pending)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.eof = true
+	c.checkDrained()
+}
+
+// abandon takes the exchanges left unanswered out of the statistics.
+func (c *conn) abandon() {
+	c.mu.Lock()
+	cur := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	if cur != nil {
+		c.f.end(cur, false, 0)
+	}
+	for {
+		select {
+		case ex, ok := <-c.pending:
+			if !ok {
+				return
+			}
+			c.f.end(ex, false, 0)
+		default:
+			return
+		}
+	}
+}
+
+// run runs the two sides of a relay and returns the error that ended it
+// (nil for a clean close by either side). When the requests end (the
+// client's end of stream, or a request it cannot frame), the replies to
+// what was forwarded still come back before the connections close.
+func (c *conn) run(ctx context.Context, requests func() error, replies func() error) error {
+	replyErr := make(chan error, 1)
+	go func() {
+		err := replies()
+		c.cw.Flush()
+		if !c.stopping.Load() { // the appliance ended the connection
+			c.serverEnded.Store(true)
+			c.closeBoth()
+		}
+		replyErr <- err
+	}()
+	reqErr := requests()
+	c.sw.Flush()
+	c.requestsDone()
+	var fe *framingError
+	isFraming := errors.As(reqErr, &fe)
+	done := false
+	var rErr error
+	if reqErr == nil || isFraming {
+		select {
+		case <-c.drained:
+		case rErr = <-replyErr:
+			done = true
+		case <-ctx.Done():
+		}
+	}
+	c.stopping.Store(true)
+	c.server.Close() // ends the reply side, which flushes the client's writer
+	if !done {
+		rErr = <-replyErr
+	}
+	if isFraming && !c.serverEnded.Load() {
+		c.client.Write(fe.reply) // best effort: the connection closes
+	}
+	c.closeBoth()
+	if c.serverEnded.Load() && !isFraming {
+		return rErr
+	}
+	return reqErr
+}
+
+// Redis commands after which replies no longer match requests one to one:
+// the connection relays them unmatched until it closes.
+var passthroughCommands = map[string]bool{
+	"subscribe": true, "psubscribe": true, "ssubscribe": true, "monitor": true, "sync": true, "psync": true,
+}
+
+func (c *conn) relayRESP(ctx context.Context) error {
+	size, lim := c.p.cfg.BufferSize, c.p.cfg.RESP
+	rr, err := resp.NewReader(flushReader{c.client, c.sw}, resp.Requests, size, lim)
+	if err != nil {
+		return err
+	}
+	pr, err := resp.NewReader(flushReader{c.server, c.cw}, resp.Replies, size, lim)
+	if err != nil {
+		return err
+	}
+	return c.run(ctx, func() error { return c.respRequests(ctx, rr) }, func() error { return c.respReplies(pr) })
+}
+
+func (c *conn) respRequests(ctx context.Context, rr *resp.Reader) error {
+	var ex *exchange
+	passthrough := false
+	for {
+		seg, err := rr.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			var re *resp.Error
+			if errors.As(err, &re) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				return &framingError{err: err, reply: fmt.Appendf(nil, "-ERR bulkhead proxy: %s\r\n", bytes.ReplaceAll([]byte(re.Error()), []byte("\r\n"), []byte(" ")))}
+			}
+			return fmt.Errorf("reading requests: %w", err)
+		}
+		if seg.Start {
+			ex = c.f.newExchange(seg.Name)
+			ex.passthrough = passthroughCommands[seg.Name]
+		}
+		ex.mu.Lock()
+		ex.reqWire, ex.reqSize = seg.Wire, seg.Size
+		ex.mu.Unlock()
+		if err := c.f.admit(ctx, ex, c.sw.Flush); err != nil {
+			return err
+		}
+		if seg.Start && !passthrough {
+			if err := c.enqueue(ctx, ex); err != nil {
+				return err
+			}
+		}
+		if _, err := c.sw.Write(seg.Bytes); err != nil {
+			return fmt.Errorf("writing to the appliance: %w", err)
+		}
+		if seg.End {
+			if passthrough { // unmatched: not outstanding
+				c.f.end(ex, false, 0)
+			}
+			passthrough = passthrough || ex.passthrough
+		}
+	}
+}
+
+func (c *conn) respReplies(pr *resp.Reader) error {
+	var ex *exchange
+	passthrough := false
+	for {
+		seg, err := pr.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("reading replies: %w", err)
+		}
+		if seg.Start && !seg.Push && !passthrough {
+			select {
+			case ex = <-c.pending:
+			default:
+			}
+			if ex == nil {
+				c.p.log.Warn("reply to no request", "flow", c.f.id, "offset", seg.Offset)
+			}
+			c.take(ex)
+		}
+		if _, err := c.cw.Write(seg.Bytes); err != nil {
+			return fmt.Errorf("writing to the client: %w", err)
+		}
+		if seg.End && ex != nil {
+			if err := c.f.answered(ex, seg.Wire, seg.Size); err != nil {
+				return err
+			}
+			passthrough = ex.passthrough
+			ex = nil
+			c.replied()
+		}
+	}
+}
+
+func (c *conn) relayHTTP(ctx context.Context) error {
+	size, lim := c.p.cfg.BufferSize, c.p.cfg.HTTP
+	hr := httpfs.NewReader(flushReader{c.client, c.sw}, size, lim)
+	sr := httpfs.NewReader(flushReader{c.server, c.cw}, size, lim)
+	return c.run(ctx, func() error { return c.httpRequests(ctx, hr) }, func() error { return c.httpReplies(sr) })
+}
+
+// httpStatus is a framing error's response.
+func httpStatus(code int, err error) []byte {
+	msg := err.Error() + "\n"
+	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n\r\n%s",
+		code, http.StatusText(code), len(msg), msg)
+}
+
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+func (c *conn) httpRequests(ctx context.Context, hr *httpfs.Reader) error {
+	var head bytes.Buffer
+	buf := make([]byte, 32<<10)
+	for {
+		if hr.AtEOF() {
+			return nil
+		}
+		req, err := hr.ReadRequest()
+		if err != nil {
+			switch {
+			case errors.Is(err, httpfs.ErrHeaderTooLarge):
+				return &framingError{err: err, reply: httpStatus(http.StatusRequestHeaderFieldsTooLarge, err)}
+			case isNetErr(err):
+				return fmt.Errorf("reading requests: %w", err)
+			}
+			return &framingError{err: err, reply: httpStatus(http.StatusBadRequest, err)}
+		}
+		ex := c.f.newExchange(httpfs.Type(req))
+		ex.method = req.Method
+		head.Reset()
+		hn, _ := httpfs.WriteRequestHead(&head, req)
+		chunked := httpfs.Chunked(req.TransferEncoding)
+		ex.mu.Lock()
+		ex.reqWire, ex.reqSize = hn+max(req.ContentLength, 0), max(req.ContentLength, 0)
+		if e := httpfs.Expected(req); e > 0 {
+			ex.respWire, ex.respSize = e, e
+		}
+		ex.mu.Unlock()
+		if err := c.f.admit(ctx, ex, c.sw.Flush); err != nil {
+			return err
+		}
+		if err := c.enqueue(ctx, ex); err != nil {
+			return err
+		}
+		if _, err := c.sw.Write(head.Bytes()); err != nil {
+			return fmt.Errorf("writing to the appliance: %w", err)
+		}
+		if req.Body != nil && req.Body != http.NoBody {
+			payload, wire, err := httpfs.CopyBody(c.sw, req.Body, chunked, &req.Trailer, buf)
+			if err != nil {
+				return fmt.Errorf("relaying a %s body: %w", req.Method, err)
+			}
+			ex.mu.Lock()
+			ex.reqWire, ex.reqSize = hn+wire, payload
+			ex.mu.Unlock()
+			if err := c.f.debt(ex); err != nil {
+				return err
+			}
+		}
+		if req.Close {
+			return nil
+		}
+	}
+}
+
+func (c *conn) httpReplies(sr *httpfs.Reader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		var ex *exchange
+		ok := true
+		select {
+		case ex, ok = <-c.pending:
+		default:
+			if err := c.cw.Flush(); err != nil { // before waiting for a request
+				return fmt.Errorf("writing to the client: %w", err)
+			}
+			ex, ok = <-c.pending
+		}
+		if !ok {
+			return nil
+		}
+		c.take(ex)
+		var rs *http.Response
+		var wire int64
+		for {
+			r, err := sr.ReadResponse(ex.method)
+			if err != nil {
+				return fmt.Errorf("reading the response to a %s: %w", ex.method, err)
+			}
+			if r.StatusCode == http.StatusSwitchingProtocols {
+				return fmt.Errorf("response to a %s: protocol switch not supported", ex.method)
+			}
+			n, err := httpfs.WriteResponseHead(c.cw, r)
+			wire += n
+			if err != nil {
+				return fmt.Errorf("writing to the client: %w", err)
+			}
+			if r.StatusCode >= 200 {
+				rs = r
+				break
+			}
+			// 1xx: informational, the final response follows.
+		}
+		payload, bw, err := httpfs.CopyBody(c.cw, rs.Body, httpfs.Chunked(rs.TransferEncoding), &rs.Trailer, buf)
+		if err != nil {
+			return fmt.Errorf("relaying the response to a %s: %w", ex.method, err)
+		}
+		if err := c.f.answered(ex, wire+bw, payload); err != nil {
+			return err
+		}
+		c.replied()
+		if rs.Close {
+			return nil
+		}
+	}
+}

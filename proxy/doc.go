@@ -1,0 +1,97 @@
+// Package proxy is Pulsar's rate enforcer (§4.4, §5) for appliances reached
+// over TCP: a request-aware relay that puts every request a VM sends to an
+// appliance through its flow's multi-resource token bucket, and measures
+// the flows for the Pulsar controller (§4.2). Subpackages frame the
+// protocols: resp (Redis, RESP2 and RESP3) and httpfs (HTTP/1.1 file
+// stores). The proxy is a library; the daemon that accepts VMs' connections
+// and talks to the controller wires it (New, Listen or Serve, Apply,
+// Collect).
+//
+// # Flows
+//
+// A flow is every connection from one source VM to one appliance
+// (mech.FlowID{Src: VM, Dst: appliance}); all of them share the flow's
+// tokenbucket.Multi, one bucket per resource on the flow's path
+// (Flow.Path: mech.PathElem with roles Forward, Reverse, Appliance). The
+// caller names the flow of each connection (Serve's Flow, Listen's
+// classify); the first connection of a flow creates it. Its allocation —
+// tokens/s per path element, set at any time by SetAllocation (or Apply,
+// from mech.ControllerActions), atomically for all its buckets — holds
+// until changed; a flow never allocated runs at the default rate
+// (Config.DefaultRate, SetDefault, per source VM or for all; 0 is
+// unlimited, which the buckets run at Unlimited tokens/s).
+//
+// # Cost
+//
+// A request's cost is a vector over its flow's path, charged as the
+// simulator does (sim: forward links carry the request's bytes, reverse
+// links the response's, the appliance charges its virtual cost function of
+// the request's type and size, model.VirtualCost.Cost):
+//
+//   - Forward links: the request's bytes on the wire.
+//   - Reverse links: the reply's bytes on the wire.
+//   - Appliance: Appliance.Cost(type, size) — ModelCost(model.Appliance, aliases)
+//     is the model's cost function (Fig. 6(b) by default: 8000 tokens up
+//     to 8 KB, the size beyond). The type is the Redis command's name in
+//     lower case (first word only: "client setname" is "client"), or the
+//     HTTP method in lower case ("get", "put"); the model's types are
+//     lower case too, and aliases map the two ("set" → "put"). The size is
+//     the payload: the request's argument bytes after the command name, or
+//     its body, plus the reply's payload (the strings of a RESP reply, the
+//     body of an HTTP response), so that a GET's size is the value it
+//     reads and a SET's or PUT's the value it writes, as in the model.
+//
+// A request is charged what is known of it before its first byte is
+// forwarded, and waits (in FIFO order with the flow's other requests; no
+// drop, no reordering) until every bucket holds its tokens. A RESP bulk
+// string counts from its header on, so "SET k <50 MB>" is charged whole
+// before it streams; a request whose later arguments arrive after the
+// buffer has filled is charged again, and waits again, for what they add.
+// An HTTP request is charged its head and Content-Length, and a GET with a
+// single closed Range the range's bytes on the reverse links and at the
+// appliance. What the reply adds (a GET's value, a chunked body's bytes) is
+// only known once it has passed: it is charged then, as debt — a
+// request with no bytes enters the flow's bucket queue, so later requests
+// of the flow wait until the buckets have refilled it (the buckets'
+// over-depth debt, see tokenbucket's package documentation, lets a request
+// larger than a bucket's depth pass once the bucket is full). Charges are
+// never refunded: a Range estimate above the actual response stays charged.
+//
+// # Relay
+//
+// Each client connection has its own connection to the appliance and two
+// goroutines: requests (client → appliance) and replies (appliance →
+// client), with a bounded buffer each way (Config.BufferSize, 64 KiB, for
+// each reader and writer; bodies and bulk strings stream through them, so
+// a connection's memory does not depend on value sizes). A request waiting
+// for tokens stops the reading of its connection, and so does
+// Config.MaxInFlight requests forwarded and unanswered: TCP pushes back on
+// the client. Connections block one another only through their flow's
+// shared buckets (FIFO across the flow); flows are independent. Replies are
+// matched to requests in order; RESP3 push messages are relayed without
+// matching. After SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE, MONITOR, SYNC or PSYNC,
+// replies no longer match requests: the connection relays replies
+// unmatched and unmeasured until it closes (its requests are still
+// charged). A request the framer refuses (malformed, or beyond the limits:
+// resp.Limits, httpfs.Limits) ends the connection after the replies to the
+// earlier requests, with an error reply (RESP "-ERR ... at byte N ...", HTTP
+// 400 or 431).
+//
+// # Statistics
+//
+// Collect returns, per flow and in the controller's shape (mech.FlowObs),
+// Pulsar §4.2's vectors over the period since the previous Collect: Used
+// (tokens/s let through, debts included), Backlog (tokens queued at the
+// end), Queued (time average of the tokens queued at the buckets) and
+// Outstanding (time average of the tokens of requests forwarded and not
+// answered). Pulsar samples the last two every 10 ms; the proxy integrates
+// them exactly over time instead (the samples' mean converges to it), so
+// no timer runs. Per appliance (ApplianceStats, §4.3): the throughput in
+// tokens/s of the requests answered and the time average of the requests
+// outstanding. A queued request holds its connection's reading, so the
+// backlog counts at most one request per connection (plus debts): the rest
+// wait unread in the client's socket.
+//
+// All time comes from Config.Clock (a tokenbucket.TimerClock): tests drive
+// the buckets and the statistics with a tokenbucket.FakeClock.
+package proxy
