@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/units"
@@ -43,6 +44,33 @@ type Appliance struct {
 	// the tenants' guarantees on the appliance sum to at most CapacityMax.
 	CapacityMin units.Tokens `yaml:"capacity_min,omitempty" json:"capacity_min,omitempty"`
 	CapacityMax units.Tokens `yaml:"capacity_max,omitempty" json:"capacity_max,omitempty"`
+	// Address and Port are where clients reach a real appliance, and
+	// Protocol what it speaks (ProtoRedis, ProtoHTTP): the agents of the
+	// hosts whose VMs use it take those VMs' connections to the address
+	// and relay them, request by request, through Pulsar's enforcer.
+	// Empty for appliances of the simulator only.
+	Address  string `yaml:"address,omitempty" json:"address,omitempty"`
+	Port     int    `yaml:"port,omitempty" json:"port,omitempty"`
+	Protocol string `yaml:"protocol,omitempty" json:"protocol,omitempty"`
+}
+
+// Protocols of real appliances (Appliance.Protocol).
+const (
+	ProtoRedis = "redis" // RESP2/RESP3: a key-value store
+	ProtoHTTP  = "http"  // HTTP/1.1: a file store (GET, PUT, HEAD, DELETE)
+)
+
+// Protocols lists the protocols a real appliance may speak.
+var Protocols = []string{ProtoRedis, ProtoHTTP}
+
+// Endpoint returns where clients reach a real appliance; false for an
+// appliance of the simulator only (or an address Validate refuses).
+func (a *Appliance) Endpoint() (netip.AddrPort, bool) {
+	ip, err := netip.ParseAddr(a.Address)
+	if err != nil || a.Port < 1 || a.Port > 65535 {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(ip, uint16(a.Port)), true
 }
 
 // ServiceCost is the actual cost of one request type: Base + PerKB × size

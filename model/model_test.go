@@ -145,6 +145,20 @@ func TestValidate(t *testing.T) {
 			"appliances[0].virtual_cost[2]: duplicate cost function for all types (also appliances[0].virtual_cost[0])",
 			"appliances[0].virtual_cost[2].step: must not be negative, got -1",
 			"appliances[0].virtual_cost[2].points: every point costs 0 tokens: requests would be free"}},
+		{"appliance endpoint", func(m *model.Model) {
+			m.Appliances[0].Address, m.Appliances[0].Port, m.Appliances[0].Protocol = "10.0.9.1", 70000, "memcache"
+			m.Appliances[1].Address = "10.0.9.2"
+			m.Appliances = append(m.Appliances,
+				model.Appliance{Name: "fs", Server: "s1", Model: "filestore", Parallelism: 1, Address: "0.0.0.0", Port: 80, Protocol: "http"},
+				model.Appliance{Name: "fs2", Server: "s1", Model: "filestore", Parallelism: 1, Address: "fs.example", Port: 80, Protocol: "http"},
+				model.Appliance{Name: "fs3", Server: "s1", Model: "filestore", Parallelism: 1, Port: 6379, Protocol: "redis"},
+				model.Appliance{Name: "fs4", Server: "s1", Model: "filestore", Parallelism: 1, Address: "fd00::9", Port: 80, Protocol: "http"})
+		}, []string{"appliances[0].port: must be 1..65535 with an address, got 70000",
+			`appliances[0].protocol: "memcache": use redis or http`,
+			"appliances[1].address: a hypervisor appliance has no address of its own",
+			"appliances[2].address: 0.0.0.0 is not an address clients can connect to",
+			`appliances[3].address: "fs.example" is not an IP address`,
+			"appliances[4].address: required with port and protocol (the IP address clients connect to)"}},
 		{"capacity", func(m *model.Model) {
 			m.Appliances[0].CapacityMin = 5e9
 			m.Appliances[1].CapacityMin = -1

@@ -199,6 +199,33 @@ func (c *Checker) Appliance(i int, server func(path, name string)) {
 	if maxOK && a.CapacityMax > 0 && a.Name != "" {
 		c.checkGuaranteeSum(at, a)
 	}
+	a.checkEndpoint(p, at)
+}
+
+// checkEndpoint checks a real appliance's address, port and protocol: all
+// three or none, an address that can be connected to, a port in 1..65535,
+// a known protocol; not for a hypervisor appliance (no address of its own).
+func (a *Appliance) checkEndpoint(p *Problems, at string) {
+	if a.Address == "" && a.Port == 0 && a.Protocol == "" {
+		return
+	}
+	if a.Hypervisor {
+		p.Add(at+".address", "a hypervisor appliance has no address of its own")
+		return
+	}
+	if ip, err := netip.ParseAddr(a.Address); a.Address == "" {
+		p.Add(at+".address", "required with port and protocol (the IP address clients connect to)")
+	} else if err != nil || ip.Zone() != "" {
+		p.Add(at+".address", "%q is not an IP address", a.Address)
+	} else if ip.IsUnspecified() || ip.IsMulticast() || ip.IsLoopback() {
+		p.Add(at+".address", "%v is not an address clients can connect to", ip)
+	}
+	if a.Port < 1 || a.Port > 65535 {
+		p.Add(at+".port", "must be 1..65535 with an address, got %d", a.Port)
+	}
+	if !slices.Contains(Protocols, a.Protocol) {
+		p.Add(at+".protocol", "%q: use %s", a.Protocol, OrList(Protocols))
+	}
 }
 
 // checkGuaranteeSum reports an appliance whose tenants' guarantees sum to
