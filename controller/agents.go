@@ -232,7 +232,7 @@ func (c *Controller) snapshotFor(ctx context.Context, host string) (*controlpb.S
 	}
 	self := cl.Hosts[host]
 	s := &controlpb.Snapshot{Revision: snap.rev, ModelJson: mj, Mechanism: cl.Spec.Mechanism.Name, ParamsJson: pj,
-		Address: self.Address.String(), Port: uint32(self.Port)}
+		Address: self.Address.String(), Port: uint32(self.Port), AppliancePaths: appliancePaths(cl, host)}
 	for _, name := range slices.Sorted(maps.Keys(cl.Hosts)) {
 		if name == host {
 			continue

@@ -448,34 +448,90 @@ func (cen *central) decodePath(p []uint32) ([]mech.PathElem, error) {
 	return out, nil
 }
 
-// path is a flow's path as the controller routes it: a VM pair on the
-// route admission reserved on (topo.PairHash); a flow to an appliance
-// forward to the appliance's server, the appliance, and back.
+// path is a flow's path as the controller routes it (routeFlow), kept
+// for the flow.
 func (cen *central) path(id mech.FlowID, src vmInfo) ([]mech.PathElem, error) {
 	if p, ok := cen.paths[id]; ok {
 		return p, nil
 	}
-	var p []mech.PathElem
-	links := func(from, to int, a, b string, role mech.PathRole) {
-		for _, l := range cen.tp.Route(from, to, topo.PairHash(cen.seed, a, b)) {
-			p = append(p, mech.PathElem{Resource: l, Role: role})
-		}
-	}
+	var to endpoint
 	if dst, ok := cen.vms[id.Dst]; ok {
-		links(src.node, dst.node, id.Src, id.Dst, mech.Forward)
+		to = endpoint{node: dst.node}
 	} else if app, ok := cen.apps[id.Dst]; ok {
-		if app.node >= 0 {
-			links(src.node, app.node, id.Src, id.Dst, mech.Forward)
-		}
-		p = append(p, mech.PathElem{Resource: app.res, Role: mech.Appliance})
-		if app.node >= 0 {
-			links(app.node, src.node, id.Dst, id.Src, mech.Reverse)
-		}
+		to = endpoint{node: app.node, app: true, res: app.res}
 	} else {
 		return nil, fmt.Errorf("flow %s->%s: the destination is neither a VM nor an appliance", id.Src, id.Dst)
 	}
+	p := routeFlow(cen.tp, cen.seed, id, src.node, to)
 	cen.paths[id] = p
 	return p, nil
+}
+
+// endpoint is a flow's destination: a VM's server (node), or an
+// appliance (app: its resource res, behind node, or in the hypervisor
+// when node is -1).
+type endpoint struct {
+	node, res int
+	app       bool
+}
+
+// routeFlow is the path the controller allocates a flow on, from the
+// source VM's server: a VM pair on the route admission reserved on
+// (topo.PairHash); a flow to an appliance forward to the appliance's
+// server, the appliance, and back. Agents get the paths of their VMs'
+// flows to appliances from it (appliancePaths), so that their enforcers
+// charge and report on the elements the controller allocates.
+func routeFlow(tp *topo.Topology, seed int64, id mech.FlowID, src int, to endpoint) []mech.PathElem {
+	var p []mech.PathElem
+	links := func(from, to int, a, b string, role mech.PathRole) {
+		for _, l := range tp.Route(from, to, topo.PairHash(seed, a, b)) {
+			p = append(p, mech.PathElem{Resource: l, Role: role})
+		}
+	}
+	if !to.app {
+		links(src, to.node, id.Src, id.Dst, mech.Forward)
+		return p
+	}
+	if to.node >= 0 {
+		links(src, to.node, id.Src, id.Dst, mech.Forward)
+	}
+	p = append(p, mech.PathElem{Resource: to.res, Role: mech.Appliance})
+	if to.node >= 0 {
+		links(to.node, src, id.Dst, id.Src, mech.Reverse)
+	}
+	return p
+}
+
+// appliancePaths are the paths of the flows from host's VMs to the real
+// appliances (those with an address), packed as FlowObs.path packs them.
+func appliancePaths(cl *api.Cluster, host string) []*controlpb.FlowPath {
+	nlinks := len(cl.Topology.Links)
+	var out []*controlpb.FlowPath
+	for _, v := range cl.Model.VMs() {
+		if v.Host != host {
+			continue
+		}
+		src, ok := cl.Topology.Node(v.Host)
+		if !ok {
+			continue
+		}
+		for i, a := range cl.Model.Appliances {
+			if _, real := a.Endpoint(); !real {
+				continue
+			}
+			to := endpoint{node: -1, res: nlinks + i, app: true}
+			if n, ok := cl.Topology.Node(a.Server); ok {
+				to.node = n.ID
+			}
+			p := routeFlow(cl.Topology, cl.Spec.Seed, mech.FlowID{Src: v.Name, Dst: a.Name}, src.ID, to)
+			fp := &controlpb.FlowPath{Src: v.Name, Dst: a.Name, Path: make([]uint32, len(p))}
+			for k, e := range p {
+				fp.Path[k] = uint32(e.Resource)<<2 | uint32(e.Role)
+			}
+			out = append(out, fp)
+		}
+	}
+	return out
 }
 
 // sendActions splits the actions by source host and queues them to the

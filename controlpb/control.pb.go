@@ -845,10 +845,15 @@ type Snapshot struct {
 	Peers []*Peer `protobuf:"bytes,5,rep,name=peers,proto3" json:"peers,omitempty"`
 	// address and port are where this host's agent receives its peers'
 	// messages (its Host object).
-	Address       string `protobuf:"bytes,6,opt,name=address,proto3" json:"address,omitempty"`
-	Port          uint32 `protobuf:"varint,7,opt,name=port,proto3" json:"port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Address string `protobuf:"bytes,6,opt,name=address,proto3" json:"address,omitempty"`
+	Port    uint32 `protobuf:"varint,7,opt,name=port,proto3" json:"port,omitempty"`
+	// appliance_paths are the paths of the flows from this host's VMs to
+	// the real appliances (those declared with an address), as the
+	// controller allocates them: the host's enforcer in front of an
+	// appliance charges and reports on these elements.
+	AppliancePaths []*FlowPath `protobuf:"bytes,8,rep,name=appliance_paths,json=appliancePaths,proto3" json:"appliance_paths,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -930,6 +935,74 @@ func (x *Snapshot) GetPort() uint32 {
 	return 0
 }
 
+func (x *Snapshot) GetAppliancePaths() []*FlowPath {
+	if x != nil {
+		return x.AppliancePaths
+	}
+	return nil
+}
+
+// FlowPath is a flow's path, packed as FlowObs.path.
+type FlowPath struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Src           string                 `protobuf:"bytes,1,opt,name=src,proto3" json:"src,omitempty"`
+	Dst           string                 `protobuf:"bytes,2,opt,name=dst,proto3" json:"dst,omitempty"`
+	Path          []uint32               `protobuf:"varint,3,rep,packed,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowPath) Reset() {
+	*x = FlowPath{}
+	mi := &file_control_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowPath) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowPath) ProtoMessage() {}
+
+func (x *FlowPath) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowPath.ProtoReflect.Descriptor instead.
+func (*FlowPath) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FlowPath) GetSrc() string {
+	if x != nil {
+		return x.Src
+	}
+	return ""
+}
+
+func (x *FlowPath) GetDst() string {
+	if x != nil {
+		return x.Dst
+	}
+	return ""
+}
+
+func (x *FlowPath) GetPath() []uint32 {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
 type Peer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Host  string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
@@ -943,7 +1016,7 @@ type Peer struct {
 
 func (x *Peer) Reset() {
 	*x = Peer{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1028,7 @@ func (x *Peer) String() string {
 func (*Peer) ProtoMessage() {}
 
 func (x *Peer) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1041,7 @@ func (x *Peer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Peer.ProtoReflect.Descriptor instead.
 func (*Peer) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Peer) GetHost() string {
@@ -1024,7 +1097,7 @@ type Actions struct {
 
 func (x *Actions) Reset() {
 	*x = Actions{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1109,7 @@ func (x *Actions) String() string {
 func (*Actions) ProtoMessage() {}
 
 func (x *Actions) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1122,7 @@ func (x *Actions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Actions.ProtoReflect.Descriptor instead.
 func (*Actions) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Actions) GetSeq() uint64 {
@@ -1122,7 +1195,7 @@ type FlowAllocation struct {
 
 func (x *FlowAllocation) Reset() {
 	*x = FlowAllocation{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1207,7 @@ func (x *FlowAllocation) String() string {
 func (*FlowAllocation) ProtoMessage() {}
 
 func (x *FlowAllocation) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1220,7 @@ func (x *FlowAllocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowAllocation.ProtoReflect.Descriptor instead.
 func (*FlowAllocation) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FlowAllocation) GetSrc() string {
@@ -1184,7 +1257,7 @@ type PairLimit struct {
 
 func (x *PairLimit) Reset() {
 	*x = PairLimit{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1269,7 @@ func (x *PairLimit) String() string {
 func (*PairLimit) ProtoMessage() {}
 
 func (x *PairLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1282,7 @@ func (x *PairLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PairLimit.ProtoReflect.Descriptor instead.
 func (*PairLimit) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PairLimit) GetSrc() string {
@@ -1303,7 +1376,7 @@ const file_control_proto_rawDesc = "" +
 	"\x11ControllerMessage\x12;\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x1d.bulkhead.control.v1.SnapshotH\x00R\bsnapshot\x128\n" +
 	"\aactions\x18\x02 \x01(\v2\x1c.bulkhead.control.v1.ActionsH\x00R\aactionsB\x05\n" +
-	"\x03msg\"\xe3\x01\n" +
+	"\x03msg\"\xab\x02\n" +
 	"\bSnapshot\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x1d\n" +
 	"\n" +
@@ -1313,7 +1386,12 @@ const file_control_proto_rawDesc = "" +
 	"paramsJson\x12/\n" +
 	"\x05peers\x18\x05 \x03(\v2\x19.bulkhead.control.v1.PeerR\x05peers\x12\x18\n" +
 	"\aaddress\x18\x06 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04port\x18\a \x01(\rR\x04port\"Z\n" +
+	"\x04port\x18\a \x01(\rR\x04port\x12F\n" +
+	"\x0fappliance_paths\x18\b \x03(\v2\x1d.bulkhead.control.v1.FlowPathR\x0eappliancePaths\"B\n" +
+	"\bFlowPath\x12\x10\n" +
+	"\x03src\x18\x01 \x01(\tR\x03src\x12\x10\n" +
+	"\x03dst\x18\x02 \x01(\tR\x03dst\x12\x12\n" +
+	"\x04path\x18\x03 \x03(\rR\x04path\"Z\n" +
 	"\x04Peer\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -1354,7 +1432,7 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_control_proto_goTypes = []any{
 	(*AgentMessage)(nil),      // 0: bulkhead.control.v1.AgentMessage
 	(*Hello)(nil),             // 1: bulkhead.control.v1.Hello
@@ -1366,12 +1444,13 @@ var file_control_proto_goTypes = []any{
 	(*AgentStats)(nil),        // 7: bulkhead.control.v1.AgentStats
 	(*ControllerMessage)(nil), // 8: bulkhead.control.v1.ControllerMessage
 	(*Snapshot)(nil),          // 9: bulkhead.control.v1.Snapshot
-	(*Peer)(nil),              // 10: bulkhead.control.v1.Peer
-	(*Actions)(nil),           // 11: bulkhead.control.v1.Actions
-	(*FlowAllocation)(nil),    // 12: bulkhead.control.v1.FlowAllocation
-	(*PairLimit)(nil),         // 13: bulkhead.control.v1.PairLimit
-	nil,                       // 14: bulkhead.control.v1.AgentStats.DroppedEntry
-	nil,                       // 15: bulkhead.control.v1.Actions.DefaultBySrcEntry
+	(*FlowPath)(nil),          // 10: bulkhead.control.v1.FlowPath
+	(*Peer)(nil),              // 11: bulkhead.control.v1.Peer
+	(*Actions)(nil),           // 12: bulkhead.control.v1.Actions
+	(*FlowAllocation)(nil),    // 13: bulkhead.control.v1.FlowAllocation
+	(*PairLimit)(nil),         // 14: bulkhead.control.v1.PairLimit
+	nil,                       // 15: bulkhead.control.v1.AgentStats.DroppedEntry
+	nil,                       // 16: bulkhead.control.v1.Actions.DefaultBySrcEntry
 }
 var file_control_proto_depIdxs = []int32{
 	1,  // 0: bulkhead.control.v1.AgentMessage.hello:type_name -> bulkhead.control.v1.Hello
@@ -1381,20 +1460,21 @@ var file_control_proto_depIdxs = []int32{
 	7,  // 4: bulkhead.control.v1.Report.stats:type_name -> bulkhead.control.v1.AgentStats
 	3,  // 5: bulkhead.control.v1.Report.flows:type_name -> bulkhead.control.v1.FlowObs
 	4,  // 6: bulkhead.control.v1.Report.vm_obs:type_name -> bulkhead.control.v1.VMObs
-	14, // 7: bulkhead.control.v1.AgentStats.dropped:type_name -> bulkhead.control.v1.AgentStats.DroppedEntry
+	15, // 7: bulkhead.control.v1.AgentStats.dropped:type_name -> bulkhead.control.v1.AgentStats.DroppedEntry
 	9,  // 8: bulkhead.control.v1.ControllerMessage.snapshot:type_name -> bulkhead.control.v1.Snapshot
-	11, // 9: bulkhead.control.v1.ControllerMessage.actions:type_name -> bulkhead.control.v1.Actions
-	10, // 10: bulkhead.control.v1.Snapshot.peers:type_name -> bulkhead.control.v1.Peer
-	13, // 11: bulkhead.control.v1.Actions.limits:type_name -> bulkhead.control.v1.PairLimit
-	12, // 12: bulkhead.control.v1.Actions.allocations:type_name -> bulkhead.control.v1.FlowAllocation
-	15, // 13: bulkhead.control.v1.Actions.default_by_src:type_name -> bulkhead.control.v1.Actions.DefaultBySrcEntry
-	0,  // 14: bulkhead.control.v1.Control.Session:input_type -> bulkhead.control.v1.AgentMessage
-	8,  // 15: bulkhead.control.v1.Control.Session:output_type -> bulkhead.control.v1.ControllerMessage
-	15, // [15:16] is the sub-list for method output_type
-	14, // [14:15] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	12, // 9: bulkhead.control.v1.ControllerMessage.actions:type_name -> bulkhead.control.v1.Actions
+	11, // 10: bulkhead.control.v1.Snapshot.peers:type_name -> bulkhead.control.v1.Peer
+	10, // 11: bulkhead.control.v1.Snapshot.appliance_paths:type_name -> bulkhead.control.v1.FlowPath
+	14, // 12: bulkhead.control.v1.Actions.limits:type_name -> bulkhead.control.v1.PairLimit
+	13, // 13: bulkhead.control.v1.Actions.allocations:type_name -> bulkhead.control.v1.FlowAllocation
+	16, // 14: bulkhead.control.v1.Actions.default_by_src:type_name -> bulkhead.control.v1.Actions.DefaultBySrcEntry
+	0,  // 15: bulkhead.control.v1.Control.Session:input_type -> bulkhead.control.v1.AgentMessage
+	8,  // 16: bulkhead.control.v1.Control.Session:output_type -> bulkhead.control.v1.ControllerMessage
+	16, // [16:17] is the sub-list for method output_type
+	15, // [15:16] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1416,7 +1496,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
