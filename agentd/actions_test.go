@@ -1,8 +1,12 @@
 package agentd_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"math"
+	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -15,6 +19,8 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech/drive"
 	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/pki"
+	"github.com/bulkhead-dc/bulkhead/proxy/appliancetest"
+	"github.com/bulkhead-dc/bulkhead/units"
 )
 
 // pulsarCluster is a controller running Pulsar every 100 ms over hosts s1
@@ -137,5 +143,78 @@ func TestAgentEnforcesCentralAllocations(t *testing.T) {
 	// allocates at least the demand.
 	if want < 0.99*50e6 {
 		t.Errorf("a1->a2 held at %.3g bit/s, below its 50 Mbit/s demand (guarantee 100 Mbit/s)", want)
+	}
+}
+
+// TestAgentFrontsAppliances: under Pulsar, a host whose VM uses a real
+// appliance (a redis-server, declared at 10.9.9.9:6379) steers the VM's
+// connections to its front, relays its requests, reports the flow on the
+// controller's path, and the controller's allocation reaches the front:
+// the tenant's guarantee at the appliance holds in the allocation.
+func TestAgentFrontsAppliances(t *testing.T) {
+	redis := appliancetest.StartRedis(t)
+	cl := newCluster(t)
+	cl.apply(obj(api.KindCluster, api.ClusterName, &api.ClusterSpec{
+		Topology:  mustTopology(t),
+		Mechanism: api.Mechanism{Name: "pulsar", Params: map[string]any{"interval": "200ms"}},
+	}))
+	objs := []api.Object{}
+	for _, h := range []string{"s1", "s2"} {
+		objs = append(objs, obj(api.KindHost, h, &api.HostSpec{Address: mustAddr("127.0.0.1"), Port: cl.ports[h]}))
+	}
+	ep := netip.MustParseAddrPort("10.9.9.9:6379")
+	objs = append(objs, obj(api.KindAppliance, "kv", &api.ApplianceSpec{Server: "s2", Model: model.ModelKV,
+		Address: ep.Addr().String(), Port: int(ep.Port()), Protocol: model.ProtoRedis, CapacityMin: 1e5, CapacityMax: 1e9}))
+	tn := tenant("a", "a1", "s1", "127.0.0.1", "a2", "s2", "10.0.0.2")
+	tn.Spec.(*api.TenantSpec).VDC = &model.VDC{Appliances: []model.ApplianceGuarantee{{Appliance: "kv", Guarantee: units.Tokens(80000)}}}
+	cl.apply(append(objs, tn)...)
+	tc, err := pki.ClientTLS(cl.pki, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fake.NewSteering(map[netip.AddrPort]string{ep: redis}, nil)
+	d, err := agentd.New(agentd.Config{
+		Host: "s1", Controllers: []string{cl.addr}, TLS: tc, ReportEvery: 200 * time.Millisecond,
+		Mechanism: all.New, Version: "test",
+		Path: func(*model.Model, mech.Mechanism) (datapath.Host, error) {
+			return fake.New(fake.Options{Limiters: true}), nil
+		},
+		Steering: func() (datapath.Steering, error) { return st, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the front to listen", func() bool { return st.ListenAddr(ep) != "" })
+	if s, _ := st.Steered(); len(s[ep.Addr()]) != 1 {
+		t.Errorf("steered %v, want a1's address to %v", s, ep.Addr())
+	}
+
+	// a1 sends SETs, one at a time, until the controller has allocated
+	// its flow.
+	conn, err := net.Dial("tcp", st.ListenAddr(ep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rd := bufio.NewReader(conn)
+	id := mech.FlowID{Src: "a1", Dst: "kv"}
+	waitFor(t, "an allocation for a1->kv", func() bool {
+		fmt.Fprintf(conn, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n0123456789\r\n")
+		if line, err := rd.ReadString('\n'); err != nil || line != "+OK\r\n" {
+			t.Fatalf("SET through the front: %q, %v", line, err)
+		}
+		_, ok := d.Allocations().Flows[id]
+		return ok
+	})
+	if s := cl.c.CentralStats(); s.Flows < 1 || s.Rejected != 0 {
+		t.Errorf("controller: %d flows observed, %d rejected; want a1->kv, none rejected", s.Flows, s.Rejected)
+	}
+	// s1 -> tor1 -> s2, kv, and back: the appliance is element 2.
+	if rates := d.Allocations().Flows[id]; len(rates) != 5 || rates[2] < 80000 {
+		t.Errorf("allocation %v tokens/s: want 5 elements, kv's (element 2) at least the 80000 tokens/s guarantee", rates)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/agent"
+	"github.com/bulkhead-dc/bulkhead/agent/appfront"
 	"github.com/bulkhead-dc/bulkhead/controlpb"
 	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/mech"
@@ -75,6 +76,11 @@ type Config struct {
 	// HTTPToken is the bearer token /metrics and /state require
 	// (agent.Config.HTTPToken).
 	HTTPToken string
+	// Steering, if set, opens the server's steering of its VMs'
+	// connections to real appliances: under a mechanism that enforces
+	// appliance guarantees (Pulsar), the daemon runs a front for them
+	// (appfront: a proxy through the flows' multi-resource buckets).
+	Steering func() (datapath.Steering, error)
 	// Restore puts the host's limiters back to unlimited when the
 	// daemon stops.
 	Restore bool
@@ -108,6 +114,9 @@ type Daemon struct {
 	// central enforces the actions on the running agent's VM pairs when
 	// the mechanism has a central controller (nil otherwise).
 	central atomic.Pointer[drive.CentralPairs]
+	// front relays the VMs' requests to real appliances when the
+	// mechanism enforces appliance guarantees (nil otherwise).
+	front atomic.Pointer[appfront.Front]
 }
 
 // running is the agent of one mechanism.
@@ -151,6 +160,7 @@ func New(cfg Config) (*Daemon, error) {
 // agent.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.stopAgent()
+	defer d.stopFront()
 	backoff := 200 * time.Millisecond
 	for i := 0; ctx.Err() == nil; i++ {
 		addr := d.cfg.Controllers[i%len(d.cfg.Controllers)]
@@ -252,6 +262,9 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	}
 	d.peers.Store(&peers)
 	d.keys.Store(&keys)
+	if err := d.updateFront(ctx, s, &m); err != nil {
+		d.log.Error("appliance front", "err", err)
+	}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -386,6 +399,11 @@ func (d *Daemon) report() *controlpb.Report {
 			r.Flows = append(r.Flows, fo)
 		}
 	}
+	if f := d.front.Load(); f != nil {
+		for _, fo := range f.Collect() {
+			r.Flows = append(r.Flows, flowReport(fo))
+		}
+	}
 	for _, v := range st.VMs {
 		r.VmObs = append(r.VmObs, &controlpb.VMObs{Vm: v.VM, InArrival: v.InArrival, InRate: v.InRate, InDrops: v.InDrops,
 			OutRate: v.OutRate, DropSrc: v.DropSrc})
@@ -457,6 +475,9 @@ func (d *Daemon) takeActions(a *controlpb.Actions) {
 		if cp := d.central.Load(); cp != nil {
 			cp.SetActions(st.Flows, st.DefaultRate, st.DefaultBySrc)
 		}
+		if f := d.front.Load(); f != nil {
+			f.SetActions(st.Flows, st.DefaultRate, st.DefaultBySrc)
+		}
 	}
 }
 
@@ -473,3 +494,74 @@ func (d *Daemon) Allocations() Allocations {
 
 // ActionsReceived counts the Actions messages received from controllers.
 func (d *Daemon) ActionsReceived() uint64 { return d.nact.Load() }
+
+// updateFront runs the front to the real appliances while the cluster's
+// mechanism enforces appliance guarantees, on the paths the controller
+// sent; it stops it otherwise.
+func (d *Daemon) updateFront(ctx context.Context, s *controlpb.Snapshot, m *model.Model) error {
+	if d.cfg.Steering == nil {
+		return nil
+	}
+	var params map[string]any
+	if len(s.ParamsJson) > 0 {
+		if err := json.Unmarshal(s.ParamsJson, &params); err != nil {
+			return fmt.Errorf("mechanism parameters: %w", err)
+		}
+	}
+	mc, err := d.cfg.Mechanism(s.Mechanism, params)
+	if err != nil || !mc.Capabilities().Appliances || len(s.AppliancePaths) == 0 {
+		d.stopFront()
+		return nil
+	}
+	paths := map[mech.FlowID][]mech.PathElem{}
+	for _, fp := range s.AppliancePaths {
+		p := make([]mech.PathElem, len(fp.Path))
+		for i, x := range fp.Path {
+			p[i] = mech.PathElem{Resource: int(x >> 2), Role: mech.PathRole(x & 3)}
+		}
+		paths[mech.FlowID{Src: fp.Src, Dst: fp.Dst}] = p
+	}
+	f := d.front.Load()
+	if f == nil {
+		st, err := d.cfg.Steering()
+		if err != nil {
+			return fmt.Errorf("steering: %w", err)
+		}
+		if f, err = appfront.New(appfront.Config{Host: d.cfg.Host, Steering: st, Log: d.log}); err != nil {
+			st.Close()
+			return err
+		}
+		al := d.Allocations()
+		f.SetActions(al.Flows, al.DefaultRate, al.DefaultBySrc)
+		d.front.Store(f)
+	}
+	return f.Update(ctx, m, paths)
+}
+
+// stopFront closes the front: its VMs' connections to the appliances are
+// refused until an agent runs one again (with Restore, they reach the
+// appliances directly).
+func (d *Daemon) stopFront() {
+	if f := d.front.Swap(nil); f != nil {
+		if err := f.Close(d.cfg.Restore); err != nil {
+			d.log.Warn("appliance front closed with an error", "err", err)
+		}
+	}
+}
+
+// flowReport is a flow the front measured, on the path it runs on.
+func flowReport(fo mech.FlowObs) *controlpb.FlowObs {
+	f32 := func(v []float64) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = float32(x)
+		}
+		return out
+	}
+	r := &controlpb.FlowObs{Src: fo.Flow.Src, Dst: fo.Flow.Dst, Used: f32(fo.Used), Backlog: f32(fo.Backlog),
+		Queued: f32(fo.Queued), Outstanding: f32(fo.Outstanding), Allocation: f32(fo.Allocation)}
+	for _, e := range fo.Path {
+		r.Path = append(r.Path, uint32(e.Resource)<<2|uint32(e.Role))
+	}
+	return r
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/bulkhead-dc/bulkhead/proxy/appliancetest"
 )
 
 // BenchmarkRedis compares a client talking to a real Redis directly and
@@ -11,7 +13,7 @@ import (
 // round trip of one small GET at a time, and pipelined GETs (64 per write).
 // ns/op is per request.
 func BenchmarkRedis(b *testing.B) {
-	redis := startRedis(b)
+	redis := appliancetest.StartRedis(b)
 	p := newProxy(b, Config{}, Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(redis)})
 	proxied := listen(b, p, kvFlow("vm1"))
 	get := encode("GET", "k")

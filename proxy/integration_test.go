@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/proxy/appliancetest"
+
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/tokenbucket"
 )
@@ -23,8 +25,8 @@ import (
 // appliance allocated X tokens/s: it measures X/8000 requests/s (every GET
 // costs 8000 tokens, Fig. 6(b)), and so does the proxy's Collect.
 func TestRedisBenchmarkRate(t *testing.T) {
-	bench := need(t, "redis-benchmark", "redis-tools")
-	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(startRedis(t))}
+	bench := appliancetest.Need(t, "redis-benchmark", "redis-tools")
+	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(appliancetest.StartRedis(t))}
 	const reqRate = 400.0 // requests/s
 	// A 50 ms burst: the bucket's initial depth hardly counts in the run.
 	p := newProxy(t, Config{Buckets: []tokenbucket.Option{tokenbucket.WithBurst(50 * time.Millisecond)}}, app)
@@ -63,8 +65,8 @@ func TestRedisBenchmarkRate(t *testing.T) {
 // every reply must match (redis-cli counts them and checks its final
 // ECHO), and the proxy's appliance statistics count them all.
 func TestRedisCliPipe(t *testing.T) {
-	cli := need(t, "redis-cli", "redis-tools")
-	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(startRedis(t))}
+	cli := appliancetest.Need(t, "redis-cli", "redis-tools")
+	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(appliancetest.StartRedis(t))}
 	p := newProxy(t, Config{}, app)
 	_, port, _ := net.SplitHostPort(listen(t, p, kvFlow("vm1")))
 	var in bytes.Buffer
@@ -102,7 +104,7 @@ func httpFlow(src string) Flow {
 // checks what each element is charged.
 func TestNginxFileStore(t *testing.T) {
 	clock := tokenbucket.NewFakeClock(t0) // stands still: statistics are exact
-	p := newProxy(t, Config{Clock: clock}, Appliance{Name: "fs", Protocol: HTTP, Dial: tcpDial(startNginx(t))})
+	p := newProxy(t, Config{Clock: clock}, Appliance{Name: "fs", Protocol: HTTP, Dial: tcpDial(appliancetest.StartNginx(t))})
 	addr := listen(t, p, httpFlow("vm1"))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}}
 	base := "http://" + addr
@@ -209,7 +211,7 @@ func TestNginxFileStore(t *testing.T) {
 // sent, so at a tight allocation it waits for those tokens.
 func TestNginxRangeCharge(t *testing.T) {
 	clock := tokenbucket.NewFakeClock(t0)
-	p := newProxy(t, Config{Clock: clock}, Appliance{Name: "fs", Protocol: HTTP, Dial: tcpDial(startNginx(t))})
+	p := newProxy(t, Config{Clock: clock}, Appliance{Name: "fs", Protocol: HTTP, Dial: tcpDial(appliancetest.StartNginx(t))})
 	f := httpFlow("vm1")
 	addr := listen(t, p, f)
 	c := dialT(t, addr)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/proxy/appliancetest"
+
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/proxy/resp"
@@ -96,7 +98,7 @@ func write(t testing.TB, c net.Conn, s string) {
 // TestRelayRedis relays pipelined and split requests to a real Redis and
 // checks replies, their order and the statistics each element is charged.
 func TestRelayRedis(t *testing.T) {
-	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(startRedis(t))}
+	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(appliancetest.StartRedis(t))}
 	clock := tokenbucket.NewFakeClock(t0) // stands still: statistics are exact
 	p := newProxy(t, Config{Clock: clock}, app)
 	c := dialT(t, listen(t, p, kvFlow("vm1")))
@@ -202,7 +204,7 @@ func settle(t testing.TB, what string, n func() int64, want int64) {
 // two connections of one flow share its buckets; another flow is not
 // delayed by this one's backlog.
 func TestRateFakeClock(t *testing.T) {
-	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(startRedis(t))}
+	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(appliancetest.StartRedis(t))}
 	clock := tokenbucket.NewFakeClock(t0)
 	const (
 		cost  = 8000.0                 // Fig. 6(b) for a small request
@@ -290,7 +292,7 @@ func TestRateFakeClock(t *testing.T) {
 // TestBackpressure: a flow held at rate 0 stops reading its client, so the
 // client's writes block (TCP pushes back) instead of the proxy buffering.
 func TestBackpressure(t *testing.T) {
-	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(startRedis(t))}
+	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(appliancetest.StartRedis(t))}
 	clock := tokenbucket.NewFakeClock(t0)
 	p := newProxy(t, Config{Clock: clock}, app)
 	f := kvFlow("vm1")
@@ -333,7 +335,7 @@ func TestBackpressure(t *testing.T) {
 // TestFramingErrorReply: a malformed request gets the replies to the
 // requests before it, then an error that says where, then the close.
 func TestFramingErrorReply(t *testing.T) {
-	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(startRedis(t))}
+	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(appliancetest.StartRedis(t))}
 	p := newProxy(t, Config{}, app)
 	c := dialT(t, listen(t, p, kvFlow("vm1")))
 	write(t, c, encode("PING")+encode("PING")+"*1\r\n:5\r\n")
@@ -351,7 +353,7 @@ func TestFramingErrorReply(t *testing.T) {
 // proxy: the value arrives whole and the proxy allocates a small multiple
 // of its buffers, not the value.
 func TestBigValueBoundedMemory(t *testing.T) {
-	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(startRedis(t))}
+	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(appliancetest.StartRedis(t))}
 	p := newProxy(t, Config{}, app)
 	c := dialT(t, listen(t, p, kvFlow("vm1")))
 	const size = 50 << 20

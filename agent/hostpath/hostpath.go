@@ -173,3 +173,13 @@ func (o Options) Listen(addr netip.AddrPort) (net.PacketConn, error) {
 	}
 	return c, nil
 }
+
+// Steering opens the server's steering of its VMs' connections to real
+// appliances (policy routing in its namespace, datapath/linux).
+func (o Options) Steering() (datapath.Steering, error) {
+	ns, err := o.openNS()
+	if err != nil {
+		return nil, err
+	}
+	return linux.NewSteering(ns, ns.Close), nil
+}

@@ -73,7 +73,7 @@ func (f *daemonFlags) run(cmd *cobra.Command, web httpFlags, loss string) error 
 	hp := hostpath.Options{Netns: f.netns, Loss: loss, Uplinks: f.uplinks, Log: slog.Default()}
 	d, err := agentd.New(agentd.Config{
 		Host: f.host, Controllers: f.controllers, TLS: tc, Scale: f.scale, HTTP: web.addr, HTTPToken: web.token, Version: version,
-		Logger: slog.Default(), Mechanism: hp.Mechanism, Path: hp.Path, Listen: hp.Listen, Trace: trace,
+		Logger: slog.Default(), Mechanism: hp.Mechanism, Path: hp.Path, Listen: hp.Listen, Steering: hp.Steering, Trace: trace,
 		Restore: f.remove, LoseSent: f.lose, LoseSeed: f.loseSeed,
 	})
 	if err != nil {
