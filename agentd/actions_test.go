@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,42 +154,10 @@ func TestAgentEnforcesCentralAllocations(t *testing.T) {
 // controller's path, and the controller's allocation reaches the front:
 // the tenant's guarantee at the appliance holds in the allocation.
 func TestAgentFrontsAppliances(t *testing.T) {
-	redis := appliancetest.StartRedis(t)
-	cl := newCluster(t)
-	cl.apply(obj(api.KindCluster, api.ClusterName, &api.ClusterSpec{
-		Topology:  mustTopology(t),
-		Mechanism: api.Mechanism{Name: "pulsar", Params: map[string]any{"interval": "200ms"}},
-	}))
-	objs := []api.Object{}
-	for _, h := range []string{"s1", "s2"} {
-		objs = append(objs, obj(api.KindHost, h, &api.HostSpec{Address: mustAddr("127.0.0.1"), Port: cl.ports[h]}))
-	}
-	ep := netip.MustParseAddrPort("10.9.9.9:6379")
-	objs = append(objs, obj(api.KindAppliance, "kv", &api.ApplianceSpec{Server: "s2", Model: model.ModelKV,
-		Address: ep.Addr().String(), Port: int(ep.Port()), Protocol: model.ProtoRedis, CapacityMin: 1e5, CapacityMax: 1e9}))
-	tn := tenant("a", "a1", "s1", "127.0.0.1", "a2", "s2", "10.0.0.2")
-	tn.Spec.(*api.TenantSpec).VDC = &model.VDC{Appliances: []model.ApplianceGuarantee{{Appliance: "kv", Guarantee: units.Tokens(80000)}}}
-	cl.apply(append(objs, tn)...)
-	tc, err := pki.ClientTLS(cl.pki, "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := fake.NewSteering(map[netip.AddrPort]string{ep: redis}, nil)
-	d, err := agentd.New(agentd.Config{
-		Host: "s1", Controllers: []string{cl.addr}, TLS: tc, ReportEvery: 200 * time.Millisecond,
-		Mechanism: all.New, Version: "test",
-		Path: func(*model.Model, mech.Mechanism) (datapath.Host, error) {
-			return fake.New(fake.Options{Limiters: true}), nil
-		},
-		Steering: func() (datapath.Steering, error) { return st, nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	ac := newApplianceCluster(t)
+	st, ep := ac.st, ac.ep
+	d := ac.startAgent()
+	defer d.stop()
 	waitFor(t, "the front to listen", func() bool { return st.ListenAddr(ep) != "" })
 	if s, _ := st.Steered(); len(s[ep.Addr()]) != 1 {
 		t.Errorf("steered %v, want a1's address to %v", s, ep.Addr())
@@ -210,11 +180,175 @@ func TestAgentFrontsAppliances(t *testing.T) {
 		_, ok := d.Allocations().Flows[id]
 		return ok
 	})
+	cl := ac.cl
 	if s := cl.c.CentralStats(); s.Flows < 1 || s.Rejected != 0 {
 		t.Errorf("controller: %d flows observed, %d rejected; want a1->kv, none rejected", s.Flows, s.Rejected)
 	}
 	// s1 -> tor1 -> s2, kv, and back: the appliance is element 2.
 	if rates := d.Allocations().Flows[id]; len(rates) != 5 || rates[2] < 80000 {
 		t.Errorf("allocation %v tokens/s: want 5 elements, kv's (element 2) at least the 80000 tokens/s guarantee", rates)
+	}
+}
+
+// applianceCluster is a controller running Pulsar every 200 ms over hosts
+// s1 and s2, with a real redis-server declared as appliance kv at
+// 10.9.9.9:6379 behind s2, and tenant a (a1 on s1 at 127.0.0.1, a2 on s2)
+// guaranteed 80,000 tokens/s at it; s1's agent steers on loopback.
+type applianceCluster struct {
+	t  *testing.T
+	cl *cluster
+	st *fake.Steering
+	ep netip.AddrPort
+}
+
+func newApplianceCluster(t *testing.T) *applianceCluster {
+	redis := appliancetest.StartRedis(t)
+	cl := newCluster(t)
+	cl.apply(obj(api.KindCluster, api.ClusterName, &api.ClusterSpec{
+		Topology:  mustTopology(t),
+		Mechanism: api.Mechanism{Name: "pulsar", Params: map[string]any{"interval": "200ms"}},
+	}))
+	objs := []api.Object{}
+	for _, h := range []string{"s1", "s2"} {
+		objs = append(objs, obj(api.KindHost, h, &api.HostSpec{Address: mustAddr("127.0.0.1"), Port: cl.ports[h]}))
+	}
+	ep := netip.MustParseAddrPort("10.9.9.9:6379")
+	objs = append(objs, obj(api.KindAppliance, "kv", &api.ApplianceSpec{Server: "s2", Model: model.ModelKV,
+		Address: ep.Addr().String(), Port: int(ep.Port()), Protocol: model.ProtoRedis, CapacityMin: 1e5, CapacityMax: 1e9}))
+	tn := tenant("a", "a1", "s1", "127.0.0.1", "a2", "s2", "10.0.0.2")
+	tn.Spec.(*api.TenantSpec).VDC = &model.VDC{Appliances: []model.ApplianceGuarantee{{Appliance: "kv", Guarantee: units.Tokens(80000)}}}
+	cl.apply(append(objs, tn)...)
+	return &applianceCluster{t: t, cl: cl, st: fake.NewSteering(map[netip.AddrPort]string{ep: redis}, nil), ep: ep}
+}
+
+// runningAgent is s1's agent daemon, running.
+type runningAgent struct {
+	*agentd.Daemon
+	stop func()
+}
+
+func (ac *applianceCluster) startAgent() runningAgent {
+	t := ac.t
+	tc, err := pki.ClientTLS(ac.cl.pki, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := agentd.New(agentd.Config{
+		Host: "s1", Controllers: []string{ac.cl.addr}, TLS: tc, ReportEvery: 200 * time.Millisecond,
+		Mechanism: all.New, Version: "test",
+		Path: func(*model.Model, mech.Mechanism) (datapath.Host, error) {
+			return fake.New(fake.Options{Limiters: true}), nil
+		},
+		Steering: func() (datapath.Steering, error) { return ac.st, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	return runningAgent{Daemon: d, stop: func() { cancel(); <-done }}
+}
+
+// TestFrontSurvivesRestarts: a VM increments a counter through the front,
+// one request at a time, reconnecting when its connection closes. The
+// controller restarting closes nothing (the agent keeps its front and
+// allocations); the agent restarting closes the VM's connection, and the
+// VM reconnects to the next agent's front. Every answered request counted
+// once, in order; at most the one request in flight on a closed
+// connection is unanswered.
+func TestFrontSurvivesRestarts(t *testing.T) {
+	ac := newApplianceCluster(t)
+	d := ac.startAgent()
+	waitFor(t, "the front to listen", func() bool { return ac.st.ListenAddr(ac.ep) != "" })
+
+	var (
+		mu      sync.Mutex
+		replies []int
+		breaks  int
+	)
+	stop := make(chan struct{})
+	clientDone := make(chan struct{})
+	go func() {
+		defer close(clientDone)
+		var c net.Conn
+		var rd *bufio.Reader
+		for {
+			select {
+			case <-stop:
+				if c != nil {
+					c.Close()
+				}
+				return
+			default:
+			}
+			if c == nil {
+				var err error
+				if c, err = net.DialTimeout("tcp", ac.st.ListenAddr(ac.ep), time.Second); err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				rd = bufio.NewReader(c)
+			}
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, err := io.WriteString(c, "*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n")
+			var line string
+			if err == nil {
+				line, err = rd.ReadString('\n')
+			}
+			if err != nil {
+				c.Close()
+				c = nil
+				mu.Lock()
+				breaks++
+				mu.Unlock()
+				continue
+			}
+			var v int
+			fmt.Sscanf(line, ":%d", &v)
+			mu.Lock()
+			replies = append(replies, v)
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(replies) }
+	waitFor(t, "requests through the front", func() bool { return count() > 50 })
+
+	ac.cl.stopCtl()
+	n := count()
+	waitFor(t, "requests while the controller is away", func() bool { return count() > n+50 })
+	ac.cl.startController()
+	mu.Lock()
+	if breaks != 0 {
+		t.Errorf("the controller's restart closed the VM's connection %d times", breaks)
+	}
+	mu.Unlock()
+
+	d.stop()
+	d = ac.startAgent()
+	defer d.stop()
+	n = count()
+	waitFor(t, "requests through the restarted agent's front", func() bool { return count() > n+50 })
+	close(stop)
+	<-clientDone
+
+	mu.Lock()
+	defer mu.Unlock()
+	lost := 0
+	for i := 1; i < len(replies); i++ {
+		switch gap := replies[i] - replies[i-1]; {
+		case gap < 1:
+			t.Fatalf("reply %d: %d after %d: a request counted twice or out of order", i, replies[i], replies[i-1])
+		case gap > 1:
+			lost += gap - 1
+		}
+	}
+	t.Logf("%d requests answered, %d connection breaks, %d executed but unanswered", len(replies), breaks, lost)
+	if breaks < 1 {
+		t.Error("the agent's restart did not close the VM's connection: was the front restarted?")
+	}
+	if lost > breaks {
+		t.Errorf("%d requests executed without an answer over %d closed connections (at most one each)", lost, breaks)
 	}
 }

@@ -33,9 +33,17 @@ func NewSteering(real map[netip.AddrPort]string, left map[netip.Addr][]netip.Add
 	return &Steering{real: maps.Clone(real), lns: map[netip.AddrPort]string{}, st: st}
 }
 
-// Listen implements datapath.Steering.
+// Listen implements datapath.Steering. A later listener for the same
+// appliance (an agent restarted) takes the same loopback port, as the
+// real steering keeps the appliance's address.
 func (s *Steering) Listen(app netip.AddrPort) (net.Listener, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s.mu.Lock()
+	at := s.lns[app]
+	s.mu.Unlock()
+	if at == "" {
+		at = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", at)
 	if err != nil {
 		return nil, err
 	}
