@@ -319,7 +319,8 @@ func TestRunRejects(t *testing.T) {
 		o    RunOptions
 		want string
 	}{
-		{RunOptions{Binary: bulkheadBin, Mechanism: "pulsar"}, "central controller"},
+		{RunOptions{Binary: bulkheadBin, Mechanism: "qshare"}, "switch ports' WFQ queues"},
+		{RunOptions{Binary: bulkheadBin, Mechanism: "hosefill"}, "every few milliseconds"},
 		{RunOptions{Binary: bulkheadBin, Mechanism: "nope"}, "unknown mechanism"},
 		{RunOptions{Binary: bulkheadBin, Mechanism: "drx-eb-local"}, "simulator only"},
 		{RunOptions{Binary: bulkheadBin, Mechanism: "none", Workload: "ns3"}, "workload engine"},

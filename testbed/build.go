@@ -153,6 +153,7 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 		{"namespaces", tb.createNamespaces},
 		{"links", tb.createLinks},
 		{"vms", tb.createVMs},
+		{"appliances", tb.createAppliances},
 		{"routes", tb.createRoutes},
 		{"shapers", tb.createShapers},
 		{"counters", tb.createCounters},
@@ -173,7 +174,7 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 		return nil, err
 	}
 	tb.log.Info("testbed up", "scenario", plan.Scenario, "namespaces", len(tb.ns), "links", len(plan.Links),
-		"vms", len(plan.VMs), "scale", plan.Scale, "took", time.Since(start).Round(time.Millisecond))
+		"vms", len(plan.VMs), "appliances", len(plan.Appliances), "scale", plan.Scale, "took", time.Since(start).Round(time.Millisecond))
 	return tb, nil
 }
 
@@ -203,6 +204,13 @@ func (tb *Testbed) createNamespaces() error {
 			return err
 		}
 		tb.ns[v.NS] = ns
+	}
+	for _, a := range tb.plan.Appliances {
+		ns, err := dataplane.CreateNS(a.NS, dataplane.NSOptions{})
+		if err != nil {
+			return err
+		}
+		tb.ns[a.NS] = ns
 	}
 	return nil
 }

@@ -448,7 +448,8 @@ func (d *daemons) stop(trace io.Writer) error {
 
 // objects are the scenario's cluster and tenants as an operator declares
 // them: the topology and mechanism, each server with VMs and its agent's
-// control address, every tenant with its VMs' hosts, addresses and
+// control address, every appliance with its endpoint (address, port and
+// protocol of its real server), every tenant with its VMs' hosts, addresses and
 // interfaces (each VM's own device, in its namespace).
 func (tb *Testbed) objects(sc *spec.Scenario, mechanism string, params map[string]any) ([]api.Object, error) {
 	obj := func(kind, name string, s any) api.Object {
@@ -462,6 +463,14 @@ func (tb *Testbed) objects(sc *spec.Scenario, mechanism string, params map[strin
 		Seed: sc.Seed, Mechanism: api.Mechanism{Name: mechanism, Params: params}})}
 	for _, n := range tb.plan.Agents() {
 		objs = append(objs, obj(api.KindHost, n.Name, &api.HostSpec{Address: n.Ctl, Port: AgentPort}))
+	}
+	// The real appliances with the endpoints the testbed gave them
+	// (Plan.Model's appliances; the scenario's have none).
+	for i := range tb.plan.Model.Appliances {
+		a := tb.plan.Model.Appliances[i]
+		name := a.Name
+		a.Name = ""
+		objs = append(objs, obj(api.KindAppliance, name, &a))
 	}
 	for _, t := range sc.Tenants {
 		ts := &api.TenantSpec{BestEffort: t.BestEffort, Weight: t.Weight, SLA: t.SLA, VDC: t.VDC}

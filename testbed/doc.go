@@ -37,11 +37,20 @@
 //     for the rest). The agents install per-VM HTB schedulers on them;
 //   - a control address per server with VMs (CtlNet, on its loopback),
 //     routed along the topology: the host agents' UDP messages travel in
-//     band, through the emulated links and queues.
+//     band, through the emulated links and queues;
+//   - one namespace per appliance (PREFIX-a-APPLIANCE) behind its server,
+//     joined by a veth pair (PREFIX aI / aIh) like a VM, with the /31
+//     ApplianceNet+2i / +2i+1 and routes in every node along the routes
+//     the simulator gives the request flows (requests VM → appliance and
+//     replies back, ECMP included). Run starts the appliance's real server
+//     there: redis-server for model kv (RedisPort), nginx with WebDAV PUT
+//     for filestore (HTTPPort); encryption, hypervisor and custom
+//     appliances are refused (appliances.go).
 //
 // Addresses are in Network (10.200.0.0/16): VM i is 10.200.0.0+2i+1/31
 // (its server's side +2i), physical link j 10.200.128.0+2j/31; server
-// control addresses are in CtlNet (10.201.0.0/16). They exist only inside
+// control addresses are in CtlNet (10.201.0.0/16), appliance i is
+// 10.202.0.0+2i+1/31 (ApplianceNet). They exist only inside
 // the run's namespaces; nothing is created in the caller's namespace, and
 // no route of the host is touched.
 //
@@ -62,7 +71,12 @@
 // (gen.go): goroutines with sockets opened in the VMs' namespaces, TCP
 // senders writing as fast as they can, UDP at the flow's rate with
 // segmentation offload (one send per 16 datagrams), and short flows
-// (kind flows) whose completion times go to the report.
+// (kind flows) whose completion times go to the report. Requests
+// workloads run in the request generator (package loadgen; or
+// redis-benchmark, RunOptions.RequestClient) in the source VMs'
+// namespaces, against the appliances' real servers, which the run
+// declares to the controller with their endpoints (Appliance.Address,
+// Port, Protocol).
 //
 // # Measurements
 //
@@ -72,13 +86,18 @@
 // the same report. Rates are link-layer (Ethernet frame) bits/s — the unit
 // the shapers use — divided by Scale: the scenario's units. iperf3's
 // goodput is about 5% lower (headers). Demands are the workloads' (+Inf for
-// bulk TCP, the rate for UDP), as in the simulator.
+// bulk TCP, the rate for UDP), as in the simulator. Every request flow's
+// completed requests/s and tokens/s (the appliance's virtual cost of each
+// request's type and size) and every appliance's utilization (its server's
+// CPU time over the interval) and capacity for the mix it served (tokens
+// ÷ busy time) go to the same samples as the simulator's.
 //
 // # Cleanup
 //
 // Every object carries the run prefix: namespaces and links by name,
 // processes through dataplane.EnvRun in their environment (and they are
-// found by namespace too). A state file (StateDir/PREFIX.json) is written
+// found by namespace too); the appliances' files (configuration, logs,
+// data) under StateDir/PREFIX.a. A state file (StateDir/PREFIX.json) is written
 // before the first object is created. Down(prefix) kills the processes,
 // deletes the namespaces — which destroys their devices, qdiscs, classes
 // and filters — and checks that nothing is left. Up removes everything
@@ -90,7 +109,9 @@
 //
 // # Requirements
 //
-// Root, and iperf3 (Debian's package) for workloads. The kernels here have
+// Root, and iperf3 (Debian's package) for workloads; redis-server and
+// nginx for scenarios with kv and filestore appliances (redis-tools for
+// RequestRedisBenchmark). The kernels here have
 // HTB, TBF, ingress/clsact, u32, cls_bpf, mirred and IFB, and no gact,
 // police, fq, netem, RED or fq_codel: counting is done with HTB classes.
 // Two cores forward 1 Gbit/s links with a few TCP flows comfortably

@@ -27,7 +27,20 @@ var (
 	// loopback and routed along the topology like VM addresses: host
 	// agents exchange their messages in band, through the emulated links.
 	CtlNet = netip.MustParsePrefix("10.201.0.0/16")
+	// ApplianceNet holds the real appliances: appliance i's veth is the
+	// /31 ApplianceNet+2i (its server's side) / +2i+1 (the appliance), in
+	// scenario order, routed along the topology like VM addresses.
+	ApplianceNet = netip.MustParsePrefix("10.202.0.0/16")
 )
+
+// Ports real appliances listen on (model.Appliance.Port).
+const (
+	RedisPort = 6379
+	HTTPPort  = 80
+)
+
+// MaxAppliances is what ApplianceNet holds.
+const MaxAppliances = 1 << 14
 
 // AgentPort is the UDP port host agents listen on at their server's
 // control address.
@@ -104,6 +117,12 @@ type Plan struct {
 	VMs        []*VMPlan   // in scenario order
 	Links      []*LinkPlan // physical links
 	Pairs      []PairPlan  // declared VM pairs (the scenario's workloads)
+	// Appliances are the scenario's appliances, each a real server in a
+	// namespace of its own behind its server (see appliances.go).
+	Appliances []*AppliancePlan
+	// Requests are the request flows of the scenario's requests
+	// workloads (a source VM to an appliance), with their routes.
+	Requests []RequestPlan
 	// Model is the scenario's declared model with what the testbed gives
 	// each VM: its address and its device in its server (HostDev, whose
 	// counters are the VM's). The host agents are configured from it.
@@ -111,6 +130,7 @@ type Plan struct {
 
 	nodeIdx map[string]int
 	vmIdx   map[string]int
+	appIdx  map[string]int
 }
 
 // NodePlan is a server (hypervisor) or a switch: a namespace that routes.
@@ -153,6 +173,30 @@ type VMPlan struct {
 	In, Out              float64
 }
 
+// AppliancePlan is a real appliance: a namespace behind its server's
+// namespace, like a VM, running the appliance's server (redis-server for
+// model kv, nginx for filestore).
+type AppliancePlan struct {
+	Name, Server, Model string
+	NS                  string
+	Addr, Gateway       netip.Addr
+	Dev                 string // in the appliance's namespace
+	HostDev             string // its peer in the server
+	Port                int
+	Protocol            string // model.ProtoRedis or model.ProtoHTTP
+}
+
+// Endpoint is where clients reach the appliance.
+func (a *AppliancePlan) Endpoint() netip.AddrPort { return netip.AddrPortFrom(a.Addr, uint16(a.Port)) }
+
+// RequestPlan is a request flow: a VM's requests to an appliance during a
+// workload's phases, with the routes the simulator gives it (Fwd: the VM's
+// server to the appliance's, Rev: back).
+type RequestPlan struct {
+	Tenant, Workload, Src, Appliance string
+	Fwd, Rev                         []int
+}
+
 // LinkPlan is a physical link: a veth pair between two node namespaces.
 type LinkPlan struct {
 	A, B         string
@@ -186,13 +230,23 @@ func (p *Plan) VM(name string) (*VMPlan, bool) {
 	return p.VMs[i], true
 }
 
+// Appliance returns the named appliance's plan.
+func (p *Plan) Appliance(name string) (*AppliancePlan, bool) {
+	i, ok := p.appIdx[name]
+	if !ok {
+		return nil, false
+	}
+	return p.Appliances[i], true
+}
+
 // NewPrefix returns a fresh random run prefix: "bh" and five letters or
 // digits.
 func NewPrefix() string { return dataplane.RandomPrefix("bh") }
 
 var safeName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
 
-// nsName names a namespace of the run: PREFIX-n-NODE, PREFIX-v-VM (the
+// nsName names a namespace of the run: PREFIX-n-NODE, PREFIX-v-VM,
+// PREFIX-a-APPLIANCE (the
 // index instead of a name that would not be a safe file name).
 func nsName(prefix, kind, name string, idx int) string {
 	if !safeName.MatchString(name) {
@@ -241,7 +295,7 @@ func NewPlan(sc *spec.Scenario, tp *topo.Topology, o PlanOptions) (*Plan, error)
 	}
 	p := &Plan{
 		Prefix: o.Prefix, Scenario: sc.Name, Scale: o.Scale, QueueBytes: uint32(o.QueueBytes), Limiters: o.Limiters,
-		Schedulers: o.Schedulers, nodeIdx: map[string]int{}, vmIdx: map[string]int{},
+		Schedulers: o.Schedulers, nodeIdx: map[string]int{}, vmIdx: map[string]int{}, appIdx: map[string]int{},
 	}
 	for _, n := range tp.Nodes {
 		kind := "n"
@@ -307,6 +361,9 @@ func NewPlan(sc *spec.Scenario, tp *topo.Topology, o PlanOptions) (*Plan, error)
 			v.Addrs, v.Interface = []netip.Addr{vp.Addr}, vp.HostDev
 		}
 	}
+	if err := p.planAppliances(sc, tp); err != nil {
+		return nil, err
+	}
 	ctl := 0
 	for _, np := range p.Nodes {
 		if !np.Server || len(np.VMs) == 0 {
@@ -362,17 +419,30 @@ func (p *Plan) devOn(tp *topo.Topology, l int) (dev string, far netip.Addr, err 
 	return "", netip.Addr{}, fmt.Errorf("testbed: link %s not planned", lk.Name)
 }
 
-// route computes every node's routes: to each VM along a shortest path;
-// where declared pairs toward one VM take different next hops from one
-// node (ECMP), the most common next hop is the VM's route and the others
-// get policy rules that select a per-neighbour table.
+// endpoint is a destination of routes: a VM (index < len(VMs)) or an
+// appliance (len(VMs) + its index).
+func (p *Plan) endpoint(e int) (name, server string, addr netip.Addr) {
+	if e < len(p.VMs) {
+		v := p.VMs[e]
+		return v.Name, v.Server, v.Addr
+	}
+	a := p.Appliances[e-len(p.VMs)]
+	return a.Name, a.Server, a.Addr
+}
+
+// route computes every node's routes: to each VM and appliance along a
+// shortest path; where declared pairs or request flows toward one of them
+// take different next hops from one node (ECMP), the most common next hop
+// is its route and the others get policy rules (by source address) that
+// select a per-neighbour table. A request flow's requests follow its Fwd
+// route and the appliance's replies its Rev route.
 func (p *Plan) route(tp *topo.Topology, seed int64) error {
-	type key struct{ node, vm int }
-	// next hops (topology link IDs) wanted by declared pairs, by source VM
-	want := map[key]map[int]int{} // → source VM index → link
-	for _, pr := range p.Pairs {
-		src, dst := p.vmIdx[pr.Src], p.vmIdx[pr.Dst]
-		for _, l := range pr.Links {
+	type key struct{ node, dst int }
+	// next hops (topology link IDs) wanted by declared pairs and request
+	// flows, by source endpoint
+	want := map[key]map[int]int{} // → source endpoint → link
+	add := func(src, dst int, links []int) {
+		for _, l := range links {
 			k := key{tp.Links[l].From, dst}
 			if want[k] == nil {
 				want[k] = map[int]int{}
@@ -380,15 +450,25 @@ func (p *Plan) route(tp *topo.Topology, seed int64) error {
 			want[k][src] = l
 		}
 	}
+	for _, pr := range p.Pairs {
+		add(p.vmIdx[pr.Src], p.vmIdx[pr.Dst], pr.Links)
+	}
+	for _, rq := range p.Requests {
+		vm, app := p.vmIdx[rq.Src], len(p.VMs)+p.appIdx[rq.Appliance]
+		add(vm, app, rq.Fwd)
+		add(app, vm, rq.Rev)
+	}
+	n := len(p.VMs) + len(p.Appliances)
 	for ni, np := range p.Nodes {
 		tables := map[int]int{} // link → table
 		var tableOrder []int
-		for vi, v := range p.VMs {
-			sn, _ := tp.Node(v.Server)
+		for e := 0; e < n; e++ {
+			name, server, addr := p.endpoint(e)
+			sn, _ := tp.Node(server)
 			if sn.ID == ni {
 				continue // behind this server: the connected /31
 			}
-			byLink := want[key{ni, vi}]
+			byLink := want[key{ni, e}]
 			def := -1
 			if len(byLink) > 0 {
 				count := map[int]int{}
@@ -401,9 +481,9 @@ func (p *Plan) route(tp *topo.Topology, seed int64) error {
 					}
 				}
 			} else {
-				r := tp.Route(ni, sn.ID, topo.PairHash(seed, np.Name, v.Name))
+				r := tp.Route(ni, sn.ID, topo.PairHash(seed, np.Name, name))
 				if len(r) == 0 {
-					return fmt.Errorf("testbed: no route from %s to VM %s on %s", np.Name, v.Name, v.Server)
+					return fmt.Errorf("testbed: no route from %s to %s on %s", np.Name, name, server)
 				}
 				def = r[0]
 			}
@@ -411,7 +491,7 @@ func (p *Plan) route(tp *topo.Topology, seed int64) error {
 			if err != nil {
 				return err
 			}
-			np.Routes = append(np.Routes, dataplane.Route{Dst: netip.PrefixFrom(v.Addr, 32), Via: via, Dev: dev})
+			np.Routes = append(np.Routes, dataplane.Route{Dst: netip.PrefixFrom(addr, 32), Via: via, Dev: dev})
 			srcs := make([]int, 0, len(byLink))
 			for s, l := range byLink {
 				if l != def {
@@ -427,8 +507,9 @@ func (p *Plan) route(tp *topo.Topology, seed int64) error {
 					tables[l] = t
 					tableOrder = append(tableOrder, l)
 				}
+				_, _, saddr := p.endpoint(s)
 				np.Rules = append(np.Rules, dataplane.Rule{
-					Src: netip.PrefixFrom(p.VMs[s].Addr, 32), Dst: netip.PrefixFrom(v.Addr, 32),
+					Src: netip.PrefixFrom(saddr, 32), Dst: netip.PrefixFrom(addr, 32),
 					Table: t, Priority: 1000 + len(np.Rules),
 				})
 			}
@@ -460,14 +541,17 @@ func (p *Plan) route(tp *topo.Topology, seed int64) error {
 	return nil
 }
 
-// Namespaces lists the plan's namespaces: nodes, then VMs.
+// Namespaces lists the plan's namespaces: nodes, VMs, then appliances.
 func (p *Plan) Namespaces() []string {
-	out := make([]string, 0, len(p.Nodes)+len(p.VMs))
+	out := make([]string, 0, len(p.Nodes)+len(p.VMs)+len(p.Appliances))
 	for _, n := range p.Nodes {
 		out = append(out, n.NS)
 	}
 	for _, v := range p.VMs {
 		out = append(out, v.NS)
+	}
+	for _, a := range p.Appliances {
+		out = append(out, a.NS)
 	}
 	return out
 }

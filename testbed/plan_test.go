@@ -45,22 +45,29 @@ func walk(t *testing.T, p *Plan, tp *topo.Topology, src, dst string) []int {
 	t.Helper()
 	s, _ := p.VM(src)
 	d, _ := p.VM(dst)
-	node, _ := p.Node(s.Server)
+	return walkAddr(t, p, s.Server, s.Addr, d.Server, d.Addr)
+}
+
+// walkAddr follows the plan's routes and rules for a packet from the
+// address src behind server from to the address dst behind server to.
+func walkAddr(t *testing.T, p *Plan, from string, src netip.Addr, to string, dst netip.Addr) []int {
+	t.Helper()
+	node, _ := p.Node(from)
 	var links []int
-	for hops := 0; node.Name != d.Server; hops++ {
+	for hops := 0; node.Name != to; hops++ {
 		if hops > len(p.Nodes) {
 			t.Fatalf("%s->%s: routing loop through %v", src, dst, links)
 		}
 		table := 0
 		for _, r := range node.Rules {
-			if r.Src.Contains(s.Addr) && r.Dst.Contains(d.Addr) {
+			if r.Src.Contains(src) && r.Dst.Contains(dst) {
 				table = r.Table
 				break
 			}
 		}
 		var dev string
 		for _, r := range node.Routes {
-			if r.Table == table && r.Dst.Contains(d.Addr) && (dev == "" || r.Dst.Bits() == 32) {
+			if r.Table == table && r.Dst.Contains(dst) && (dev == "" || r.Dst.Bits() == 32) {
 				dev = r.Dev
 			}
 		}

@@ -56,6 +56,11 @@ type RunOptions struct {
 	// Workload is what runs the flows: WorkloadIperf3 (default) or
 	// WorkloadBuiltin (the generator in this process; see gen.go).
 	Workload string
+	// RequestClient is what sends the requests of requests workloads to
+	// the real appliances: RequestBuiltin (default, package loadgen) or
+	// RequestRedisBenchmark (closed loop on kv appliances; see
+	// benchmark.go).
+	RequestClient string
 	// AgentTrace, if set, receives every agent's per-step trace
 	// (agent.Config.Trace), each agent's after the other's at the end.
 	AgentTrace io.Writer
@@ -124,17 +129,16 @@ type flow struct {
 
 // flows lists the iperf3 tests of the scenario's workloads.
 func flows(sc *spec.Scenario, p *Plan) ([]flow, error) {
-	if len(sc.Appliances) > 0 {
-		return nil, errors.New("testbed: appliances are not emulated yet")
-	}
 	pidx := p.pairIndex()
 	ports := map[string]int{}
 	var out []flow
 	for _, w := range sc.Workloads {
 		switch w.Kind {
 		case spec.KindTCP, spec.KindUDP, spec.KindFlows:
+		case spec.KindRequests:
+			continue // the request generator's (Plan.Requests)
 		default:
-			return nil, fmt.Errorf("testbed: workload %q: kind %s is not supported on the testbed yet (tcp, udp and flows are)", w.Name, w.Kind)
+			return nil, fmt.Errorf("testbed: workload %q: kind %s is not supported on the testbed yet (tcp, udp, flows and requests are)", w.Name, w.Kind)
 		}
 		for _, pr := range w.Pairs() {
 			for _, ph := range w.Intervals(time.Duration(sc.Duration)) {
@@ -196,9 +200,12 @@ func (f *flow) active(t time.Duration) bool {
 	return t >= time.Duration(f.phase.Start) && t < time.Duration(f.phase.Stop)
 }
 
-// Run brings the scenario's datacenter up, applies the mechanism, runs the
-// workloads with iperf3 for the scenario's duration, samples every declared
-// pair's received throughput from the counters and tears everything down
+// Run brings the scenario's datacenter up, starts its appliances' real
+// servers, applies the mechanism, runs the workloads with iperf3 (or the
+// built-in generator) and the requests workloads with the request
+// generator for the scenario's duration, samples every declared pair's
+// received throughput from the counters and every request flow's
+// completed requests and tokens, and tears everything down
 // (also on error and when ctx is cancelled). Rates in the result are in
 // bits/s of link-layer frames, divided by the scale: the scenario's units.
 func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions) (_ *eval.Input, err error) {
@@ -233,9 +240,22 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	if o.Iperf3 == "" {
 		o.Iperf3 = "iperf3"
 	}
+	switch o.RequestClient {
+	case "":
+		o.RequestClient = RequestBuiltin
+	case RequestBuiltin, RequestRedisBenchmark:
+	default:
+		return nil, fmt.Errorf("testbed: request client %q: want %s or %s", o.RequestClient, RequestBuiltin, RequestRedisBenchmark)
+	}
+	if err := CheckApplianceServers(sc); err != nil {
+		return nil, err
+	}
 	var iperf string
 	switch o.Workload {
 	case "", WorkloadIperf3:
+		if !hasFlows(sc) {
+			break // requests only: iperf3 is not needed
+		}
 		if iperf, err = exec.LookPath(o.Iperf3); err != nil {
 			return nil, fmt.Errorf("testbed: iperf3 is needed for workloads (apt-get install -y iperf3, or the builtin generator): %w", err)
 		}
@@ -284,6 +304,20 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		}
 	}()
 
+	as, err := tb.startAppliances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer as.stop()
+	reqs, err := newRequests(tb, sc, o.RequestClient)
+	if err != nil {
+		return nil, err
+	}
+	defer reqs.end()
+	if err := reqs.prepare(ctx); err != nil {
+		return nil, err
+	}
+
 	var w load
 	var gen *generator
 	if o.Workload == WorkloadBuiltin {
@@ -317,9 +351,16 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		during = func(ctx context.Context, t0 time.Time) error { return o.During(ctx, &RunControl{T0: t0, d: d, tb: tb}) }
 	}
 	tb.log.Info("controller and host agents started", "mechanism", m.Name(), "agents", len(d.agents))
-	in, err := tb.measure(ctx, sc, fl, o, w, during)
+	in, err := tb.measure(ctx, sc, fl, o, w, reqs, as, during)
 	if err != nil {
 		return nil, err
+	}
+	reqs.end()
+	if err := reqs.err(); err != nil {
+		return nil, err
+	}
+	if failed, dropped := reqs.failed(); failed > 0 || dropped > 0 {
+		tb.log.Warn("requests failed or dropped", "failed", failed, "dropped", dropped)
 	}
 	if bad := eval.ImpossibleRates(in, ImpossibleTolerance); len(bad) > 0 {
 		in.Invalid = append(in.Invalid, bad[0]+" (try a smaller --scale)")
@@ -515,7 +556,8 @@ func (w *workers) startClient(ctx context.Context, f flow, t0 time.Time, scale f
 
 // measure starts the clients and samples the pairs' received bytes every
 // sample interval for the scenario's duration.
-func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w load, during func(context.Context, time.Time) error) (*eval.Input, error) {
+func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w load, reqs *requests, as *appliances,
+	during func(context.Context, time.Time) error) (*eval.Input, error) {
 	dur := time.Duration(sc.Duration)
 	n := int(dur / o.Sample)
 	in := tb.input(sc, o.Sample)
@@ -524,10 +566,12 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 		return nil, err
 	}
 	t0 := time.Now()
+	as.busy(0) // CPU time so far
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w.begin(wctx, fl, t0, tb.plan.Scale)
-	tb.log.Info("workloads started", "flows", len(fl), "duration", dur, "sample", o.Sample)
+	reqs.begin(wctx, t0)
+	tb.log.Info("workloads started", "flows", len(fl), "request_flows", len(tb.plan.Requests), "duration", dur, "sample", o.Sample)
 	duringErr := make(chan error, 1)
 	if during != nil {
 		go func() { duringErr <- during(wctx, t0) }()
@@ -567,9 +611,16 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 			s.Pairs[i].Rate = float64(cur[i]-prev[i]) * 8 / sec / tb.plan.Scale
 		}
 		recordActivity(&s, fl, time.Duration(k-1)*o.Sample, time.Duration(k)*o.Sample)
+		reqs.sample(&s, as, sec)
 		in.Samples = append(in.Samples, s)
 		prev, prevT = cur, now
 		if err := w.err(); err != nil {
+			return nil, err
+		}
+		if err := reqs.err(); err != nil {
+			return nil, err
+		}
+		if err := as.alive(); err != nil {
 			return nil, err
 		}
 	}
@@ -618,5 +669,17 @@ func (tb *Testbed) input(sc *spec.Scenario, sample time.Duration) *eval.Input {
 	for _, p := range tp.Pairs {
 		in.Pairs = append(in.Pairs, eval.Pair{Tenant: p.Tenant, Src: p.Src, Dst: p.Dst, Links: p.Links})
 	}
+	tb.inputRequests(in, sc)
 	return in
+}
+
+// hasFlows reports whether the scenario has workloads other than
+// requests (flows between VMs).
+func hasFlows(sc *spec.Scenario) bool {
+	for _, w := range sc.Workloads {
+		if w.Kind != spec.KindRequests {
+			return true
+		}
+	}
+	return false
 }

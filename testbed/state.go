@@ -40,6 +40,8 @@ type State struct {
 	Schedulers bool        `json:"schedulers,omitempty"`
 	Nodes      []StateNode `json:"nodes,omitempty"`
 	VMs        []StateVM   `json:"vms,omitempty"`
+	// Appliances are the run's real appliances.
+	Appliances []StateAppliance `json:"appliances,omitempty"`
 	// Model is the declared model the run enforces (Plan.Model: VMs with
 	// their addresses and devices).
 	Model *model.Model `json:"model,omitempty"`
@@ -61,6 +63,16 @@ type StateVM struct {
 	Addr   string `json:"addr"`
 }
 
+// StateAppliance is a real appliance of a run.
+type StateAppliance struct {
+	Name     string `json:"name"`
+	Model    string `json:"model"`
+	Server   string `json:"server"`
+	NS       string `json:"netns"`
+	Endpoint string `json:"endpoint"`
+	Protocol string `json:"protocol"`
+}
+
 func statePath(prefix string) string { return filepath.Join(StateDir, prefix+".json") }
 
 func newState(p *Plan, ephemeral bool) *State {
@@ -72,6 +84,10 @@ func newState(p *Plan, ephemeral bool) *State {
 	}
 	for _, v := range p.VMs {
 		s.VMs = append(s.VMs, StateVM{Name: v.Name, Tenant: v.Tenant, Server: v.Server, NS: v.NS, Addr: v.Addr.String()})
+	}
+	for _, a := range p.Appliances {
+		s.Appliances = append(s.Appliances, StateAppliance{Name: a.Name, Model: a.Model, Server: a.Server, NS: a.NS,
+			Endpoint: a.Endpoint().String(), Protocol: a.Protocol})
 	}
 	return s
 }
@@ -101,6 +117,7 @@ func removeState(prefix string) error {
 	_ = os.Remove(statePath(prefix) + ".tmp")
 	_ = os.Remove(keyPath(prefix))
 	_ = os.RemoveAll(daemonDir(prefix))
+	_ = os.RemoveAll(applianceDir(prefix))
 	return nil
 }
 
@@ -150,8 +167,9 @@ func startTime(pid int) uint64 {
 	return v
 }
 
-// nsRunRE recognizes the namespaces of a run: PREFIX-n-NODE, PREFIX-v-VM.
-var nsRunRE = regexp.MustCompile(`^([a-z][a-z0-9]{1,7})-[nv]-`)
+// nsRunRE recognizes the namespaces of a run: PREFIX-n-NODE, PREFIX-v-VM,
+// PREFIX-a-APPLIANCE.
+var nsRunRE = regexp.MustCompile(`^([a-z][a-z0-9]{1,7})-[nva]-`)
 
 // Status is one run found on the machine.
 type Status struct {

@@ -72,6 +72,9 @@ func helper(mode string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f[0] == "upkv" {
+		return helperKV(ctx, f[1])
+	}
 	sc, tp, err := loadFig3()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
