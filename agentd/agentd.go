@@ -527,7 +527,10 @@ func (d *Daemon) updateFront(ctx context.Context, s *controlpb.Snapshot, m *mode
 		if err != nil {
 			return fmt.Errorf("steering: %w", err)
 		}
-		if f, err = appfront.New(appfront.Config{Host: d.cfg.Host, Steering: st, Log: d.log}); err != nil {
+		// The front connects to the appliances from the host's declared
+		// address, which the network routes back to the host.
+		src, _ := netip.ParseAddr(s.Address)
+		if f, err = appfront.New(appfront.Config{Host: d.cfg.Host, Steering: st, Source: src, Log: d.log}); err != nil {
 			st.Close()
 			return err
 		}

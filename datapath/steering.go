@@ -22,8 +22,9 @@ type Steering interface {
 	// (including what an earlier agent left).
 	Steered() (map[netip.Addr][]netip.Addr, error)
 	// Dial connects to the appliance from the server itself (not
-	// steered).
-	Dial(ctx context.Context, app netip.AddrPort) (net.Conn, error)
+	// steered), from address src (the server's address the appliance
+	// routes back to; invalid: the kernel chooses).
+	Dial(ctx context.Context, src netip.Addr, app netip.AddrPort) (net.Conn, error)
 	// Close releases the steering's handles; the steering stays.
 	Close() error
 }

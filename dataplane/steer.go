@@ -163,11 +163,14 @@ func (n *NS) ListenTransparent(addr netip.AddrPort) (net.Listener, error) {
 	return ln, nil
 }
 
-// DialTCP connects from the namespace.
-func (n *NS) DialTCP(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+// DialTCP connects from the namespace, from address src if it is valid.
+func (n *NS) DialTCP(ctx context.Context, src netip.Addr, addr netip.AddrPort) (net.Conn, error) {
 	var c net.Conn
 	err := n.Do(func() (err error) {
 		var d net.Dialer
+		if src.IsValid() {
+			d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
+		}
 		c, err = d.DialContext(ctx, "tcp", addr.String())
 		return err
 	})

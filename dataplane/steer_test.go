@@ -48,7 +48,7 @@ func TestSteering(t *testing.T) {
 		t.Errorf("a's connection to %v reached %q, want the proxy on h seeing a's address", ep, got)
 	}
 	// h's own connection to the appliance is not steered.
-	conn, err := c.h.DialTCP(context.Background(), ep)
+	conn, err := c.h.DialTCP(context.Background(), netip.Addr{}, ep)
 	must(err)
 	if got := readAll(t, conn); got != "real 10.200.0.2" {
 		t.Errorf("h's connection reached %q, want the real appliance seeing h's address", got)
@@ -96,7 +96,7 @@ func ask(t *testing.T, from *NS, ep netip.AddrPort) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := from.DialTCP(ctx, ep)
+	c, err := from.DialTCP(ctx, netip.Addr{}, ep)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,19 +43,27 @@
 //
 // A request is charged what is known of it before its first byte is
 // forwarded, and waits (in FIFO order with the flow's other requests; no
-// drop, no reordering) until every bucket holds its tokens. A RESP bulk
-// string counts from its header on, so "SET k <50 MB>" is charged whole
-// before it streams; a request whose later arguments arrive after the
-// buffer has filled is charged again, and waits again, for what they add.
-// An HTTP request is charged its head and Content-Length, and a GET with a
-// single closed Range the range's bytes on the reverse links and at the
-// appliance. What the reply adds (a GET's value, a chunked body's bytes) is
-// only known once it has passed: it is charged then, as debt — a
-// request with no bytes enters the flow's bucket queue, so later requests
-// of the flow wait until the buckets have refilled it (the buckets'
-// over-depth debt, see tokenbucket's package documentation, lets a request
-// larger than a bucket's depth pass once the bucket is full). Charges are
-// never refunded: a Range estimate above the actual response stays charged.
+// drop, no reordering) until every bucket holds its tokens. What is known
+// includes its expected reply: per request type, a moving average of the
+// replies the flow has seen (the reverse links' bytes and the reply's
+// payload in the appliance's cost), so that a request that waits or is
+// outstanding counts on every element of its path — as the simulator's
+// requests do, whose reply sizes it knows — and Pulsar's demand estimation
+// sees what it needs on the reverse links too. A RESP bulk string counts
+// from its header on, so "SET k <50 MB>" is charged whole before it
+// streams; a request whose later arguments arrive after the buffer has
+// filled is charged again, and waits again, for what they add. An HTTP
+// request is charged its head and Content-Length, and a GET with a single
+// closed Range the range's bytes on the reverse links and at the
+// appliance. When the reply has passed, the request is settled: what it
+// cost beyond its charge (a reply larger than expected, a chunked body) is
+// charged as debt — a request with no bytes enters the flow's bucket
+// queue, so later requests of the flow wait until the buckets have
+// refilled it (the buckets' over-depth debt, see tokenbucket's package
+// documentation, lets a request larger than a bucket's depth pass once the
+// bucket is full) — and what it was charged beyond its cost (a reply
+// smaller than expected or than its Range) is refunded to the buckets
+// (tokenbucket.Multi.Refund).
 //
 // # Relay
 //

@@ -84,6 +84,10 @@ type flow struct {
 	kick   chan struct{}
 	alloc  []float64 // the allocation in force, nil on the default rate; guarded by p.mu
 
+	// replies are the expected reply of each request type (wire and
+	// payload bytes), learnt from the replies that passed; guarded by mu.
+	replies map[string]replyEstimate
+
 	mu      sync.Mutex
 	pumping bool
 	out     []float64 // tokens outstanding per element
@@ -92,10 +96,52 @@ type flow struct {
 	last    time.Time
 }
 
+// replyEstimate is a request type's expected reply: a moving average of
+// the replies seen.
+type replyEstimate struct{ wire, size float64 }
+
+// replyWeight is the weight of the latest reply in the moving average.
+const replyWeight = 1.0 / 16
+
+// maxReplyTypes bounds the request types a flow keeps estimates for (a
+// client may send any command name).
+const maxReplyTypes = 256
+
 func (f *flow) newExchange(typ string) *exchange {
 	k := len(f.path)
 	s := make([]float64, 2*k)
-	return &exchange{typ: typ, charged: s[:k:k], outTok: s[k:]}
+	ex := &exchange{typ: typ, charged: s[:k:k], outTok: s[k:]}
+	// A request is charged its expected reply at once — on the reverse
+	// links and in the appliance's cost — so that what waits and what is
+	// outstanding count on every element of the path, as the simulator
+	// charges a request type whose sizes it knows; the reply's excess is
+	// charged when it passes.
+	f.mu.Lock()
+	if e, ok := f.replies[typ]; ok {
+		ex.respWire, ex.respSize = int64(e.wire), int64(e.size)
+	}
+	f.mu.Unlock()
+	return ex
+}
+
+// learnReply updates the expected reply of a request type.
+func (f *flow) learnReply(typ string, wire, size int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.replies[typ]
+	switch {
+	case ok:
+		e.wire += replyWeight * (float64(wire) - e.wire)
+		e.size += replyWeight * (float64(size) - e.size)
+	case len(f.replies) < maxReplyTypes:
+		if f.replies == nil {
+			f.replies = map[string]replyEstimate{}
+		}
+		e = replyEstimate{wire: float64(wire), size: float64(size)}
+	default:
+		return
+	}
+	f.replies[typ] = e
 }
 
 // target returns the tokens ex costs per path element by what is known of
@@ -227,9 +273,11 @@ func (f *flow) debt(ex *exchange) error {
 // the reply, the debt of what it cost beyond its charge; it is no longer
 // outstanding.
 func (f *flow) answered(ex *exchange, respWire, respSize int64) error {
+	f.learnReply(ex.typ, respWire, respSize)
 	ex.mu.Lock()
 	ex.respWire, ex.respSize = respWire, respSize
 	cost := f.charge(ex)
+	refund := f.overcharge(ex)
 	appTok := f.appTokens(ex)
 	ex.mu.Unlock()
 	var err error
@@ -239,8 +287,30 @@ func (f *flow) answered(ex *exchange, respWire, respSize int64) error {
 			f.ensurePump()
 		}
 	}
+	if refund != nil && err == nil {
+		if err = f.m.Refund(refund); err == nil {
+			f.nudge()
+		}
+	}
 	f.end(ex, true, appTok)
 	return err
+}
+
+// overcharge returns what ex was charged beyond what it cost (nil:
+// nothing), an expected reply or a Range larger than the reply, and counts
+// it as no longer charged. Holding ex.mu.
+func (f *flow) overcharge(ex *exchange) []float64 {
+	var back []float64
+	for i, t := range f.target(ex) {
+		if d := ex.charged[i] - t; d > 0 {
+			if back == nil {
+				back = make([]float64, len(f.path))
+			}
+			back[i] = d
+			ex.charged[i] = t
+		}
+	}
+	return back
 }
 
 // appTokens is ex's virtual cost at the appliance as charged. Holding ex.mu.

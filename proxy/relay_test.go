@@ -503,3 +503,44 @@ func TestModelCost(t *testing.T) {
 		}
 	}
 }
+
+// TestExpectedReply: a flow learns the reply of each request type, charges
+// the next request of the type its expected reply at once (so what waits
+// and what is outstanding count on the reverse links too), and settles
+// each request at its actual cost: a reply smaller than expected is
+// refunded, so the reverse link's use is the replies' exact bytes.
+func TestExpectedReply(t *testing.T) {
+	clock := tokenbucket.NewFakeClock(t0) // stands still: statistics are exact
+	app := Appliance{Name: "kv", Protocol: RESP, Dial: tcpDial(appliancetest.StartRedis(t))}
+	p := newProxy(t, Config{Clock: clock}, app)
+	f := kvFlow("vm1")
+	c := dialT(t, listen(t, p, f))
+	rr := newReplyReader(t, c)
+	big := strings.Repeat("v", 10000)
+	var replies int
+	for _, req := range []string{encode("SET", "big", big), encode("SET", "small", "s"), encode("GET", "big"), encode("GET", "small"), encode("GET", "big")} {
+		write(t, c, req)
+		r, err := rr.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies += len(r)
+	}
+	p.mu.Lock()
+	fl := p.flows[f.ID]
+	p.mu.Unlock()
+	ex := fl.newExchange("get")
+	// The expected GET reply after 10 KB, 1 B and 10 KB replies: a moving
+	// average between them.
+	if ex.respWire < 1000 || ex.respWire > 10020 {
+		t.Errorf("expected GET reply %d bytes, want between the small and the big reply", ex.respWire)
+	}
+	if e := fl.newExchange("set"); e.respWire != int64(len("+OK\r\n")) {
+		t.Errorf("expected SET reply %d bytes, want 5", e.respWire)
+	}
+	clock.Advance(time.Second)
+	fo := p.Collect().Flows[0]
+	if got := fo.Used[2]; got != float64(replies) {
+		t.Errorf("reverse link used %v tokens, want the replies' %d bytes exactly (over-charges refunded)", got, replies)
+	}
+}

@@ -3,6 +3,7 @@ package tokenbucket
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -277,6 +278,27 @@ func (m *Multi) QueuedCost() []float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]float64(nil), m.queued...)
+}
+
+// Refund gives back tokens a request was charged beyond what it turned
+// out to cost (an estimate that was too high), per resource: each bucket
+// gets them back up to its depth, they no longer count as used, and
+// queued requests the buckets now admit pass. Amounts must be finite and
+// non-negative.
+func (m *Multi) Refund(tokens []float64) error {
+	if err := m.checkCost("Refund", tokens); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refill(m.clock.Now())
+	for r, c := range tokens {
+		l := &m.lanes[r]
+		l.tokens = math.Min(l.depth, l.tokens+c)
+		m.used[r] = math.Max(0, m.used[r]-c)
+	}
+	m.nudgeFirstWaiter()
+	return nil
 }
 
 // Stats returns the statistics of the period since the previous Stats call

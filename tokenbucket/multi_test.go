@@ -604,3 +604,37 @@ func TestMultiConcurrent(t *testing.T) {
 		t.Fatalf("offered %d passed %d queued %d", st.Offered, st.Passed, m.Queued())
 	}
 }
+
+// TestRefund: tokens given back return to the buckets (up to their
+// depth), no longer count as used, and let a queued request through.
+func TestRefund(t *testing.T) {
+	c := NewFakeClock(t0)
+	m := newMulti(t, c, []float64{100, 1000}) // depths 100 and 1000
+	if ok, err := m.Offer(Request{Cost: []float64{80, 500}}); !ok || err != nil {
+		t.Fatalf("first offer: %v %v", ok, err)
+	}
+	if ok, _ := m.Offer(Request{Cost: []float64{50, 100}}); ok {
+		t.Fatal("the second request passed with 20 tokens left of 50")
+	}
+	if err := m.Refund([]float64{40, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Release(nil); len(got) != 1 {
+		t.Fatalf("after a refund of 40: %d released, want the queued request", len(got))
+	}
+	if err := m.Refund([]float64{1e6, 1e6}); err != nil {
+		t.Fatal(err)
+	}
+	if av := m.Available(); av[0] != 100 || av[1] != 1000 {
+		t.Errorf("available %v after a huge refund, want the depths [100 1000]", av)
+	}
+	if st := m.Stats(); st.Used[0] != 0 || st.Used[1] != 0 {
+		t.Errorf("used %v: refunds beyond what was used leave 0", st.Used)
+	}
+	if err := m.Refund([]float64{-1, 0}); err == nil {
+		t.Error("a negative refund was taken")
+	}
+	if err := m.Refund([]float64{1}); err == nil {
+		t.Error("a refund of the wrong length was taken")
+	}
+}

@@ -46,6 +46,9 @@ type Config struct {
 	Host string
 	// Steering takes the VMs' connections (required).
 	Steering datapath.Steering
+	// Source is the host's address the appliances route back to, which
+	// the front connects to them from (invalid: the kernel chooses).
+	Source netip.Addr
 	// Clock drives the buckets and the statistics (default: the real
 	// clock).
 	Clock tokenbucket.TimerClock
@@ -136,7 +139,7 @@ func (f *Front) Update(ctx context.Context, m *model.Model, paths map[mech.FlowI
 		}
 		want[a.Name] = ep
 		apps = append(apps, proxy.Appliance{Name: a.Name, Protocol: proto, Cost: proxy.ModelCost(a, aliases[a.Protocol]),
-			Dial: func(ctx context.Context) (net.Conn, error) { return f.cfg.Steering.Dial(ctx, ep) }})
+			Dial: func(ctx context.Context) (net.Conn, error) { return f.cfg.Steering.Dial(ctx, f.cfg.Source, ep) }})
 		key += fmt.Sprintf("%s|%v|%s|%+v\n", a.Name, ep, a.Protocol, a.VirtualCost)
 	}
 	var errs []error

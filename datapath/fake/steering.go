@@ -85,7 +85,7 @@ func (s *Steering) Steered() (map[netip.Addr][]netip.Addr, error) {
 }
 
 // Dial implements datapath.Steering.
-func (s *Steering) Dial(ctx context.Context, app netip.AddrPort) (net.Conn, error) {
+func (s *Steering) Dial(ctx context.Context, _ netip.Addr, app netip.AddrPort) (net.Conn, error) {
 	s.mu.Lock()
 	addr, ok := s.real[app]
 	s.mu.Unlock()

@@ -32,8 +32,8 @@ func (s *Steering) Listen(app netip.AddrPort) (net.Listener, error) {
 }
 
 // Dial implements datapath.Steering.
-func (s *Steering) Dial(ctx context.Context, app netip.AddrPort) (net.Conn, error) {
-	return s.ns.DialTCP(ctx, app)
+func (s *Steering) Dial(ctx context.Context, src netip.Addr, app netip.AddrPort) (net.Conn, error) {
+	return s.ns.DialTCP(ctx, src, app)
 }
 
 // Steer implements datapath.Steering: it adds the missing rules, removes
