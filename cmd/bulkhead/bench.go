@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/alloc"
 	"github.com/bulkhead-dc/bulkhead/analysis"
 	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
+	"github.com/bulkhead-dc/bulkhead/proxy/proxybench"
 	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/spf13/cobra"
 )
@@ -26,9 +29,12 @@ func newBenchCmd() *cobra.Command {
                global allocation) at §6.4 scale, 20% and 100% of VMs active
   bench qshare QShare Table 1 and Fig. 10: 1024 servers × 100 VM slots,
                filled with QShare's placement; ports, dedicated queues, DSCP
-               code points, throughput gain and link utilization`,
+               code points, throughput gain and link utilization
+  bench proxy  the proxy's overhead: redis-benchmark against redis-server
+               directly, through twemproxy and through Bulkhead's proxy
+               with isolation on; requests/s, p50, p99, CPU`,
 	}
-	cmd.AddCommand(newBenchAllocCmd(), newBenchSimCmd(), newBenchPulsarCmd(), newBenchQShareCmd())
+	cmd.AddCommand(newBenchAllocCmd(), newBenchSimCmd(), newBenchPulsarCmd(), newBenchQShareCmd(), newBenchProxyCmd())
 	return cmd
 }
 
@@ -261,5 +267,73 @@ controller and times its second step (the first learns the flows).`,
 	}
 	cmd.Flags().IntVar(&runs, "runs", 5, "repetitions per case")
 	cmd.Flags().Int64Var(&seed, "seed", 1, "seed of the generated instance")
+	return cmd
+}
+
+func newBenchProxyCmd() *cobra.Command {
+	var (
+		o       proxybench.Options
+		outDir  string
+		profile string
+	)
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "The proxy's overhead against direct Redis and twemproxy",
+		Long: `Starts a redis-server, nutcracker (twemproxy) in front of it and Bulkhead's
+proxy in this process (one RESP appliance, one flow whose buckets run at a
+finite, non-binding allocation: isolation on), all on loopback, then runs
+redis-benchmark (SET then GET, each its own run) against each target with
+the same settings for every --pipeline depth and --clients count, --rounds
+times, interleaved. Prints a markdown table of the medians: requests/s, p50
+and p99 (ms), the p99 each proxy adds over direct, the proxy's CPU at 100K
+requests/s (CPU time ÷ requests) and its read and write system calls per
+request; then whether issue 14's goal holds (throughput ≥ twemproxy's, p99
+added under 100 µs unpipelined). -o DIR writes every run to
+DIR/proxy-overhead.csv. Needs the Debian packages redis-server,
+redis-tools and nutcracker. Progress goes to stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Progress = cmd.ErrOrStderr()
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				o.CPUProfile = f
+			}
+			res, err := proxybench.Run(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if err := proxybench.WriteMarkdown(cmd.OutOrStdout(), res); err != nil {
+				return err
+			}
+			if outDir != "" {
+				if err := os.MkdirAll(outDir, 0o755); err != nil {
+					return err
+				}
+				f, err := os.Create(filepath.Join(outDir, "proxy-overhead.csv"))
+				if err != nil {
+					return err
+				}
+				if err := proxybench.WriteCSV(f, res); err != nil {
+					f.Close()
+					return err
+				}
+				if err := f.Close(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Requests, "requests", 50000, "redis-benchmark -n per test and run unpipelined (pipelined runs: × the depth)")
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 3, "rounds of every run, interleaved; the table shows medians, the CSV every run")
+	cmd.Flags().IntSliceVar(&o.Clients, "clients", []int{1, 50}, "redis-benchmark -c values")
+	cmd.Flags().IntSliceVar(&o.Pipeline, "pipeline", []int{1, 16}, "redis-benchmark -P values")
+	cmd.Flags().StringSliceVar(&o.Targets, "targets", []string{proxybench.Direct, proxybench.Twemproxy, proxybench.Bulkhead}, "targets: direct, twemproxy, bulkhead")
+	cmd.Flags().StringVarP(&outDir, "output", "o", "", "directory to write proxy-overhead.csv to")
+	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a pprof CPU profile of the Bulkhead proxy's runs to this file")
 	return cmd
 }
