@@ -199,11 +199,13 @@ operator runs it — a 'bulkhead controller' process, to which the run
 declares the scenario's cluster, servers and tenants through the operator
 API, and one 'bulkhead agent --controller' process per server, which
 builds every VM's limiters, schedulers and loss counters and runs the
-mechanism (--mechanism, default the scenario's; those without a central
-controller, appliances or VMs' demands) — run its tcp and udp workloads
-with iperf3 for the scenario's duration, sample every declared VM pair's
-received throughput from the counters every --sample, tear everything
-down, and write the same report as 'bulkhead sim' (report.json,
+mechanism (--mechanism, default the scenario's; not those that need switch
+queues or VMs' demands) — start its appliances as real servers (kv:
+redis-server, filestore: nginx), run its tcp and udp workloads with
+iperf3 or the built-in generator and its requests workloads with the
+request generator for the scenario's duration, sample every declared VM
+pair's received throughput from the counters and every request flow's
+completions every --sample, tear everything down, and write the same report as 'bulkhead sim' (report.json,
 summary.md, timeseries.csv, plots) to DIR.
 
 Rates are link-layer (Ethernet frame) bits/s divided by --scale, the unit
@@ -278,18 +280,7 @@ tenants there for you to apply ('bulkhead apply -f FILE') and watch
 				return fmt.Errorf("write report to %s: %w", out, err)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s under %s (testbed): work conservation %.2f, compliance %.2f", rep.Scenario, rep.Mechanism, rep.WorkConservation, rep.Compliance)
-			if rep.Worst != nil {
-				fmt.Fprintf(w, ", worst tenant %s %.2f", rep.Worst.Name, rep.Worst.Compliance)
-			}
-			fmt.Fprintln(w)
-			for _, t := range rep.Tenants {
-				if t.Pairs == 0 {
-					continue
-				}
-				fmt.Fprintf(w, "  %-12s guarantee %8.1f  mean %8.1f  ideal %8.1f %s  compliance %.2f\n",
-					t.Name, t.Guarantee, t.MeanThroughput, t.IdealThroughput, rep.Units, t.Compliance)
-			}
+			writeSummary(w, rep, " (testbed)")
 			fmt.Fprintf(w, "report written to %s\n", out)
 			if len(rep.Invalid) > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("%s: the measurements are invalid (the report says so): %s", args[0], strings.Join(rep.Invalid, "; "))}
