@@ -126,7 +126,7 @@ func (a *centralAgent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Action
 	want := map[mech.PairID]float64{}
 	for f, r := range a.c.flows {
 		if a.local[f.Src] && a.vms[f.Dst] && len(r) > 0 {
-			want[mech.PairID{Src: f.Src, Dst: f.Dst}] = PairAllocLimit(r)
+			want[mech.PairID(f)] = PairAllocLimit(r)
 		}
 	}
 	// Pairs never allocated that the host has seen or limited.
