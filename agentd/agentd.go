@@ -276,15 +276,9 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 		d.log.Info("model updated", "revision", s.Revision, "vms", len(m.VMsOn(d.cfg.Host)))
 		return nil
 	}
-	var params map[string]any
-	if len(s.ParamsJson) > 0 {
-		if err := json.Unmarshal(s.ParamsJson, &params); err != nil {
-			return fmt.Errorf("mechanism parameters: %w", err)
-		}
-	}
-	mc, err := d.cfg.Mechanism(s.Mechanism, params)
+	mc, err := d.mechanism(s)
 	if err != nil {
-		return fmt.Errorf("mechanism %q: %w", s.Mechanism, err)
+		return err
 	}
 	// A central mechanism's allocations reach the host as actions; its
 	// agents enforce them for the host's VM pairs.
@@ -495,6 +489,21 @@ func (d *Daemon) Allocations() Allocations {
 // ActionsReceived counts the Actions messages received from controllers.
 func (d *Daemon) ActionsReceived() uint64 { return d.nact.Load() }
 
+// mechanism makes the snapshot's mechanism with its parameters.
+func (d *Daemon) mechanism(s *controlpb.Snapshot) (mech.Mechanism, error) {
+	var params map[string]any
+	if len(s.ParamsJson) > 0 {
+		if err := json.Unmarshal(s.ParamsJson, &params); err != nil {
+			return nil, fmt.Errorf("mechanism parameters: %w", err)
+		}
+	}
+	mc, err := d.cfg.Mechanism(s.Mechanism, params)
+	if err != nil {
+		return nil, fmt.Errorf("mechanism %q: %w", s.Mechanism, err)
+	}
+	return mc, nil
+}
+
 // updateFront runs the front to the real appliances while the cluster's
 // mechanism enforces appliance guarantees, on the paths the controller
 // sent; it stops it otherwise.
@@ -502,13 +511,7 @@ func (d *Daemon) updateFront(ctx context.Context, s *controlpb.Snapshot, m *mode
 	if d.cfg.Steering == nil {
 		return nil
 	}
-	var params map[string]any
-	if len(s.ParamsJson) > 0 {
-		if err := json.Unmarshal(s.ParamsJson, &params); err != nil {
-			return fmt.Errorf("mechanism parameters: %w", err)
-		}
-	}
-	mc, err := d.cfg.Mechanism(s.Mechanism, params)
+	mc, err := d.mechanism(s)
 	if err != nil || !mc.Capabilities().Appliances || len(s.AppliancePaths) == 0 {
 		d.stopFront()
 		return nil

@@ -478,7 +478,8 @@ type endpoint struct {
 // routeFlow is the path the controller allocates a flow on, from the
 // source VM's server: a VM pair on the route admission reserved on
 // (topo.PairHash); a flow to an appliance forward to the appliance's
-// server, the appliance, and back. Agents get the paths of their VMs'
+// server, the appliance, and back, on the hops the simulator and the
+// testbed route it on (topo.ConnHash). Agents get the paths of their VMs'
 // flows to appliances from it (appliancePaths), so that their enforcers
 // charge and report on the elements the controller allocates.
 func routeFlow(tp *topo.Topology, seed int64, id mech.FlowID, src int, to endpoint) []mech.PathElem {
@@ -492,12 +493,19 @@ func routeFlow(tp *topo.Topology, seed int64, id mech.FlowID, src int, to endpoi
 		links(src, to.node, id.Src, id.Dst, mech.Forward)
 		return p
 	}
+	// A request flow goes where the simulator and the testbed route it
+	// (topo.ConnHash), each way.
+	hop := func(from, to int, a, b string, role mech.PathRole) {
+		for _, l := range tp.Route(from, to, topo.ConnHash(seed, a, b, 0)) {
+			p = append(p, mech.PathElem{Resource: l, Role: role})
+		}
+	}
 	if to.node >= 0 {
-		links(src, to.node, id.Src, id.Dst, mech.Forward)
+		hop(src, to.node, id.Src, id.Dst, mech.Forward)
 	}
 	p = append(p, mech.PathElem{Resource: to.res, Role: mech.Appliance})
 	if to.node >= 0 {
-		links(to.node, src, id.Dst, id.Src, mech.Reverse)
+		hop(to.node, src, id.Dst, id.Src, mech.Reverse)
 	}
 	return p
 }

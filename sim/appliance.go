@@ -8,6 +8,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/alloc"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/spec"
+	"github.com/bulkhead-dc/bulkhead/topo"
 )
 
 // The round trip a request pays besides its service times follows its
@@ -223,10 +224,10 @@ func (e *engine) newRequestFlow(w *spec.Workload, wi int, src, dst string, toVM 
 		names = append(names, dst)
 	}
 	for k := 0; k+1 < len(nodes); k++ {
-		f.fwd = append(f.fwd, e.tp.Route(nodes[k], nodes[k+1], connHash(e.sc.Seed, names[k], names[k+1], 0))...)
+		f.fwd = append(f.fwd, e.tp.Route(nodes[k], nodes[k+1], topo.ConnHash(e.sc.Seed, names[k], names[k+1], 0))...)
 	}
 	for k := len(nodes) - 1; k > 0; k-- {
-		f.rev = append(f.rev, e.tp.Route(nodes[k], nodes[k-1], connHash(e.sc.Seed, names[k], names[k-1], 0))...)
+		f.rev = append(f.rev, e.tp.Route(nodes[k], nodes[k-1], topo.ConnHash(e.sc.Seed, names[k], names[k-1], 0))...)
 	}
 	f.rtt = RoundTrip(len(f.fwd), len(f.rev)).Seconds()
 	for _, l := range f.fwd {

@@ -445,26 +445,6 @@ func (e *engine) pairFor(tenant, src, dst string) int {
 	return len(e.pairs) - 1
 }
 
-// connHash is the ECMP hash of one connection of a pair.
-func connHash(seed int64, src, dst string, k int) uint64 {
-	h := uint64(14695981039346656037)
-	mix := func(b byte) { h ^= uint64(b); h *= 1099511628211 }
-	for i := 0; i < 8; i++ {
-		mix(byte(seed >> (8 * i)))
-	}
-	for i := 0; i < len(src); i++ {
-		mix(src[i])
-	}
-	mix(0)
-	for i := 0; i < len(dst); i++ {
-		mix(dst[i])
-	}
-	mix(0)
-	for i := 0; i < 8; i++ {
-		mix(byte(k >> (8 * i)))
-	}
-	return h
-}
 
 // newConn adds a connection of pair p (inactive) and returns its index.
 // Every connection of a pair takes the pair's route (ECMP by the pair's

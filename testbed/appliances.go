@@ -63,29 +63,6 @@ func applianceRefusal(a *model.Appliance) string {
 	return ""
 }
 
-// requestHash is the ECMP hash the simulator gives a request flow's hop
-// from src to dst (sim's connHash of connection 0): the testbed routes
-// request flows exactly where the simulator does.
-func requestHash(seed int64, src, dst string) uint64 {
-	h := uint64(14695981039346656037)
-	mix := func(b byte) { h ^= uint64(b); h *= 1099511628211 }
-	for i := 0; i < 8; i++ {
-		mix(byte(seed >> (8 * i)))
-	}
-	for i := 0; i < len(src); i++ {
-		mix(src[i])
-	}
-	mix(0)
-	for i := 0; i < len(dst); i++ {
-		mix(dst[i])
-	}
-	mix(0)
-	for i := 0; i < 8; i++ {
-		mix(0) // connection 0
-	}
-	return h
-}
-
 // planAppliances plans the scenario's appliances (refusing those that
 // cannot be real servers) and its request flows.
 func (p *Plan) planAppliances(sc *spec.Scenario, tp *topo.Topology) error {
@@ -151,8 +128,8 @@ func (p *Plan) planAppliances(sc *spec.Scenario, tp *topo.Topology) error {
 			}
 			vn, _ := tp.Node(v.Server)
 			p.Requests = append(p.Requests, RequestPlan{Tenant: w.Tenant, Workload: w.Name, Src: src, Appliance: ap.Name,
-				Fwd: tp.Route(vn.ID, an.ID, requestHash(sc.Seed, src, ap.Name)),
-				Rev: tp.Route(an.ID, vn.ID, requestHash(sc.Seed, ap.Name, src))})
+				Fwd: tp.Route(vn.ID, an.ID, topo.ConnHash(sc.Seed, src, ap.Name, 0)),
+				Rev: tp.Route(an.ID, vn.ID, topo.ConnHash(sc.Seed, ap.Name, src, 0))})
 		}
 	}
 	return nil

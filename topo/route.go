@@ -138,3 +138,27 @@ func splitmix64(x uint64) uint64 {
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
 }
+
+// ConnHash is the ECMP hash of connection k of a pair (or of a request
+// flow's hop, connection 0): the simulator spreads a pair's connections
+// over equal-cost paths by it, the testbed routes request flows by it, and
+// the controller allocates request flows on the paths it gives.
+func ConnHash(seed int64, src, dst string, k int) uint64 {
+	h := uint64(14695981039346656037)
+	mix := func(b byte) { h ^= uint64(b); h *= 1099511628211 }
+	for i := 0; i < 8; i++ {
+		mix(byte(seed >> (8 * i)))
+	}
+	for i := 0; i < len(src); i++ {
+		mix(src[i])
+	}
+	mix(0)
+	for i := 0; i < len(dst); i++ {
+		mix(dst[i])
+	}
+	mix(0)
+	for i := 0; i < 8; i++ {
+		mix(byte(k >> (8 * i)))
+	}
+	return h
+}
