@@ -445,7 +445,6 @@ func (e *engine) pairFor(tenant, src, dst string) int {
 	return len(e.pairs) - 1
 }
 
-
 // newConn adds a connection of pair p (inactive) and returns its index.
 // Every connection of a pair takes the pair's route (ECMP by the pair's
 // hash), the route admission control reserved the pair's guarantee on.
