@@ -56,12 +56,13 @@ type conn struct {
 	sw, cw         *bufio.Writer
 	pending        chan *exchange // forwarded, reply not yet started
 
-	mu       sync.Mutex
-	inflight int  // enqueued, reply not yet complete
-	eof      bool // the request side is done
-	drained  chan struct{}
-	isDrain  bool
-	cur      *exchange // the reply side's exchange in progress
+	// state counts the requests enqueued whose reply is not complete,
+	// plus stateEOF once the request side is done; drained is closed when
+	// it is exactly stateEOF.
+	state     atomic.Int64
+	drained   chan struct{}
+	drainOnce sync.Once
+	cur       atomic.Pointer[exchange] // the reply side's exchange in progress
 
 	serverEnded atomic.Bool // the appliance ended the connection
 	stopping    atomic.Bool // the request side is closing the connections
@@ -85,12 +86,13 @@ func (c *conn) closeBoth() {
 	})
 }
 
+// stateEOF marks conn.state when the request side is done.
+const stateEOF = 1 << 62
+
 // enqueue hands ex to the reply side, flushing the server's writer before
 // waiting for room (at MaxInFlight the request side stops reading).
 func (c *conn) enqueue(ctx context.Context, ex *exchange) error {
-	c.mu.Lock()
-	c.inflight++
-	c.mu.Unlock()
+	c.state.Add(1)
 	select {
 	case c.pending <- ex:
 		return nil
@@ -109,45 +111,33 @@ func (c *conn) enqueue(ctx context.Context, ex *exchange) error {
 
 // take is the reply side's ex, now in progress (nil: done).
 func (c *conn) take(ex *exchange) {
-	c.mu.Lock()
-	c.cur = ex
-	c.mu.Unlock()
+	c.cur.Store(ex)
 }
 
 // replied records a complete reply; when the request side is done and
 // nothing is in flight, drained is closed.
 func (c *conn) replied() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cur = nil
-	c.inflight--
-	c.checkDrained()
+	c.cur.Store(nil)
+	c.checkDrained(c.state.Add(-1))
 }
 
-func (c *conn) checkDrained() {
-	if c.eof && c.inflight <= 0 && !c.isDrain {
-		c.isDrain = true
-		close(c.drained)
+func (c *conn) checkDrained(state int64) {
+	if state == stateEOF {
+		c.drainOnce.Do(func() { close(c.drained) })
 	}
 }
 
 // requestsDone marks the request side done: no more sends on pending.
 func (c *conn) requestsDone() {
 	close(c.pending)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.eof = true
-	c.checkDrained()
+	c.checkDrained(c.state.Add(stateEOF))
 }
 
 // abandon takes the exchanges left unanswered out of the statistics.
 func (c *conn) abandon() {
-	c.mu.Lock()
-	cur := c.cur
-	c.cur = nil
-	c.mu.Unlock()
-	if cur != nil {
-		c.f.end(cur, false, 0)
+	now := c.p.clock.Now()
+	if cur := c.cur.Swap(nil); cur != nil {
+		c.f.end(cur, now, nil)
 	}
 	for {
 		select {
@@ -155,12 +145,16 @@ func (c *conn) abandon() {
 			if !ok {
 				return
 			}
-			c.f.end(ex, false, 0)
+			c.f.end(ex, now, nil)
 		default:
 			return
 		}
 	}
 }
+
+// errRequestsDone ends a reply side that has relayed the reply to every
+// request and will get no more.
+var errRequestsDone = errors.New("requests done")
 
 // run runs the two sides of a relay and returns the error that ended it
 // (nil for a clean close by either side). When the requests end (the
@@ -171,7 +165,11 @@ func (c *conn) run(ctx context.Context, requests func() error, replies func() er
 	go func() {
 		err := replies()
 		c.cw.Flush()
-		if !c.stopping.Load() { // the appliance ended the connection
+		if errors.Is(err, errRequestsDone) {
+			// Every reply relayed and no more requests: not the
+			// appliance's end (run closes the connections).
+			err = nil
+		} else if !c.stopping.Load() { // the appliance ended the connection
 			c.serverEnded.Store(true)
 			c.closeBoth()
 		}
@@ -245,10 +243,7 @@ func (c *conn) respRequests(ctx context.Context, rr *resp.Reader) error {
 			ex = c.f.newExchange(seg.Name)
 			ex.passthrough = passthroughCommands[seg.Name]
 		}
-		ex.mu.Lock()
-		ex.reqWire, ex.reqSize = seg.Wire, seg.Size
-		ex.mu.Unlock()
-		if err := c.f.admit(ctx, ex, c.sw.Flush); err != nil {
+		if err := c.f.admit(ctx, ex, seg.Wire, seg.Size, c.sw.Flush); err != nil {
 			return err
 		}
 		if seg.Start && !passthrough {
@@ -261,7 +256,7 @@ func (c *conn) respRequests(ctx context.Context, rr *resp.Reader) error {
 		}
 		if seg.End {
 			if passthrough { // unmatched: not outstanding
-				c.f.end(ex, false, 0)
+				c.f.end(ex, c.p.clock.Now(), nil)
 			}
 			passthrough = passthrough || ex.passthrough
 		}
@@ -344,13 +339,10 @@ func (c *conn) httpRequests(ctx context.Context, hr *httpfs.Reader) error {
 		head.Reset()
 		hn, _ := httpfs.WriteRequestHead(&head, req)
 		chunked := httpfs.Chunked(req.TransferEncoding)
-		ex.mu.Lock()
-		ex.reqWire, ex.reqSize = hn+max(req.ContentLength, 0), max(req.ContentLength, 0)
 		if e := httpfs.Expected(req); e > 0 {
-			ex.respWire, ex.respSize = e, e
+			ex.respWire, ex.respSize = e, e // ex is not shared yet
 		}
-		ex.mu.Unlock()
-		if err := c.f.admit(ctx, ex, c.sw.Flush); err != nil {
+		if err := c.f.admit(ctx, ex, hn+max(req.ContentLength, 0), max(req.ContentLength, 0), c.sw.Flush); err != nil {
 			return err
 		}
 		if err := c.enqueue(ctx, ex); err != nil {
@@ -364,10 +356,7 @@ func (c *conn) httpRequests(ctx context.Context, hr *httpfs.Reader) error {
 			if err != nil {
 				return fmt.Errorf("relaying a %s body: %w", req.Method, err)
 			}
-			ex.mu.Lock()
-			ex.reqWire, ex.reqSize = hn+wire, payload
-			ex.mu.Unlock()
-			if err := c.f.debt(ex); err != nil {
+			if err := c.f.debt(ex, hn+wire, payload); err != nil {
 				return err
 			}
 		}
@@ -391,7 +380,7 @@ func (c *conn) httpReplies(sr *httpfs.Reader) error {
 			ex, ok = <-c.pending
 		}
 		if !ok {
-			return nil
+			return errRequestsDone
 		}
 		c.take(ex)
 		var rs *http.Response

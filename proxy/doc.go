@@ -100,6 +100,14 @@
 // backlog counts at most one request per connection (plus debts): the rest
 // wait unread in the client's socket.
 //
+// The accounting is cheap on the common path: a request the buckets let
+// through at once (tokenbucket.Multi.TryTake) costs one allocation, its
+// exchange (cost vectors live on the stack or in the exchange for paths of
+// up to 8 elements), two clock reads and two acquisitions of its flow's
+// lock (admitted, answered); a ticket and a queued copy of its cost are
+// made only when it must wait. The appliance's statistics are kept per
+// flow under that lock and summed by Collect.
+//
 // All time comes from Config.Clock (a tokenbucket.TimerClock): tests drive
 // the buckets and the statistics with a tokenbucket.FakeClock.
 package proxy

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
@@ -16,44 +18,34 @@ import (
 // errClosed reports a Proxy closed while a request waited.
 var errClosed = errors.New("proxy closed")
 
-// appliance is an Appliance with its statistics.
+// appliance is an Appliance the proxy relays to. Its statistics are kept
+// per flow (flow.nOut, appArea, done, doneTok) under the flow's lock, which
+// the request's accounting holds anyway, and summed by Collect: the
+// integral of the appliance's outstanding requests is the sum of its
+// flows'.
 type appliance struct {
 	Appliance
-
-	mu      sync.Mutex
-	out     int       // requests forwarded and not answered
-	area    float64   // ∫ out dt, request·ns, since last
-	last    time.Time // time up to which area is integrated
-	done    uint64    // requests answered since the last Collect
-	doneTok float64   // their virtual cost
-}
-
-func (a *appliance) integrate(now time.Time) {
-	if now.After(a.last) {
-		a.area += float64(a.out) * float64(now.Sub(a.last))
-		a.last = now
-	}
-}
-
-func (a *appliance) add(now time.Time, d int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.integrate(now)
-	a.out += d
-}
-
-func (a *appliance) answered(now time.Time, tokens float64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.integrate(now)
-	a.out--
-	a.done++
-	a.doneTok += tokens
 }
 
 // ticket is a request's place in its flow's bucket queue: done is closed
 // when the buckets let it through.
 type ticket struct{ done chan struct{} }
+
+// vecInline is the path length up to which an exchange's vectors live in
+// the exchange and a request's cost vectors on the stack (no allocation).
+const vecInline = 8
+
+// vecBuf is room for a cost vector on the caller's stack.
+type vecBuf [vecInline]float64
+
+// vec returns a vector of the path's length in b, or allocated for a
+// longer path.
+func (f *flow) vec(b *vecBuf) []float64 {
+	if k := len(f.path); k <= len(b) {
+		return b[:k]
+	}
+	return make([]float64, len(f.path))
+}
 
 // exchange is one request and its reply as the flow charges them.
 type exchange struct {
@@ -70,6 +62,8 @@ type exchange struct {
 	outTok                               []float64 // tokens counted as outstanding per path element
 	sent                                 bool      // counted as outstanding at the appliance
 	ended                                bool      // answered or abandoned
+
+	vec [2 * vecInline]float64 // charged and outTok for a short path
 }
 
 // flow is a Pulsar flow: the shared buckets and statistics of every
@@ -85,20 +79,40 @@ type flow struct {
 	alloc  []float64 // the allocation in force, nil on the default rate; guarded by p.mu
 
 	// replies are the expected reply of each request type (wire and
-	// payload bytes), learnt from the replies that passed; guarded by mu.
-	replies map[string]replyEstimate
+	// payload bytes), learnt from the replies that passed: read without a
+	// lock (newExchange); the map is replaced, never changed, when a type
+	// is added, and the estimates are written holding mu.
+	replies atomic.Pointer[map[string]*replyEstimate]
 
 	mu      sync.Mutex
 	pumping bool
 	out     []float64 // tokens outstanding per element
-	nOut    int       // exchanges with tokens in out
+	nOut    int       // exchanges with tokens in out: the flow's requests outstanding at the appliance
 	area    []float64 // ∫ out dt, token·ns
 	last    time.Time
+
+	// The appliance's statistics from this flow since the last Collect:
+	// ∫ nOut dt (request·ns) up to appLast, the requests answered and
+	// their virtual cost.
+	appArea float64
+	appLast time.Time
+	done    uint64
+	doneTok float64
 }
 
 // replyEstimate is a request type's expected reply: a moving average of
-// the replies seen.
-type replyEstimate struct{ wire, size float64 }
+// the replies seen, wire and payload bytes (float64 bits, written holding
+// the flow's mu, read at any time).
+type replyEstimate struct{ wire, size atomic.Uint64 }
+
+func (e *replyEstimate) load() (wire, size float64) {
+	return math.Float64frombits(e.wire.Load()), math.Float64frombits(e.size.Load())
+}
+
+func (e *replyEstimate) store(wire, size float64) {
+	e.wire.Store(math.Float64bits(wire))
+	e.size.Store(math.Float64bits(size))
+}
 
 // replyWeight is the weight of the latest reply in the moving average.
 const replyWeight = 1.0 / 16
@@ -109,46 +123,53 @@ const maxReplyTypes = 256
 
 func (f *flow) newExchange(typ string) *exchange {
 	k := len(f.path)
-	s := make([]float64, 2*k)
-	ex := &exchange{typ: typ, charged: s[:k:k], outTok: s[k:]}
+	ex := &exchange{typ: typ}
+	s := ex.vec[:]
+	if 2*k > len(s) {
+		s = make([]float64, 2*k)
+	}
+	ex.charged, ex.outTok = s[:k:k], s[k:2*k:2*k]
 	// A request is charged its expected reply at once — on the reverse
 	// links and in the appliance's cost — so that what waits and what is
 	// outstanding count on every element of the path, as the simulator
 	// charges a request type whose sizes it knows; the reply's excess is
 	// charged when it passes.
-	f.mu.Lock()
-	if e, ok := f.replies[typ]; ok {
-		ex.respWire, ex.respSize = int64(e.wire), int64(e.size)
+	if m := f.replies.Load(); m != nil {
+		if e := (*m)[typ]; e != nil {
+			wire, size := e.load()
+			ex.respWire, ex.respSize = int64(wire), int64(size)
+		}
 	}
-	f.mu.Unlock()
 	return ex
 }
 
-// learnReply updates the expected reply of a request type.
+// learnReply updates the expected reply of a request type. Holding f.mu.
 func (f *flow) learnReply(typ string, wire, size int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e, ok := f.replies[typ]
-	switch {
-	case ok:
-		e.wire += replyWeight * (float64(wire) - e.wire)
-		e.size += replyWeight * (float64(size) - e.size)
-	case len(f.replies) < maxReplyTypes:
-		if f.replies == nil {
-			f.replies = map[string]replyEstimate{}
-		}
-		e = replyEstimate{wire: float64(wire), size: float64(size)}
-	default:
+	var m map[string]*replyEstimate
+	if p := f.replies.Load(); p != nil {
+		m = *p
+	}
+	if e := m[typ]; e != nil {
+		w, s := e.load()
+		e.store(w+replyWeight*(float64(wire)-w), s+replyWeight*(float64(size)-s))
 		return
 	}
-	f.replies[typ] = e
+	if len(m) >= maxReplyTypes {
+		return
+	}
+	e := &replyEstimate{}
+	e.store(float64(wire), float64(size))
+	next := make(map[string]*replyEstimate, len(m)+1)
+	maps.Copy(next, m)
+	next[typ] = e
+	f.replies.Store(&next)
 }
 
-// target returns the tokens ex costs per path element by what is known of
-// it: request bytes on Forward links, reply bytes on Reverse links, the
-// virtual cost of its type and payload at the appliance. Holding ex.mu.
-func (f *flow) target(ex *exchange) []float64 {
-	t := make([]float64, len(f.path))
+// target sets t (len(f.path)) to the tokens ex costs per path element by
+// what is known of it: request bytes on Forward links, reply bytes on
+// Reverse links, the virtual cost of its type and payload at the
+// appliance. Holding ex.mu.
+func (f *flow) target(ex *exchange, t []float64) {
 	app := math.NaN()
 	for i, e := range f.path {
 		switch e.Role {
@@ -166,61 +187,90 @@ func (f *flow) target(ex *exchange) []float64 {
 			t[i] = app
 		}
 	}
-	return t
 }
 
-// charge returns what ex costs beyond what it was charged (nil: nothing)
-// and counts it as charged. Overcharges are not refunded. Holding ex.mu.
-func (f *flow) charge(ex *exchange) []float64 {
-	var cost []float64
-	for i, t := range f.target(ex) {
+// charge sets cost (len(f.path), on the caller's stack: see vec) to what
+// ex costs beyond what it was charged and counts it as charged, and
+// returns it, nil when nothing. Overcharges are not refunded. Holding
+// ex.mu.
+func (f *flow) charge(ex *exchange, cost []float64) []float64 {
+	f.target(ex, cost)
+	more := false
+	for i, t := range cost {
 		if d := t - ex.charged[i]; d > 0 {
-			if cost == nil {
-				cost = make([]float64, len(f.path))
-			}
 			cost[i] = d
 			ex.charged[i] = t
+			more = true
+		} else {
+			cost[i] = 0
 		}
+	}
+	if !more {
+		return nil
 	}
 	return cost
 }
 
-// admit charges the tokens ex's request adds by what is known of it (set
-// fields under ex.mu first, then call), waiting until every bucket holds
+// take debits cost from the flow's buckets if they let it through now,
+// else queues it (a copy: cost may be on the caller's stack) with data,
+// starts the release loop and returns false.
+func (f *flow) take(now time.Time, cost []float64, data any) (bool, error) {
+	if ok, err := f.m.TryTake(now, cost); ok || err != nil {
+		return ok, err
+	}
+	ok, err := f.m.Offer(tokenbucket.Request{Cost: slices.Clone(cost), Data: data})
+	if err == nil && !ok {
+		f.ensurePump()
+	}
+	return ok, err
+}
+
+// admit charges the tokens ex's request adds by what is known of it (wire
+// and payload bytes so far, set here), waiting until every bucket holds
 // them. flush runs before a wait. Once admitted, the request's tokens count
-// as outstanding.
-func (f *flow) admit(ctx context.Context, ex *exchange, flush func() error) error {
+// as outstanding. A request the buckets let through at once costs no
+// allocation; one that waits takes a ticket.
+func (f *flow) admit(ctx context.Context, ex *exchange, reqWire, reqSize int64, flush func() error) error {
+	var b vecBuf
 	ex.mu.Lock()
-	cost := f.charge(ex)
+	ex.reqWire, ex.reqSize = reqWire, reqSize
+	cost := f.charge(ex, f.vec(&b))
 	ex.mu.Unlock()
+	now := f.p.clock.Now()
 	if cost != nil {
-		t := &ticket{done: make(chan struct{})}
-		ok, err := f.m.Offer(tokenbucket.Request{Cost: cost, Data: t})
+		ok, err := f.m.TryTake(now, cost)
 		if err != nil {
 			return fmt.Errorf("admit %s: %w", ex.typ, err)
 		}
 		if !ok {
-			f.ensurePump()
-			if err := flush(); err != nil {
-				return err
+			// The request queues: a ticket, and its own copy of cost.
+			t := &ticket{done: make(chan struct{})}
+			if ok, err = f.m.Offer(tokenbucket.Request{Cost: slices.Clone(cost), Data: t}); err != nil {
+				return fmt.Errorf("admit %s: %w", ex.typ, err)
 			}
-			select {
-			case <-t.done:
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-f.p.closed:
-				return errClosed
+			if !ok {
+				f.ensurePump()
+				if err := flush(); err != nil {
+					return err
+				}
+				select {
+				case <-t.done:
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-f.p.closed:
+					return errClosed
+				}
 			}
+			now = f.p.clock.Now()
 		}
 	}
-	f.outstanding(ex, cost)
+	f.outstanding(ex, cost, now)
 	return nil
 }
 
 // outstanding counts tokens of ex as outstanding (and ex itself at the
-// appliance, the first time).
-func (f *flow) outstanding(ex *exchange, cost []float64) {
-	now := f.p.clock.Now()
+// appliance, the first time) from now on.
+func (f *flow) outstanding(ex *exchange, cost []float64, now time.Time) {
 	ex.mu.Lock()
 	first := !ex.sent && !ex.ended
 	ex.sent = true
@@ -242,75 +292,81 @@ func (f *flow) outstanding(ex *exchange, cost []float64) {
 		}
 		f.mu.Unlock()
 	}
-	if first {
-		f.app.add(now, 1)
-	}
 }
 
 // debt charges, without waiting, what ex turned out to cost beyond what it
 // was charged: the tokens enter the flow's bucket queue as a request with
 // no bytes, which later requests of the flow queue behind (Pulsar's buckets
 // in debt). While ex is outstanding they count as outstanding too.
-func (f *flow) debt(ex *exchange) error {
+func (f *flow) debt(ex *exchange, reqWire, reqSize int64) error {
+	var b vecBuf
 	ex.mu.Lock()
-	cost := f.charge(ex)
+	ex.reqWire, ex.reqSize = reqWire, reqSize
+	cost := f.charge(ex, f.vec(&b))
 	ex.mu.Unlock()
 	if cost == nil {
 		return nil
 	}
-	ok, err := f.m.Offer(tokenbucket.Request{Cost: cost})
-	if err != nil {
+	now := f.p.clock.Now()
+	if _, err := f.take(now, cost, nil); err != nil {
 		return fmt.Errorf("charge %s: %w", ex.typ, err)
 	}
-	if !ok {
-		f.ensurePump()
-	}
-	f.outstanding(ex, cost)
+	f.outstanding(ex, cost, now)
 	return nil
 }
 
 // answered settles ex once its reply has passed: wire and payload bytes of
-// the reply, the debt of what it cost beyond its charge; it is no longer
-// outstanding.
+// the reply, the debt of what it cost beyond its charge, the refund of
+// what it was charged beyond its cost; it is no longer outstanding.
 func (f *flow) answered(ex *exchange, respWire, respSize int64) error {
-	f.learnReply(ex.typ, respWire, respSize)
+	var b1, b2 vecBuf
 	ex.mu.Lock()
 	ex.respWire, ex.respSize = respWire, respSize
-	cost := f.charge(ex)
-	refund := f.overcharge(ex)
+	cost, refund := f.settle(ex, f.vec(&b1), f.vec(&b2))
 	appTok := f.appTokens(ex)
 	ex.mu.Unlock()
+	now := f.p.clock.Now()
 	var err error
 	if cost != nil {
-		var ok bool
-		if ok, err = f.m.Offer(tokenbucket.Request{Cost: cost}); err == nil && !ok {
-			f.ensurePump()
-		}
+		_, err = f.take(now, cost, nil)
 	}
 	if refund != nil && err == nil {
 		if err = f.m.Refund(refund); err == nil {
 			f.nudge()
 		}
 	}
-	f.end(ex, true, appTok)
+	f.end(ex, now, &reply{wire: respWire, size: respSize, tokens: appTok})
 	return err
 }
 
-// overcharge returns what ex was charged beyond what it cost (nil:
-// nothing), an expected reply or a Range larger than the reply, and counts
-// it as no longer charged. Holding ex.mu.
-func (f *flow) overcharge(ex *exchange) []float64 {
-	var back []float64
-	for i, t := range f.target(ex) {
-		if d := ex.charged[i] - t; d > 0 {
-			if back == nil {
-				back = make([]float64, len(f.path))
-			}
-			back[i] = d
-			ex.charged[i] = t
+// settle sets ex's charges to what it costs by what is known of it: cost
+// is set to what it costs beyond its charge, refund to what it was charged
+// beyond its cost (an expected reply or a Range larger than the reply),
+// each returned nil when nothing; both have len(f.path), on the caller's
+// stack. Holding ex.mu.
+func (f *flow) settle(ex *exchange, cost, refund []float64) ([]float64, []float64) {
+	f.target(ex, cost)
+	more, less := false, false
+	for i, t := range cost {
+		d := t - ex.charged[i]
+		cost[i], refund[i] = 0, 0
+		switch {
+		case d > 0:
+			cost[i], more = d, true
+		case d < 0:
+			refund[i], less = -d, true
+		default:
+			continue
 		}
+		ex.charged[i] = t
 	}
-	return back
+	if !more {
+		cost = nil
+	}
+	if !less {
+		refund = nil
+	}
+	return cost, refund
 }
 
 // appTokens is ex's virtual cost at the appliance as charged. Holding ex.mu.
@@ -323,41 +379,51 @@ func (f *flow) appTokens(ex *exchange) float64 {
 	return f.app.Cost(ex.typ, float64(ex.reqSize+ex.respSize))
 }
 
-// end takes ex out of the outstanding counts: answered, or abandoned with
-// its connection.
-func (f *flow) end(ex *exchange, answered bool, appTok float64) {
-	now := f.p.clock.Now()
+// reply is what an answered request's reply was: wire and payload bytes,
+// and the request's virtual cost as charged.
+type reply struct {
+	wire, size int64
+	tokens     float64
+}
+
+// end takes ex out of the outstanding counts at now: answered (r: its
+// reply, which the flow learns), or abandoned with its connection (r nil).
+func (f *flow) end(ex *exchange, now time.Time, r *reply) {
 	ex.mu.Lock()
-	if ex.ended {
-		ex.mu.Unlock()
-		return
-	}
+	ended := ex.ended
 	ex.ended = true
-	sent := ex.sent
+	sent := ex.sent && !ended
 	out := ex.outTok
 	ex.mu.Unlock()
-	if sent {
-		f.mu.Lock()
-		f.integrate(now)
-		f.nOut--
-		for i, c := range out {
-			f.out[i] = max(0, f.out[i]-c)
-		}
-		if f.nOut == 0 {
-			clear(f.out) // no rounding residue
-		}
-		f.mu.Unlock()
+	if !sent && r == nil {
+		return
 	}
-	switch {
-	case sent && answered:
-		f.app.answered(now, appTok)
-	case sent:
-		f.app.add(now, -1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r != nil {
+		f.learnReply(ex.typ, r.wire, r.size)
+	}
+	if !sent {
+		return
+	}
+	f.integrate(now)
+	f.nOut--
+	for i, c := range out {
+		f.out[i] = max(0, f.out[i]-c)
+	}
+	if f.nOut == 0 {
+		clear(f.out) // no rounding residue
+	}
+	if r != nil {
+		f.done++
+		f.doneTok += r.tokens
 	}
 }
 
-// integrate adds the outstanding tokens held since f.last. Holding f.mu.
+// integrate adds the outstanding tokens and requests held since f.last
+// and f.appLast. Holding f.mu.
 func (f *flow) integrate(now time.Time) {
+	f.integrateApp(now)
 	if !now.After(f.last) {
 		return
 	}
@@ -366,6 +432,15 @@ func (f *flow) integrate(now time.Time) {
 		f.area[i] += x * dt
 	}
 	f.last = now
+}
+
+// integrateApp adds the requests outstanding at the appliance since
+// f.appLast. Holding f.mu.
+func (f *flow) integrateApp(now time.Time) {
+	if now.After(f.appLast) {
+		f.appArea += float64(f.nOut) * float64(now.Sub(f.appLast))
+		f.appLast = now
+	}
 }
 
 func (f *flow) setRates(rates []float64) error {
@@ -480,7 +555,28 @@ func (p *Proxy) Collect() Observation {
 	obs := Observation{Start: p.last, End: now}
 	p.last = now
 	p.mu.Unlock()
+	// Per appliance, the sums over its flows.
+	type appSums struct {
+		area, doneTok float64
+		out           int
+		done          uint64
+	}
+	sums := make(map[*appliance]*appSums, len(p.apps))
+	for _, a := range p.apps {
+		sums[a] = &appSums{}
+	}
 	for i, fl := range flows {
+		// The appliance's period ends at now (first: collect integrates
+		// the flow further, up to its buckets' end of period).
+		s := sums[fl.app]
+		fl.mu.Lock()
+		fl.integrateApp(now)
+		s.area += fl.appArea
+		s.out += fl.nOut
+		s.done += fl.done
+		s.doneTok += fl.doneTok
+		fl.appArea, fl.done, fl.doneTok = 0, 0, 0
+		fl.mu.Unlock()
 		if fo, ok := fl.collect(allocs[i]); ok {
 			obs.Flows = append(obs.Flows, fo)
 		}
@@ -491,18 +587,14 @@ func (p *Proxy) Collect() Observation {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		a := p.apps[name]
-		a.mu.Lock()
-		a.integrate(now)
-		st := ApplianceStats{Appliance: name, Completed: a.done}
+		s := sums[p.apps[name]]
+		st := ApplianceStats{Appliance: name, Completed: s.done}
 		if span := now.Sub(obs.Start); span > 0 {
-			st.Throughput = a.doneTok / span.Seconds()
-			st.Outstanding = a.area / float64(span)
+			st.Throughput = s.doneTok / span.Seconds()
+			st.Outstanding = s.area / float64(span)
 		} else {
-			st.Outstanding = float64(a.out)
+			st.Outstanding = float64(s.out)
 		}
-		a.area, a.done, a.doneTok = 0, 0, 0
-		a.mu.Unlock()
 		obs.Appliances = append(obs.Appliances, st)
 	}
 	return obs

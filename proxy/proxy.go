@@ -198,7 +198,7 @@ func New(cfg Config, apps ...Appliance) (*Proxy, error) {
 			fig6b := model.DefaultVirtualCost()
 			a.Cost = func(_ string, size float64) float64 { return fig6b.Cost(size) }
 		}
-		p.apps[a.Name] = &appliance{Appliance: a, last: p.last}
+		p.apps[a.Name] = &appliance{Appliance: a}
 	}
 	return p, nil
 }
@@ -266,10 +266,11 @@ func (p *Proxy) flowFor(f Flow) (*flow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: flow %s->%s: %w", f.ID.Src, f.ID.Dst, err)
 	}
+	now := p.clock.Now()
 	fl := &flow{
 		p: p, id: f.ID, tenant: f.Tenant, path: slices.Clone(f.Path), app: app, m: m,
 		kick: make(chan struct{}, 1),
-		out:  make([]float64, k), area: make([]float64, k), last: p.clock.Now(),
+		out:  make([]float64, k), area: make([]float64, k), last: now, appLast: now,
 	}
 	if allocated {
 		fl.alloc = slices.Clone(rates)

@@ -230,6 +230,26 @@ func (m *Multi) Offer(req Request) (bool, error) {
 	return false, nil
 }
 
+// TryTake is Offer's fast path for a caller that reads the Multi's clock
+// itself (now must come from it): if nothing is queued and every bucket
+// holds cost, all buckets are debited and TryTake returns true, counted as
+// an offered request let through, exactly as Offer does. Otherwise it
+// returns false and changes nothing (the request is neither queued nor
+// counted): the caller then Offers it. The Multi keeps no reference to
+// cost, which may live on the caller's stack.
+func (m *Multi) TryTake(now time.Time, cost []float64) (bool, error) {
+	if err := m.checkCost("TryTake", cost); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.n != 0 || !m.tryPass(now, cost) {
+		return false, nil
+	}
+	m.offered++
+	return true, nil
+}
+
 // Release appends to dst, in FIFO order, the queued requests that may pass
 // now (debiting the buckets for each) and returns the extended slice; the
 // head of the queue that does not fit stops it. Requests that a concurrent

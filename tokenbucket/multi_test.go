@@ -638,3 +638,60 @@ func TestRefund(t *testing.T) {
 		t.Error("a refund of the wrong length was taken")
 	}
 }
+
+// TestTryTake: TryTake lets a request through exactly as Offer would when
+// nothing is queued and the buckets hold it (counted as offered and
+// passed), and otherwise changes nothing: it never jumps the queue and
+// never queues.
+func TestTryTake(t *testing.T) {
+	clock := NewFakeClock(t0)
+	m := newMulti(t, clock, []float64{1000, 1000}, WithBurst(time.Second)) // depth 1000 each
+	if ok, err := m.TryTake(clock.Now(), []float64{600, 100}); !ok || err != nil {
+		t.Fatalf("TryTake on full buckets: %v %v", ok, err)
+	}
+	if got := m.Available(); !slices.Equal(got, []float64{400, 900}) {
+		t.Fatalf("available %v after TryTake, want [400 900]", got)
+	}
+	// Short on the first bucket: nothing changes, nothing queued.
+	if ok, err := m.TryTake(clock.Now(), []float64{600, 100}); ok || err != nil {
+		t.Fatalf("TryTake short of tokens: %v %v", ok, err)
+	}
+	if got := m.Available(); !slices.Equal(got, []float64{400, 900}) || m.Queued() != 0 {
+		t.Fatalf("available %v, %d queued after a refused TryTake", got, m.Queued())
+	}
+	// A queued request holds back a TryTake the buckets could serve.
+	if offer(t, m, 1, 600, 0) {
+		t.Fatal("Offer passed short of tokens")
+	}
+	if ok, _ := m.TryTake(clock.Now(), []float64{1, 1}); ok {
+		t.Fatal("TryTake jumped the queue")
+	}
+	if m.Queued() != 1 {
+		t.Fatalf("%d queued, want the Offer only", m.Queued())
+	}
+	if _, err := m.TryTake(clock.Now(), []float64{1}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("TryTake of a short cost vector: %v", err)
+	}
+	if _, err := m.TryTake(clock.Now(), []float64{1, math.NaN()}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("TryTake of a NaN cost: %v", err)
+	}
+	clock.Advance(time.Second)
+	if got := ids(m.Release(nil)); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("released %v, want [1]", got)
+	}
+	st := m.Stats()
+	if st.Offered != 2 || st.Passed != 2 || !slices.Equal(st.Used, []float64{1200, 100}) {
+		t.Fatalf("stats offered %d passed %d used %v, want 2, 2, [1200 100] (refused TryTakes not counted)", st.Offered, st.Passed, st.Used)
+	}
+}
+
+func BenchmarkTryTake(b *testing.B) {
+	m, _ := NewMulti(RealClock{}, []float64{1e15, 1e15, 1e15})
+	cost := []float64{100, 8000, 100}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ok, err := m.TryTake(time.Now(), cost); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}
