@@ -35,6 +35,14 @@ while the controller is unreachable, and re-synchronises when it is back
 the host's rates to the controller every second. Run it as root in the
 host's network namespace. docs/operating.md.
 
+Under a mechanism that enforces appliance guarantees (pulsar), the agent
+also fronts the real appliances the model declares (address, port,
+protocol): a policy rule per VM takes the VM's connections to an
+appliance's address to a listener on the host, and every request is
+relayed through its flow's token buckets at the controller's allocation
+(table 7471; docs/operating.md). The VMs connect to the appliance as
+before.
+
 When it stops (SIGINT, SIGTERM, SIGHUP, SIGQUIT, or a restart for an
 upgrade), it leaves its VMs limited at settings that keep every guarantee
 without it (for ElasticSwitch, each pair at its guarantee; for
