@@ -78,6 +78,11 @@ type runtime struct {
 	vms      map[string]*vmState
 	tenants  map[string]*tenantCompliance
 	bound    map[string]bool // destination VMs some pair toward which its limiter held back, latest reports
+	// view is the latest compliance interval's judgement of every
+	// declared tenant, declared the declared hosts, sorted (for the
+	// metrics: clusterCollector); nil while not leading.
+	view     map[string]tenantView
+	declared []string
 }
 
 func newRuntime() *runtime {

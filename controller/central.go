@@ -75,6 +75,9 @@ type central struct {
 	mu      sync.Mutex
 	reports map[string]hostReport // the latest report of each host
 	stats   CentralStats
+	// estimates are the latest step's capacity estimates by appliance
+	// (mech.ControllerActions.Estimates, tokens/s), for the metrics.
+	estimates map[string]float64
 
 	// Owned by the loop (runCentral).
 	rev    int64             // the store revision last looked at
@@ -141,7 +144,13 @@ func (c *Controller) runCentral(ctx context.Context) {
 	cen.mu.Lock()
 	cen.reports = map[string]hostReport{}
 	cen.stats = CentralStats{}
+	cen.estimates = nil
 	cen.mu.Unlock()
+	defer func() {
+		cen.mu.Lock()
+		cen.estimates = nil // a follower estimates nothing
+		cen.mu.Unlock()
+	}()
 	cen.drv, cen.rev, cen.digest, cen.start, cen.last = nil, 0, [sha256.Size]byte{}, c.cfg.Now(), time.Time{}
 	var lastErr string
 	t := time.NewTimer(0)
@@ -288,7 +297,10 @@ func (cen *central) index(cl *api.Cluster, nlinks int) error {
 // has none).
 func (c *Controller) stopCentral(mechanism string, rev int64) {
 	c.cen.drv, c.cen.digest = nil, [sha256.Size]byte{}
-	c.cen.count(func(s *CentralStats) { s.Mechanism, s.Running, s.Revision = mechanism, false, rev })
+	c.cen.count(func(s *CentralStats) {
+		s.Mechanism, s.Running, s.Revision = mechanism, false, rev
+		c.cen.estimates = nil
+	})
 }
 
 func (cen *central) count(f func(*CentralStats)) {
@@ -355,6 +367,7 @@ func (c *Controller) centralStep() {
 	sent, dropped, bytes, allocs := c.sendActions(&act)
 	total := c.cfg.Now().Sub(now)
 	cen.count(func(s *CentralStats) {
+		cen.estimates = act.Estimates
 		s.Steps++
 		s.Hosts, s.Flows, s.VMs = len(hosts), len(obs.Flows), len(obs.VMs)
 		s.Rejected += rejected

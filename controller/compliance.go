@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -13,10 +15,17 @@ const ComplianceInterval = time.Second
 const staleAfter = 3 * ComplianceInterval
 
 // countCompliance counts, every ComplianceInterval, each tenant as
-// compliant or not (satisfied, below).
+// compliant or not (satisfied, below), and keeps the interval's view of
+// the declared tenants and hosts for the metrics (runtime.view) until
+// leadership ends.
 func (c *Controller) countCompliance(ctx context.Context) {
 	t := time.NewTicker(ComplianceInterval)
 	defer t.Stop()
+	defer func() {
+		c.rt.mu.Lock()
+		c.rt.view, c.rt.declared = nil, nil
+		c.rt.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -25,10 +34,15 @@ func (c *Controller) countCompliance(ctx context.Context) {
 		}
 		_, cl, err := c.cluster(ctx)
 		if err != nil {
+			c.rt.mu.Lock()
+			c.rt.view, c.rt.declared = nil, nil // no cluster (yet): nothing to judge
+			c.rt.mu.Unlock()
 			continue
 		}
 		now := c.cfg.Now()
 		c.rt.mu.Lock()
+		view := make(map[string]tenantView, len(cl.Model.Tenants))
+		c.rt.declared = slices.Sorted(maps.Keys(cl.Hosts))
 		// What each host's VMs received, against its downlink.
 		hostIn := map[string]float64{}
 		for _, v := range cl.Model.VMs() {
@@ -42,14 +56,19 @@ func (c *Controller) countCompliance(ctx context.Context) {
 		}
 		for _, t := range cl.Model.Tenants {
 			counted, ok := false, true
+			var tv tenantView
 			for _, v := range t.VMs {
+				tv.guarantee += v.In
 				s := c.rt.vms[v.Name]
 				if s == nil || now.Sub(s.at) > staleAfter {
 					continue
 				}
 				counted = true
+				tv.achieved += s.received
 				ok = ok && satisfied(s.received, v.In, c.rt.bound[v.Name], hostIn[v.Host], link[v.Host])
 			}
+			tv.counted, tv.below = counted, counted && !ok
+			view[t.Name] = tv
 			if !counted {
 				continue
 			}
@@ -64,6 +83,7 @@ func (c *Controller) countCompliance(ctx context.Context) {
 			}
 		}
 		clear(c.rt.bound)
+		c.rt.view = view
 		c.rt.mu.Unlock()
 	}
 }

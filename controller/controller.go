@@ -95,6 +95,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), ready: errors.New("not started"), rt: newRuntime(), cen: newCentral()}
 	c.met = newMetrics(c.reg)
+	c.reg.MustRegister(clusterCollector{c})
 	return c, nil
 }
 

@@ -117,7 +117,8 @@ func Compare(reports []*eval.Report) (*Comparison, error) {
 	return c, nil
 }
 
-// WriteComparison writes comparison.md, comparison.json and, when plots is
+// WriteComparison writes comparison.md, comparison.json, report.html (the
+// mechanisms side by side, interactive and self-contained) and, when plots is
 // true, comparison.png/.svg (grouped bars of mean throughput, tenants ×
 // mechanisms, with each bar's guarantee marked) into dir, with the same
 // all-or-nothing behaviour as WriteReport.
@@ -130,7 +131,11 @@ func WriteComparison(dir string, reports []*eval.Report, plots bool) error {
 	if err != nil {
 		return fmt.Errorf("report: %s: %w", ComparisonJSON, err)
 	}
-	files := []outFile{{ComparisonJSON, append(js, '\n')}, {ComparisonMD, comparisonMD(c)}}
+	page, err := comparisonHTML(c, reports)
+	if err != nil {
+		return err
+	}
+	files := []outFile{{ComparisonJSON, append(js, '\n')}, {ComparisonMD, comparisonMD(c)}, {ReportHTML, page}}
 	if plots {
 		f, err := comparisonPlot(c, reports)
 		if err != nil {

@@ -1,5 +1,6 @@
 // Package report writes what a run produced: an eval.Report as report.json,
-// summary.md, timeseries.csv, appliances.csv and PNG/SVG plots, and the
+// summary.md, timeseries.csv, appliances.csv, report.html (interactive,
+// self-contained) and PNG/SVG plots, and the
 // comparison of several runs' reports.
 package report
 
@@ -30,7 +31,8 @@ const (
 )
 
 // WriteReport writes r into dir (created if needed): report.json,
-// summary.md, timeseries.csv and, when plots is true, tenants.png/.svg,
+// summary.md, timeseries.csv, report.html (interactive, self-contained:
+// see html.go) and, when plots is true, tenants.png/.svg,
 // throughput.png/.svg (if r has time series, as Evaluate's reports do) and
 // fct_cdf.png/.svg (if it has flow completion times). Everything is rendered in memory first, then written to
 // temporary files in dir and renamed into place; on error nothing it wrote
@@ -55,6 +57,11 @@ func WriteReport(dir string, r *eval.Report, plots bool) error {
 	if len(r.Appliances) > 0 || len(r.ApplianceUse) > 0 {
 		files = append(files, outFile{AppliancesCSV, applianceCSV(r)})
 	}
+	page, err := reportHTML(r)
+	if err != nil {
+		return err
+	}
+	files = append(files, outFile{ReportHTML, page})
 	if plots {
 		type maker func(*eval.Report) (*figure, error)
 		names := []string{TenantsPlot}

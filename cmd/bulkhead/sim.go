@@ -25,9 +25,11 @@ func newSimCmd() *cobra.Command {
 		Long: `Simulate a scenario in the fluid simulator and evaluate it against the
 oracle (hose guarantees and the ideal work-conserving allocation).
 
-Writes DIR/report.json, DIR/summary.md, DIR/timeseries.csv and plots
+Writes DIR/report.json, DIR/summary.md, DIR/timeseries.csv, plots
 (DIR/throughput.{png,svg}: per-tenant throughput over time with guarantee
-lines; DIR/tenants.{png,svg}: per-tenant means against the ideal).
+lines; DIR/tenants.{png,svg}: per-tenant means against the ideal) and
+DIR/report.html, one self-contained page with interactive charts that
+opens offline.
 
 With --compare a,b,c the scenario runs under each mechanism; each run's
 report goes to DIR/<mechanism>/ and DIR/comparison.{md,json,png,svg}

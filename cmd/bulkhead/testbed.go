@@ -205,8 +205,9 @@ redis-server, filestore: nginx), run its tcp and udp workloads with
 iperf3 or the built-in generator and its requests workloads with the
 request generator for the scenario's duration, sample every declared VM
 pair's received throughput from the counters and every request flow's
-completions every --sample, tear everything down, and write the same report as 'bulkhead sim' (report.json,
-summary.md, timeseries.csv, plots) to DIR.
+completions every --sample, tear everything down, and write the same
+report as 'bulkhead sim' (report.json, summary.md, timeseries.csv,
+plots, report.html) to DIR.
 
 Rates are link-layer (Ethernet frame) bits/s divided by --scale, the unit
 the link shapers use; iperf3's goodput is about 5% lower.
