@@ -181,6 +181,10 @@ type TenantStatus struct {
 	// was applied, in which every VM with demand got at least 95% of its
 	// guarantee or all it asked for.
 	Compliance *float64 `json:"compliance,omitempty" yaml:"compliance,omitempty"`
+	// Below says that in the latest interval a VM of the tenant got less
+	// than 95% of its guarantee while its limiter or a full link held it
+	// back (what Compliance counts against it).
+	Below bool `json:"below,omitempty" yaml:"below,omitempty"`
 	// Links are the tenant's hose reservations on the topology.
 	Links []LinkReservation `json:"links,omitempty" yaml:"links,omitempty"`
 }

@@ -56,6 +56,7 @@ func (c *Controller) fillStatus(snap *snapshot, objs []api.Object) {
 				st.VMs = append(st.VMs, vs)
 				st.Guarantee += in
 			}
+			st.Below = c.rt.view[o.Name()].below
 			if tc := c.rt.tenants[o.Name()]; tc != nil && tc.intervals > 0 {
 				f := float64(tc.compliant) / float64(tc.intervals)
 				st.Compliance = &f

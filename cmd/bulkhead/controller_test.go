@@ -113,6 +113,14 @@ func TestControllerNewcomerPath(t *testing.T) {
 	if out, errOut, code := cli("describe", "tenant", "web"); code != 0 || !strings.Contains(out, "s1->tor1") {
 		t.Errorf("describe: exit %d\n%s%s", code, out, errOut)
 	}
+	// top: one frame, both tenants, the hosts' agents (none connected).
+	if out, errOut, code := cli("top", "--once"); code != 0 || !strings.Contains(out, "tenants 2, below their guarantee 0") ||
+		!strings.Contains(out, "agents 0 of 4 connected") || !strings.Contains(out, "batch") || !strings.Contains(out, "web") {
+		t.Errorf("top --once: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := cli("top", "--interval", "1ms"); code == 0 || !strings.Contains(errOut, "at least 100ms") {
+		t.Errorf("top --interval 1ms: exit %d, %s", code, errOut)
+	}
 	if out, errOut, code := cli("delete", "tenant", "web"); code != 0 || !strings.Contains(out, "tenant/web deleted") {
 		t.Errorf("delete: exit %d\n%s%s", code, out, errOut)
 	}

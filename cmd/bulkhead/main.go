@@ -70,6 +70,6 @@ ideal system would have delivered on the same demands.`,
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(newSimCmd(), newValidateCmd(), newAllocCmd(), newBenchCmd(), newAnalyzeCmd(), newPlaceCmd(), newTestbedCmd(), newAgentCmd(), newGenCmd(),
-		newControllerCmd(), newApplyCmd(), newGetCmd(), newDeleteCmd(), newDescribeCmd())
+		newControllerCmd(), newApplyCmd(), newGetCmd(), newDeleteCmd(), newDescribeCmd(), newTopCmd())
 	return root
 }
