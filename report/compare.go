@@ -283,10 +283,9 @@ func appliancesOnly(reports []*eval.Report) bool {
 	return apps
 }
 
-// applianceComparisonPlot draws each tenant's mean end-to-end throughput at
-// each appliance (token units) per mechanism, with its VDC guarantee.
-func applianceComparisonPlot(c *Comparison, reports []*eval.Report, title string) (*figure, error) {
-	f := newFigure(title, "tenant @ appliance", "end-to-end throughput"+unitLabel(c.TokenUnits))
+// applianceGroups lists every "tenant @ appliance" of the reports in the
+// order they first appear, and their positions.
+func applianceGroups(reports []*eval.Report) ([]string, map[string]int) {
 	var groups []string
 	gi := map[string]int{}
 	for _, r := range reports {
@@ -298,6 +297,14 @@ func applianceComparisonPlot(c *Comparison, reports []*eval.Report, title string
 			}
 		}
 	}
+	return groups, gi
+}
+
+// applianceComparisonPlot draws each tenant's mean end-to-end throughput at
+// each appliance (token units) per mechanism, with its VDC guarantee.
+func applianceComparisonPlot(c *Comparison, reports []*eval.Report, title string) (*figure, error) {
+	f := newFigure(title, "tenant @ appliance", "end-to-end throughput"+unitLabel(c.TokenUnits))
+	groups, gi := applianceGroups(reports)
 	labels := make([]string, len(reports))
 	vals := make([][]float64, len(reports))
 	marks := make([][]float64, len(reports))

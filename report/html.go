@@ -601,17 +601,7 @@ func comparisonHTML(c *Comparison, reports []*eval.Report) ([]byte, error) {
 		d.Charts[len(d.Charts)-1].XLabel = "tenant"
 	}
 	if vdc {
-		var groups []string
-		gi := map[string]int{}
-		for _, r := range reports {
-			for _, a := range r.Appliances {
-				k := a.Tenant + " @ " + a.Appliance
-				if _, ok := gi[k]; !ok {
-					gi[k] = len(groups)
-					groups = append(groups, k)
-				}
-			}
-		}
+		groups, gi := applianceGroups(reports)
 		vals := make([][]float64, len(reports))
 		marks := make([][]float64, len(reports))
 		for m, r := range reports {
