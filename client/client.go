@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/api"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Client is a connection to one controller.
@@ -183,3 +185,42 @@ func (c *Client) Delete(ctx context.Context, kind, name string) (api.Object, err
 	err := c.do(ctx, http.MethodDelete, "/api/v1/"+api.Plural(kind)+"/"+url.PathEscape(name), nil, &o)
 	return o, err
 }
+
+// CapacityEstimates reads the leading controller's latest capacity
+// estimate of every appliance its central controller estimates (tokens/s,
+// by appliance), from its Prometheus metrics
+// (bulkhead_controller_appliance_capacity_estimate). A controller that
+// estimates none (another mechanism, or a follower) gives an empty map.
+func (c *Client) CapacityEstimates(ctx context.Context) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.JoinPath("metrics").String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("controller at %s: %w", c.base.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("controller at %s: metrics: %s", c.base.Redacted(), resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("controller at %s: metrics: %w", c.base.Redacted(), err)
+	}
+	out := map[string]float64{}
+	if f := fams[EstimateMetric]; f != nil {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "appliance" && m.GetGauge() != nil {
+					out[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// EstimateMetric is the controller's metric of its capacity estimates.
+const EstimateMetric = "bulkhead_controller_appliance_capacity_estimate"

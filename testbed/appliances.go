@@ -90,6 +90,12 @@ func (p *Plan) planAppliances(sc *spec.Scenario, tp *topo.Topology) error {
 			Dev: p.Prefix + "a" + is, HostDev: p.Prefix + "a" + is + "h",
 			Port: s.port, Protocol: s.protocol,
 		}
+		if a.Parallelism > 0 && a.Parallelism < 1 {
+			if a.Parallelism < minCPUShare {
+				return fmt.Errorf("testbed: %s: appliances[%d] (%s): parallelism %g is below the smallest share of a CPU the testbed gives a server (%g)", sc.File, i, a.Name, a.Parallelism, minCPUShare)
+			}
+			ap.CPU = a.Parallelism
+		}
 		if a.Address != "" && a.Address != ap.Addr.String() {
 			return fmt.Errorf("testbed: appliance %q declares address %s: the testbed gives appliances their addresses (%s here); leave address, port and protocol out", a.Name, a.Address, ap.Addr)
 		}
@@ -187,6 +193,8 @@ type running struct {
 	log  string // its log file
 	// cpu is its CPU time (ns, every thread) at the last sample
 	cpu uint64
+	// cg holds it at its CPU share (nil: no limit)
+	cg *cpuGroup
 }
 
 // appliances are a run's real appliances.
@@ -233,6 +241,11 @@ func (tb *Testbed) startAppliances(ctx context.Context) (_ *appliances, err erro
 		}
 		go func() { _ = cmd.Wait(); close(r.done) }()
 		as.runs = append(as.runs, r)
+		if a.CPU > 0 {
+			if r.cg, err = limitCPU(cgroupName(tb.plan.Prefix, a.Name), cmd.Process.Pid, a.CPU); err != nil {
+				return as, fmt.Errorf("testbed: appliance %s: %w", a.Name, err)
+			}
+		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, r := range as.runs {
@@ -350,13 +363,18 @@ func cpuTime(pid int) uint64 {
 }
 
 // busy returns every appliance's utilization since the previous call (its
-// server's CPU time over the wall-clock time sec, at most 1).
+// server's CPU time over the wall-clock time sec, and over its CPU share
+// when it has one; at most 1).
 func (as *appliances) busy(sec float64) []float64 {
 	out := make([]float64, len(as.runs))
 	for i, r := range as.runs {
 		c := cpuTime(r.cmd.Process.Pid)
 		if c >= r.cpu && sec > 0 {
-			out[i] = min(float64(c-r.cpu)/1e9/sec, 1)
+			share := 1.0
+			if r.plan.CPU > 0 {
+				share = r.plan.CPU
+			}
+			out[i] = min(float64(c-r.cpu)/1e9/sec/share, 1)
 		}
 		r.cpu = c
 	}
@@ -376,6 +394,7 @@ func (as *appliances) stop() {
 			_ = r.cmd.Process.Kill()
 			<-r.done
 		}
+		r.cg.remove()
 	}
 	as.runs = nil
 	if err := os.RemoveAll(as.dir); err != nil {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,6 +38,9 @@ func requireNoApplianceFiles(t *testing.T, prefix string) {
 	t.Helper()
 	if _, err := os.Stat(applianceDir(prefix)); !os.IsNotExist(err) {
 		t.Fatalf("run %s left its appliances' files in %s (%v)", prefix, applianceDir(prefix), err)
+	}
+	if left := leftCgroups(prefix); len(left) > 0 {
+		t.Fatalf("run %s left its appliances' control groups: %v", prefix, left)
 	}
 }
 
@@ -171,6 +176,8 @@ workloads:
 			`type "scan" has no Redis operation`},
 		{`{name: x, server: s3, model: kv, address: 10.9.9.9, port: 6379, protocol: redis}`, kvWL,
 			"the testbed gives appliances their addresses"},
+		{`{name: x, server: s3, model: kv, parallelism: 0.1}`, kvWL,
+			"parallelism 0.1 is below the smallest share of a CPU the testbed gives a server (0.2)"},
 	} {
 		y := strings.ReplaceAll(strings.ReplaceAll(base, "%APP%", c.app), "%WL%", c.wl)
 		sc, tp := parseScenario(t, y)
@@ -434,4 +441,47 @@ func TestApplianceDiesMidRun(t *testing.T) {
 	t.Logf("run failed: %v", err)
 	requireGone(t, prefix)
 	requireNoApplianceFiles(t, prefix)
+}
+
+// TestApplianceCPUShare: a server given a share of a CPU runs in a control
+// group of its own at that quota, and the group is gone after removal,
+// with its process moved out of it.
+func TestApplianceCPUShare(t *testing.T) {
+	needRoot(t)
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	prefix := "tb" + NewPrefix()[2:]
+	g, err := limitCPU(cgroupName(prefix, "kv"), cmd.Process.Pid, 0.4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.remove()
+	procs, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
+	if err != nil || strings.TrimSpace(string(procs)) != strconv.Itoa(cmd.Process.Pid) {
+		t.Errorf("the group's processes: %q (%v), want %d", procs, err, cmd.Process.Pid)
+	}
+	var quota string
+	if b, err := os.ReadFile(filepath.Join(g.dir, "cpu.max")); err == nil {
+		quota = strings.TrimSpace(string(b))
+	} else {
+		q, _ := os.ReadFile(filepath.Join(g.dir, "cpu.cfs_quota_us"))
+		p, _ := os.ReadFile(filepath.Join(g.dir, "cpu.cfs_period_us"))
+		quota = strings.TrimSpace(string(q)) + " " + strings.TrimSpace(string(p))
+	}
+	if quota != "2000 5000" {
+		t.Errorf("quota and period %q, want 2000 5000 (0.4 of a CPU)", quota)
+	}
+	if left := leftCgroups(prefix); len(left) != 1 {
+		t.Errorf("the run's groups: %v, want the one made", left)
+	}
+	removeCgroups(prefix)
+	if left := leftCgroups(prefix); len(left) > 0 {
+		t.Errorf("groups left after removal: %v", left)
+	}
+	if _, err := limitCPU(cgroupName(prefix, "kv"), cmd.Process.Pid, 0.1); err == nil || !strings.Contains(err.Error(), "below the smallest") {
+		t.Errorf("a share of 0.1: %v, want it refused", err)
+	}
 }

@@ -184,6 +184,9 @@ type AppliancePlan struct {
 	HostDev             string // its peer in the server
 	Port                int
 	Protocol            string // model.ProtoRedis or model.ProtoHTTP
+	// CPU is the share of one CPU its server may use: the appliance's
+	// parallelism when below 1 (0: no limit; see cpulimit.go).
+	CPU float64 `json:",omitempty"`
 }
 
 // Endpoint is where clients reach the appliance.

@@ -2,26 +2,62 @@ package testbed
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
+
+	"github.com/bulkhead-dc/bulkhead/eval"
 )
 
-// TestPulsarRealKV: Pulsar in front of a real redis-server
-// (scenarios/real-kv-pulsar.yaml: guarantees 40 and 80 MT/s, A with 8
-// times B's outstanding requests), against no isolation on the same
-// store. Under none A takes most of the store. Under pulsar the agents
-// relay every request through its flow's buckets at the controller's
-// allocations: after two control intervals A is held near its share —
-// at least 90% of its guarantee, but no longer most of the store — and B
-// gets much more than under none. Whether B reaches its own guarantee is
-// measured and logged, not asserted: on a two-core machine B's 8
-// outstanding requests cross the proxy and four emulated hops each time,
-// and its closed loop is bound by that round trip (docs/results.md).
+// tenantTokens is a tenant's tokens/s at its appliances in one sample.
+func tenantTokens(in *eval.Input, s *eval.Sample, tenant string) float64 {
+	v := 0.0
+	for i, f := range in.RequestFlows {
+		if f.Tenant == tenant {
+			v += s.Requests[i].Tokens
+		}
+	}
+	return v
+}
+
+// meanEstimate is the controller's mean capacity estimate of an appliance
+// over the readings from `from` on (tokens/s; NaN without readings).
+func meanEstimate(in *eval.Input, appliance string, from time.Duration) float64 {
+	sum, n := 0.0, 0
+	for _, e := range in.Estimates {
+		if e.Appliance == appliance && e.T > from {
+			sum += e.Tokens
+			n++
+		}
+	}
+	return sum / float64(n)
+}
+
+// TestPulsarRealKV: Pulsar in front of a real redis-server that gets 0.4
+// of a CPU (scenarios/real-kv-pulsar.yaml: guarantees 20 and 40 MT/s,
+// 1:2; A aggressive, with 8 times B's connections), against no isolation
+// on the same store.
+//
+//   - Under none A takes most of the store and B gets less than its
+//     guarantee; the store is saturated, and the run's throughput is the
+//     store's capacity for this mix (the same mix as under pulsar).
+//   - Under pulsar, from the fifth control interval (1 s each) on, both
+//     tenants get at least their guarantees on average, and no 1-s window
+//     falls below 75% of them; A no longer takes most of the store.
+//   - The controller's capacity estimate over the last third of the run
+//     is within 30% of the store's capacity measured under none.
+//
+// Measured and logged, not asserted (docs/results.md, "Pulsar in front of
+// a real key-value store"): the split of the spare (weights 1:2; B's 32
+// closed-loop connections cannot always use its two thirds on two cores,
+// and A then takes what B leaves) and the estimate's distance to the
+// capacity (the 10% the design aims at is not reached in every run).
 func TestPulsarRealKV(t *testing.T) {
 	needAppliances(t, "redis-server")
 	sc, tp := loadScenario(t, "../scenarios/real-kv-pulsar.yaml")
-	const warmup = 2 * time.Second // two of Pulsar's intervals
-	mean := map[string]map[string]float64{}
+	const interval = time.Second
+	gA, gB := 20.0, 40.0
+	runs := map[string]*eval.Input{}
 	for _, m := range []string{"none", "pulsar"} {
 		prefix := testPrefix(t)
 		in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix}, Mechanism: m})
@@ -30,22 +66,58 @@ func TestPulsarRealKV(t *testing.T) {
 		}
 		requireGone(t, prefix)
 		requireNoApplianceFiles(t, prefix)
-		_, tok := flowMeans(in, warmup)
-		mean[m] = map[string]float64{"A": tok["A"] / 1e6, "B": tok["B"] / 1e6}
-		t.Logf("%s: A %.1f MT/s (guarantee 40), B %.1f MT/s (guarantee 80), A's share %.2f",
-			m, mean[m]["A"], mean[m]["B"], mean[m]["A"]/(mean[m]["A"]+mean[m]["B"]))
+		runs[m] = in
 	}
-	share := func(m string) float64 { return mean[m]["A"] / (mean[m]["A"] + mean[m]["B"]) }
-	if share("none") < 0.75 {
-		t.Errorf("under none A, with 8x the outstanding requests, got %.2f of the store, want most (> 0.75)", share("none"))
+	dur := time.Duration(sc.Duration)
+	from := 5 * interval
+	_, none := flowMeans(runs["none"], interval)
+	_, pul := flowMeans(runs["pulsar"], from)
+	mt := func(m map[string]float64, k string) float64 { return m[k] / 1e6 }
+	capacity := mt(none, "A") + mt(none, "B")
+	t.Logf("none: A %.1f MT/s, B %.1f (guarantees %.0f, %.0f): A's share %.2f; the store's capacity for this mix %.1f MT/s",
+		mt(none, "A"), mt(none, "B"), gA, gB, mt(none, "A")/capacity, capacity)
+	if share := mt(none, "A") / capacity; share < 0.75 {
+		t.Errorf("under none A, with 8x the connections, got %.2f of the store, want most (> 0.75)", share)
 	}
-	if share("pulsar") > 0.65 { // no longer most of the store (0.89 under none; the guarantees are 1:2)
-		t.Errorf("under pulsar A still got %.2f of the store (1:2 guarantees)", share("pulsar"))
+	if mt(none, "B") >= gB {
+		t.Errorf("under none B got %.1f MT/s, its guarantee %.0f: the store was not contended", mt(none, "B"), gB)
 	}
-	if mean["pulsar"]["A"] < 0.9*40 {
-		t.Errorf("under pulsar A got %.1f MT/s, below 90%% of its 40 MT/s guarantee", mean["pulsar"]["A"])
+
+	in := runs["pulsar"]
+	worst := map[string]float64{"A": math.Inf(1), "B": math.Inf(1)}
+	for k := range in.Samples {
+		s := &in.Samples[k]
+		if s.T <= from {
+			continue
+		}
+		for _, tn := range []string{"A", "B"} {
+			// 1-s windows: five samples of 200 ms ending here.
+			if k < 4 {
+				continue
+			}
+			w := 0.0
+			for j := k - 4; j <= k; j++ {
+				w += tenantTokens(in, &in.Samples[j], tn) / 1e6 / 5
+			}
+			worst[tn] = min(worst[tn], w)
+		}
 	}
-	if mean["pulsar"]["B"] < 1.5*mean["none"]["B"] {
-		t.Errorf("under pulsar B got %.1f MT/s, not clearly more than under none (%.1f)", mean["pulsar"]["B"], mean["none"]["B"])
+	est := meanEstimate(in, "kv", dur*2/3) / 1e6
+	spareA, spareB := mt(pul, "A")-gA, mt(pul, "B")-gB
+	t.Logf("pulsar from %v: A %.1f MT/s (worst 1-s window %.1f), B %.1f (worst %.1f); B's part of the spare %.2f (weights: 0.67); capacity estimate over the last third %.1f MT/s (%.0f%% of %.1f)",
+		from, mt(pul, "A"), worst["A"], mt(pul, "B"), worst["B"], spareB/(spareA+spareB), est, 100*est/capacity, capacity)
+	for tn, g := range map[string]float64{"A": gA, "B": gB} {
+		if mt(pul, tn) < g {
+			t.Errorf("under pulsar %s got %.1f MT/s from the fifth interval, below its guarantee %.0f", tn, mt(pul, tn), g)
+		}
+		if worst[tn] < 0.75*g {
+			t.Errorf("under pulsar %s's worst 1-s window from the fifth interval was %.1f MT/s, below 75%% of its guarantee %.0f", tn, worst[tn], g)
+		}
+	}
+	if share := mt(pul, "A") / (mt(pul, "A") + mt(pul, "B")); share > 0.5 {
+		t.Errorf("under pulsar A, with half B's weight, still got %.2f of the store", share)
+	}
+	if math.IsNaN(est) || math.Abs(est-capacity) > 0.3*capacity {
+		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, not within 30%% of the store's capacity %.1f measured under none", est, capacity)
 	}
 }

@@ -351,7 +351,11 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 		during = func(ctx context.Context, t0 time.Time) error { return o.During(ctx, &RunControl{T0: t0, d: d, tb: tb}) }
 	}
 	tb.log.Info("controller and host agents started", "mechanism", m.Name(), "agents", len(d.agents))
-	in, err := tb.measure(ctx, sc, fl, o, w, reqs, as, during)
+	var estimates func(context.Context) (map[string]float64, error)
+	if len(tb.plan.Appliances) > 0 {
+		estimates = d.cli.CapacityEstimates
+	}
+	in, err := tb.measure(ctx, sc, fl, o, w, reqs, as, during, estimates)
 	if err != nil {
 		return nil, err
 	}
@@ -557,7 +561,7 @@ func (w *workers) startClient(ctx context.Context, f flow, t0 time.Time, scale f
 // measure starts the clients and samples the pairs' received bytes every
 // sample interval for the scenario's duration.
 func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o RunOptions, w load, reqs *requests, as *appliances,
-	during func(context.Context, time.Time) error) (*eval.Input, error) {
+	during func(context.Context, time.Time) error, estimates func(context.Context) (map[string]float64, error)) (*eval.Input, error) {
 	dur := time.Duration(sc.Duration)
 	n := int(dur / o.Sample)
 	in := tb.input(sc, o.Sample)
@@ -613,6 +617,21 @@ func (tb *Testbed) measure(ctx context.Context, sc *spec.Scenario, fl []flow, o 
 		recordActivity(&s, fl, time.Duration(k-1)*o.Sample, time.Duration(k)*o.Sample)
 		reqs.sample(&s, as, sec)
 		in.Samples = append(in.Samples, s)
+		if estimates != nil {
+			// The controller's capacity estimates, as the simulator
+			// records its controller's (a reading that fails is skipped:
+			// the controller may be away, e.g. killed by the test).
+			ectx, ecancel := context.WithTimeout(ctx, o.Sample/4)
+			est, err := estimates(ectx)
+			ecancel()
+			if err == nil {
+				for _, a := range tb.plan.Appliances {
+					if v, ok := est[a.Name]; ok {
+						in.Estimates = append(in.Estimates, eval.Estimate{T: s.T, Appliance: a.Name, Tokens: v})
+					}
+				}
+			}
+		}
 		prev, prevT = cur, now
 		if err := w.err(); err != nil {
 			return nil, err

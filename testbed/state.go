@@ -118,6 +118,7 @@ func removeState(prefix string) error {
 	_ = os.Remove(keyPath(prefix))
 	_ = os.RemoveAll(daemonDir(prefix))
 	_ = os.RemoveAll(applianceDir(prefix))
+	removeCgroups(prefix)
 	return nil
 }
 

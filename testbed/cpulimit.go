@@ -1,0 +1,146 @@
+package testbed
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// An appliance's real server gets the CPU its model declares, as a link
+// gets its rate: an appliance with `parallelism` p below 1 serves p
+// service-seconds per second, so its server runs in a control group of
+// its own whose CPU quota is p of one CPU (the kernel's CFS bandwidth
+// control). Without it, a real server on the emulating machine is never
+// the bottleneck that the scenario describes: the clients, the agents'
+// proxies and the emulated links share the same cores and run out first.
+// Parallelism of 1 or more leaves the server alone (Redis and the file
+// store's nginx serve on one thread).
+
+// cpuPeriod is the quota's period: short, so that a server at its quota
+// waits a few milliseconds at most, and long enough for quotas down to
+// 5% (the kernel's smallest quota is 1 ms).
+const cpuPeriod = 5 * time.Millisecond
+
+// minCPUShare is the smallest share a server can be given.
+const minCPUShare = float64(time.Millisecond) / float64(cpuPeriod)
+
+// Where the kernel's cpu controller is mounted: cgroup v2's unified
+// hierarchy (cpu.max), or v1's cpu hierarchy (cpu.cfs_quota_us).
+const (
+	cgroupV2Root = "/sys/fs/cgroup"
+	cgroupV1CPU  = "/sys/fs/cgroup/cpu"
+)
+
+// cpuGroup is a control group holding one server at a CPU quota.
+type cpuGroup struct {
+	dir string
+}
+
+// cgroupName is the group of a run's appliance.
+func cgroupName(prefix, appliance string) string { return "bulkhead-" + prefix + "-" + appliance }
+
+// cpuRoot finds the cpu controller's hierarchy and whether it is cgroup
+// v2.
+func cpuRoot() (dir string, v2 bool, err error) {
+	if b, err := os.ReadFile(filepath.Join(cgroupV2Root, "cgroup.controllers")); err == nil {
+		if !strings.Contains(" "+strings.TrimSpace(string(b))+" ", " cpu ") {
+			return "", false, errors.New("cgroup v2 is mounted at /sys/fs/cgroup without its cpu controller")
+		}
+		return cgroupV2Root, true, nil
+	}
+	if _, err := os.Stat(filepath.Join(cgroupV1CPU, "cpu.cfs_quota_us")); err == nil {
+		return cgroupV1CPU, false, nil
+	}
+	return "", false, errors.New("no cgroup cpu controller found (neither /sys/fs/cgroup/cgroup.controllers nor /sys/fs/cgroup/cpu/cpu.cfs_quota_us)")
+}
+
+// limitCPU moves pid into a new control group named name that lets it use
+// share of one CPU.
+func limitCPU(name string, pid int, share float64) (*cpuGroup, error) {
+	if !(share >= minCPUShare) {
+		return nil, fmt.Errorf("a CPU share of %g is below the smallest the testbed gives (%g)", share, minCPUShare)
+	}
+	root, v2, err := cpuRoot()
+	if err != nil {
+		return nil, fmt.Errorf("limiting the server to %g of a CPU: %w", share, err)
+	}
+	if v2 {
+		// The root must hand the cpu controller to its children.
+		if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0); err != nil {
+			return nil, fmt.Errorf("enabling the cpu controller in %s: %w", root, err)
+		}
+	}
+	g := &cpuGroup{dir: filepath.Join(root, name)}
+	if err := os.Mkdir(g.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating control group %s: %w", g.dir, err)
+	}
+	period := cpuPeriod.Microseconds()
+	quota := int64(share * float64(period))
+	write := func(file, v string) error {
+		if err := os.WriteFile(filepath.Join(g.dir, file), []byte(v), 0); err != nil {
+			return fmt.Errorf("control group %s: writing %q to %s: %w", g.dir, v, file, err)
+		}
+		return nil
+	}
+	if v2 {
+		err = write("cpu.max", fmt.Sprintf("%d %d", quota, period))
+	} else {
+		err = write("cpu.cfs_period_us", strconv.FormatInt(period, 10))
+		if err == nil {
+			err = write("cpu.cfs_quota_us", strconv.FormatInt(quota, 10))
+		}
+	}
+	if err == nil {
+		err = write("cgroup.procs", strconv.Itoa(pid))
+	}
+	if err != nil {
+		g.remove()
+		return nil, err
+	}
+	return g, nil
+}
+
+// remove deletes the group once its processes are gone (moving any left
+// to the parent first).
+func (g *cpuGroup) remove() {
+	if g == nil {
+		return
+	}
+	removeCgroup(g.dir)
+}
+
+func removeCgroup(dir string) {
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+		for _, p := range strings.Fields(string(b)) {
+			_ = os.WriteFile(filepath.Join(filepath.Dir(dir), "cgroup.procs"), []byte(p), 0)
+		}
+	}
+	for i := 0; i < 50; i++ {
+		if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// removeCgroups deletes every control group of a run's appliances (what a
+// run that died left).
+func removeCgroups(prefix string) {
+	for _, d := range leftCgroups(prefix) {
+		removeCgroup(d)
+	}
+}
+
+// leftCgroups lists a run's appliances' control groups still there.
+func leftCgroups(prefix string) []string {
+	var out []string
+	for _, root := range []string{cgroupV2Root, cgroupV1CPU} {
+		dirs, _ := filepath.Glob(filepath.Join(root, cgroupName(prefix, "*")))
+		out = append(out, dirs...)
+	}
+	return out
+}
