@@ -65,6 +65,13 @@ type vmState struct {
 	at             time.Time
 }
 
+// hostPairs are the pair rates of a host's latest report (bounded by
+// maxReportPairs).
+type hostPairs struct {
+	pairs []*controlpb.PairRates
+	at    time.Time
+}
+
 // tenantCompliance counts a tenant's report intervals.
 type tenantCompliance struct {
 	intervals, compliant int
@@ -77,7 +84,8 @@ type runtime struct {
 	hosts    map[string]*hostState
 	vms      map[string]*vmState
 	tenants  map[string]*tenantCompliance
-	bound    map[string]bool // destination VMs some pair toward which its limiter held back, latest reports
+	bound    map[string]bool      // destination VMs some pair toward which its limiter held back, latest reports
+	pairs    map[string]hostPairs // each host's VM pairs in its latest report (the web UI's link rates)
 	// view is the latest compliance interval's judgement of every
 	// declared tenant, declared the declared hosts, sorted (for the
 	// metrics: clusterCollector); nil while not leading.
@@ -87,7 +95,7 @@ type runtime struct {
 
 func newRuntime() *runtime {
 	return &runtime{sessions: map[string]*session{}, hosts: map[string]*hostState{}, vms: map[string]*vmState{},
-		tenants: map[string]*tenantCompliance{}, bound: map[string]bool{}}
+		tenants: map[string]*tenantCompliance{}, bound: map[string]bool{}, pairs: map[string]hostPairs{}}
 }
 
 // GRPCServer returns a gRPC server for the agents, over mutual TLS with
@@ -341,6 +349,7 @@ func (c *Controller) report(host string, r *controlpb.Report) error {
 			c.rt.bound[p.Dst] = true
 		}
 	}
+	c.rt.pairs[host] = hostPairs{pairs: r.Pairs, at: now}
 	return nil
 }
 

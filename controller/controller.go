@@ -20,12 +20,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/api"
 	"github.com/bulkhead-dc/bulkhead/pki"
 	"github.com/bulkhead-dc/bulkhead/store"
+	"github.com/bulkhead-dc/bulkhead/webui"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -73,6 +75,8 @@ type Controller struct {
 
 	rt  *runtime // connected agents and what they report
 	cen *central // the cluster's central controller (central.go)
+	ui  *webui.Server
+	ds  dashCache // the web UI's per-revision figures (dashboard.go)
 
 	cacheMu sync.Mutex
 	cache   *built // the stored cluster, built, at its last revision
@@ -96,6 +100,15 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), ready: errors.New("not started"), rt: newRuntime(), cen: newCentral()}
 	c.met = newMetrics(c.reg)
 	c.reg.MustRegister(clusterCollector{c})
+	ui, err := webui.New(webui.Config{Source: c.Dashboard, Token: cfg.Token, Logger: cfg.Logger, Now: cfg.Now,
+		Guard:      func(op string, h http.HandlerFunc) http.Handler { return c.guard(op, true, h) },
+		Authorized: func(r *http.Request) bool { return c.operator(r, true) },
+		// The token alone: a client certificate needs no login.
+		Login: func(token string) bool { return token != "" && c.authorized(token, &RequestInfo{}) }})
+	if err != nil {
+		return nil, err
+	}
+	c.ui = ui
 	return c, nil
 }
 
@@ -104,6 +117,9 @@ func New(cfg Config) (*Controller, error) {
 // leader. It returns nil when ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	c.setReady(nil)
+	uiDone := make(chan struct{})
+	go func() { defer close(uiDone); c.ui.Run(ctx) }()
+	defer func() { <-uiDone }() // Run returns once ctx has ended
 	followCtx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
 	go c.follow(followCtx)

@@ -12,6 +12,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/api"
 	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/store"
+	"github.com/bulkhead-dc/bulkhead/webui"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -23,8 +24,8 @@ var kindsByPlural = map[string]string{
 	"appliances": api.KindAppliance,
 }
 
-// Handler serves the operator API, /healthz, /readyz, /metrics and
-// /api/v1/openapi.yaml.
+// Handler serves the operator API, /healthz, /readyz, /metrics,
+// /api/v1/openapi.yaml and the web UI (/ui/, package webui).
 func (c *Controller) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
@@ -38,6 +39,7 @@ func (c *Controller) Handler() http.Handler {
 	mux.Handle("GET /api/v1/{kind}", c.auth("list", c.serveList))
 	mux.Handle("GET /api/v1/{kind}/{name}", c.auth("get", c.serveGet))
 	mux.Handle("DELETE /api/v1/{kind}/{name}", c.auth("delete", c.serveDelete))
+	c.ui.Register(mux)
 	return mux
 }
 
@@ -67,18 +69,37 @@ func (s *statusWriter) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection (the web
+// UI's event stream flushes and extends its write deadline).
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 // auth checks the operator's credentials and counts the request.
-func (c *Controller) auth(op string, h http.HandlerFunc) http.Handler {
+func (c *Controller) auth(op string, h http.HandlerFunc) http.Handler { return c.guard(op, false, h) }
+
+// guard is auth; with session, the web UI's session cookie (set by its
+// login form for the operator token) is accepted too — on the UI's
+// routes only.
+func (c *Controller) guard(op string, session bool, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		defer func() { c.met.requests.WithLabelValues(op, strconv.Itoa(sw.code)).Inc() }()
-		bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !c.authorized(bearer, &RequestInfo{TLS: r.TLS}) {
+		if !c.operator(r, session) {
 			writeProblem(sw, http.StatusUnauthorized, &api.Problem{Error: "unauthorized: send the operator token (Authorization: Bearer TOKEN) or an operator client certificate"})
 			return
 		}
 		h(sw, r)
 	})
+}
+
+// operator says whether a request is an operator's: the token as a
+// bearer, an operator client certificate (Config.Authn) or, with
+// session, a valid web UI session cookie.
+func (c *Controller) operator(r *http.Request, session bool) bool {
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if c.authorized(bearer, &RequestInfo{TLS: r.TLS}) {
+		return true
+	}
+	return session && webui.RequestSession(r, c.cfg.Token, c.cfg.Now())
 }
 
 func (c *Controller) kind(w http.ResponseWriter, r *http.Request) (string, bool) {

@@ -15,24 +15,7 @@ func (c *Controller) fillStatus(snap *snapshot, objs []api.Object) {
 	if err != nil {
 		return // nothing stored yet, or no cluster: no status to give
 	}
-	var links map[string][]api.LinkReservation
-	if pl, err := place.NewPlacer(cl.Topology, place.Options{Slots: cl.Spec.Slots, Seed: cl.Spec.Seed}); err == nil {
-		links = map[string][]api.LinkReservation{}
-		for _, o := range cl.Objects {
-			ts, ok := o.Spec.(*api.TenantSpec)
-			if !ok {
-				continue
-			}
-			st := specTenant(o.Name(), ts)
-			if pl.Reserve(&st) != nil {
-				continue
-			}
-			p, _ := pl.Tenant(o.Name())
-			for _, l := range p.Links {
-				links[o.Name()] = append(links[o.Name()], api.LinkReservation{Link: l.Name, Rate: l.Rate})
-			}
-		}
-	}
+	links := linkReservations(cl)
 	perHost := map[string]int{}
 	for _, v := range cl.Model.VMs() {
 		perHost[v.Host]++
@@ -78,4 +61,30 @@ func (c *Controller) fillStatus(snap *snapshot, objs []api.Object) {
 			o.Status = hs
 		}
 	}
+}
+
+// linkReservations are every tenant's hose reservations on the links of
+// the cluster's topology, as admission makes them (nil if the topology
+// takes no placer).
+func linkReservations(cl *api.Cluster) map[string][]api.LinkReservation {
+	pl, err := place.NewPlacer(cl.Topology, place.Options{Slots: cl.Spec.Slots, Seed: cl.Spec.Seed})
+	if err != nil {
+		return nil
+	}
+	links := map[string][]api.LinkReservation{}
+	for _, o := range cl.Objects {
+		ts, ok := o.Spec.(*api.TenantSpec)
+		if !ok {
+			continue
+		}
+		st := specTenant(o.Name(), ts)
+		if pl.Reserve(&st) != nil {
+			continue
+		}
+		p, _ := pl.Tenant(o.Name())
+		for _, l := range p.Links {
+			links[o.Name()] = append(links[o.Name()], api.LinkReservation{Link: l.Name, Rate: l.Rate})
+		}
+	}
+	return links
 }

@@ -11,21 +11,18 @@ import (
 	"strings"
 
 	"github.com/bulkhead-dc/bulkhead/eval"
+	"github.com/bulkhead-dc/bulkhead/internal/uplot"
 )
 
 // ReportHTML is the self-contained interactive report, written by
 // WriteReport (one run) and WriteComparison (the comparison directory).
 const ReportHTML = "report.html"
 
-// The page inlines everything it needs: uPlot (assets/uplot, vendored from
-// the npm registry), its own script and style, and the data as JSON. A
+// The page inlines everything it needs: uPlot (internal/uplot, vendored
+// from the npm registry), its own script and style, and the data as JSON. A
 // Content-Security-Policy forbids every fetch, so a page that tried one
 // would fail loudly rather than depend on the network.
 var (
-	//go:embed assets/uplot/uPlot.iife.min.js
-	uplotJS string
-	//go:embed assets/uplot/uPlot.min.css
-	uplotCSS string
 	//go:embed assets/report.js
 	pageJS string
 	//go:embed assets/report.css
@@ -145,8 +142,8 @@ func renderHTML(p *htmlPage, d *htmlData) ([]byte, error) {
 		return nil, fmt.Errorf("report: %s: %w", ReportHTML, err)
 	}
 	p.Data = template.JS(js)
-	p.UPlotJS = template.JS(uplotJS)
-	p.UPlotCSS = template.CSS(uplotCSS)
+	p.UPlotJS = template.JS(uplot.JS())
+	p.UPlotCSS = template.CSS(uplot.CSS())
 	p.PageJS = template.JS(pageJS)
 	p.PageCSS = template.CSS(pageCSS)
 	var b bytes.Buffer

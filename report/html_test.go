@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/eval"
 	"github.com/bulkhead-dc/bulkhead/eval/evaltest"
+	"github.com/bulkhead-dc/bulkhead/internal/uplot"
 )
 
 // htmlDataOf checks that page is self-contained (no resource fetched from
@@ -28,7 +29,7 @@ func htmlDataOf(t *testing.T, page string) htmlData {
 	if m := regexp.MustCompile(`(?i)url\(\s*["']?(https?:)?//`).FindString(page); m != "" {
 		t.Errorf("report.html's style refers to the network: %q", m)
 	}
-	for _, want := range []string{"Content-Security-Policy", "default-src 'none'", strings.TrimSpace(uplotJS[:200]), "uplot", "report-data"} {
+	for _, want := range []string{"Content-Security-Policy", "default-src 'none'", strings.TrimSpace(uplot.JS()[:200]), "uplot", "report-data"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
 		}

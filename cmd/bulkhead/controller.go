@@ -44,11 +44,13 @@ survives restarts — a bbolt file in --data-dir — admits a tenant only if
 its guarantees fit every link, places VMs declared without a host, and
 serves the operator API (api/openapi.yaml) on --listen for 'bulkhead
 apply', 'get', 'delete' and 'describe', with /metrics, /healthz and
-/readyz.
+/readyz, and a web dashboard at /ui/ (tenants against their guarantees,
+topology, appliances, agents; live, once a second).
 
 Every API request needs the operator token: --token-file, or, by default,
 DATA_DIR/operator.token, created with a random token on first start
-(clients on the same machine read it from there).`,
+(clients on the same machine read it from there). The dashboard asks for
+the same token once and keeps a session cookie.`,
 		Example: `  bulkhead controller --data-dir /var/lib/bulkhead &
   bulkhead apply -f docs/examples/cluster.yaml
   bulkhead apply -f docs/examples/tenants.yaml

@@ -26,7 +26,11 @@ func (Mechanism) NewAgent(mech.Env) (mech.Agent, error) { return agent{}, nil }
 
 type agent struct{}
 
-// Period is long: the agent does nothing.
-func (agent) Period() time.Duration { return time.Hour }
+// Period is a second: the agent sets nothing, but a host agent observes
+// its VMs every step, and those counters are what it reports to the
+// controller (tenants' rates and compliance, the web UI) and exports as
+// metrics — the baseline must be as visible as the mechanisms it is
+// compared with.
+func (agent) Period() time.Duration { return time.Second }
 
 func (agent) Step(*mech.HostObs, []mech.Message) mech.Actions { return mech.Actions{} }
