@@ -194,3 +194,57 @@ func TestPulsarRealFig14(t *testing.T) {
 		t.Errorf("the last estimate %.1f MT/s is not within 35%% of the store's capacity %.1f", last, capacity)
 	}
 }
+
+// windowsAt is the share of a tenant's 1-s windows (five 200-ms samples)
+// from `from` on in which it got at least frac of g MT/s.
+func windowsAt(in *eval.Input, tenant string, from time.Duration, g, frac float64) float64 {
+	n, good := 0, 0
+	for k := range in.Samples {
+		if in.Samples[k].T <= from || k < 4 {
+			continue
+		}
+		w := 0.0
+		for j := k - 4; j <= k; j++ {
+			w += tenantTokens(in, &in.Samples[j], tenant) / 1e6 / 5
+		}
+		n++
+		if w >= frac*g {
+			good++
+		}
+	}
+	return float64(good) / float64(n)
+}
+
+// TestPulsarRealClosedLoop: a closed-loop tenant (A, 32 outstanding
+// requests, guarantee 40 MT/s) beside two open-loop tenants at a real
+// redis-server at 0.4 of a CPU (scenarios/real-closed-loop.yaml). Under
+// none the open-loop tenants' queue holds A below its guarantee in some of
+// its 1-s windows; under pulsar A gets its guarantee from the fifth
+// control interval on (mean, and 90% of its 1-s windows at 95% of it), and
+// so do B and C.
+func TestPulsarRealClosedLoop(t *testing.T) {
+	needAppliances(t, "redis-server")
+	sc, tp := loadScenario(t, "../scenarios/real-closed-loop.yaml")
+	guar := map[string]float64{"A": 40, "B": 20, "C": 20}
+	from := 5 * time.Second
+	for _, m := range []string{"none", "pulsar"} {
+		prefix := testPrefix(t)
+		in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix}, Mechanism: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireGone(t, prefix)
+		requireNoApplianceFiles(t, prefix)
+		_, tok := flowMeans(in, from)
+		for _, tn := range []string{"A", "B", "C"} {
+			at := windowsAt(in, tn, from, guar[tn], 0.95)
+			t.Logf("%s: %s %.1f MT/s from %v (guarantee %.0f), 1-s windows at 95%% of it %.2f", m, tn, tok[tn]/1e6, from, guar[tn], at)
+			switch {
+			case m == "none" && tn == "A" && at > 0.8:
+				t.Errorf("under none the closed-loop A was at its guarantee in %.2f of its 1-s windows: the open-loop tenants did not hold it back", at)
+			case m == "pulsar" && (tok[tn]/1e6 < guar[tn] || at < 0.9):
+				t.Errorf("under pulsar %s got %.1f MT/s from %v, %.2f of its 1-s windows at 95%% of its guarantee %.0f; want the guarantee and 0.9", tn, tok[tn]/1e6, from, at, guar[tn])
+			}
+		}
+	}
+}
