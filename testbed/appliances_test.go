@@ -474,6 +474,15 @@ func TestApplianceCPUShare(t *testing.T) {
 	if quota != "2000 5000" {
 		t.Errorf("quota and period %q, want 2000 5000 (0.4 of a CPU)", quota)
 	}
+	weight, err := os.ReadFile(filepath.Join(g.dir, "cpu.weight"))
+	want := strconv.Itoa(cgroupV2MaxWeight)
+	if err != nil {
+		weight, err = os.ReadFile(filepath.Join(g.dir, "cpu.shares"))
+		want = strconv.Itoa(cgroupV1MaxShares)
+	}
+	if err != nil || strings.TrimSpace(string(weight)) != want {
+		t.Errorf("the group's CPU weight %q (%v), want %s: the server must get its share on a busy machine", weight, err, want)
+	}
 	if left := leftCgroups(prefix); len(left) != 1 {
 		t.Errorf("the run's groups: %v, want the one made", left)
 	}

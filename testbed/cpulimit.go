@@ -14,7 +14,8 @@ import (
 // gets its rate: an appliance with `parallelism` p below 1 serves p
 // service-seconds per second, so its server runs in a control group of
 // its own whose CPU quota is p of one CPU (the kernel's CFS bandwidth
-// control). Without it, a real server on the emulating machine is never
+// control), with the largest CPU weight, so that it gets that share
+// however busy the machine is. Without it, a real server on the emulating machine is never
 // the bottleneck that the scenario describes: the clients, the agents'
 // proxies and the emulated links share the same cores and run out first.
 // Parallelism of 1 or more leaves the server alone (Redis and the file
@@ -33,6 +34,12 @@ const minCPUShare = float64(time.Millisecond) / float64(cpuPeriod)
 const (
 	cgroupV2Root = "/sys/fs/cgroup"
 	cgroupV1CPU  = "/sys/fs/cgroup/cpu"
+)
+
+// The largest CPU weights of cgroup v2 (cpu.weight) and v1 (cpu.shares).
+const (
+	cgroupV2MaxWeight = 10000
+	cgroupV1MaxShares = 262144
 )
 
 // cpuGroup is a control group holding one server at a CPU quota.
@@ -86,12 +93,21 @@ func limitCPU(name string, pid int, share float64) (*cpuGroup, error) {
 		}
 		return nil
 	}
+	// The quota caps the server; the weight makes sure it gets it on a
+	// machine whose cores the clients, the agents and the emulated links
+	// keep busy, as a server of its own would.
 	if v2 {
 		err = write("cpu.max", fmt.Sprintf("%d %d", quota, period))
+		if err == nil {
+			err = write("cpu.weight", strconv.Itoa(cgroupV2MaxWeight))
+		}
 	} else {
 		err = write("cpu.cfs_period_us", strconv.FormatInt(period, 10))
 		if err == nil {
 			err = write("cpu.cfs_quota_us", strconv.FormatInt(quota, 10))
+		}
+		if err == nil {
+			err = write("cpu.shares", strconv.Itoa(cgroupV1MaxShares))
 		}
 	}
 	if err == nil {
