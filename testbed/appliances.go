@@ -204,9 +204,30 @@ type appliances struct {
 	runs []*running // indexed like plan.Appliances
 }
 
+// StartAppliances starts every appliance's server in its namespace, waits
+// until each listens on its address and leaves them running after this
+// process exits, for a datacenter left up (`bulkhead testbed up`):
+// `bulkhead testbed down` stops them with everything else of the run (they
+// are in its namespaces) and removes their files and CPU groups. On error
+// nothing is left running.
+func (tb *Testbed) StartAppliances(ctx context.Context) error {
+	as, err := tb.launchAppliances(ctx, true)
+	if err != nil {
+		return err
+	}
+	as.runs = nil // theirs now: `testbed down` stops them
+	return nil
+}
+
 // startAppliances starts every appliance's server in its namespace and
-// waits until each listens on its address.
-func (tb *Testbed) startAppliances(ctx context.Context) (_ *appliances, err error) {
+// waits until each listens on its address; they die with this process.
+func (tb *Testbed) startAppliances(ctx context.Context) (*appliances, error) {
+	return tb.launchAppliances(ctx, false)
+}
+
+// launchAppliances starts the servers, detached from this process (no
+// parent-death signal) if detach.
+func (tb *Testbed) launchAppliances(ctx context.Context, detach bool) (_ *appliances, err error) {
 	as := &appliances{tb: tb, dir: applianceDir(tb.plan.Prefix)}
 	if len(tb.plan.Appliances) == 0 {
 		return as, nil
@@ -235,6 +256,9 @@ func (tb *Testbed) startAppliances(ctx context.Context) (_ *appliances, err erro
 			return as, fmt.Errorf("testbed: appliance %s: %w", a.Name, err)
 		}
 		cmd := tb.Command(context.WithoutCancel(ctx), bin, args...)
+		if detach {
+			cmd.SysProcAttr.Pdeathsig = 0
+		}
 		r := &running{plan: a, cmd: cmd, done: make(chan struct{}), log: logf}
 		if err := tb.ns[a.NS].StartIn(cmd); err != nil {
 			return as, fmt.Errorf("testbed: appliance %s: %w", a.Name, err)

@@ -375,6 +375,81 @@ func helperKV(ctx context.Context, prefix string) int {
 	return 0
 }
 
+// helperKVLeave brings scenarios/real-kv-pulsar.yaml up as `bulkhead
+// testbed up` does — its redis-server running, at its CPU share — and
+// exits (TestUpLeavesAppliancesRunning).
+func helperKVLeave(ctx context.Context, prefix string) int {
+	sc, err := spec.Load("../scenarios/real-kv-pulsar.yaml")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	tp, err := topo.FromSpec(sc.Topology)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	tb, err := Up(ctx, sc, tp, Options{Prefix: prefix})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer tb.Close()
+	if err := tb.StartAppliances(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("READY")
+	return 0
+}
+
+// TestUpLeavesAppliancesRunning: a datacenter left up (`bulkhead testbed
+// up`) keeps its appliance's server running, in its CPU group, after the
+// process that built it has exited; a VM reaches it at its address; `down`
+// stops it and removes its files and group with everything else.
+func TestUpLeavesAppliancesRunning(t *testing.T) {
+	needAppliances(t, "redis-server", "redis-cli")
+	prefix := testPrefix(t)
+	t.Cleanup(func() { _ = Down(context.Background(), prefix) })
+	cmd := startHelper(t, "upkvleave "+prefix)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the process that brought the datacenter up: %v", err)
+	}
+	left, err := dataplane.Find(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Processes) != 1 || !strings.Contains(left.String(), "redis-server") {
+		t.Fatalf("after the builder exited: %s; want its redis-server running", left)
+	}
+	if len(leftCgroups(prefix)) != 1 {
+		t.Errorf("the store's CPU group: %v, want one", leftCgroups(prefix))
+	}
+	s, err := ReadState(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vmNS string
+	for _, v := range s.VMs {
+		if v.Name == "a1" {
+			vmNS = v.NS
+		}
+	}
+	if len(s.Appliances) != 1 {
+		t.Fatalf("the state's appliances: %+v, want kv", s.Appliances)
+	}
+	host, port, _ := strings.Cut(s.Appliances[0].Endpoint, ":")
+	out, err := exec.Command("ip", "netns", "exec", vmNS, "redis-cli", "-h", host, "-p", port, "ping").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "PONG" {
+		t.Errorf("redis-cli ping from VM a1 (%s): %q, %v; want PONG", vmNS, out, err)
+	}
+	if err := Down(context.Background(), prefix); err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, prefix)
+	requireNoApplianceFiles(t, prefix)
+}
+
 // TestKilledApplianceRunIsRemoved (d): a process that built a testbed with
 // a real appliance is killed (SIGKILL: no cleanup of its own); ReapStale
 // removes its namespaces, its redis-server and the appliance's files.

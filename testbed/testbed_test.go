@@ -75,6 +75,9 @@ func helper(mode string) int {
 	if f[0] == "upkv" {
 		return helperKV(ctx, f[1])
 	}
+	if f[0] == "upkvleave" {
+		return helperKVLeave(ctx, f[1])
+	}
 	sc, tp, err := loadFig3()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -85,7 +85,10 @@ func newTestbedUpCmd() *cobra.Command {
 		Short: "Build a scenario's emulated datacenter and leave it up",
 		Long: `Build the scenario's emulated datacenter and leave it running (no
 traffic): use 'ip netns exec NAMESPACE ...' to run programs in a VM, and
-'bulkhead testbed down --prefix PREFIX' to remove it. The data plane the mechanism (--mechanism, default the
+'bulkhead testbed down --prefix PREFIX' to remove it. The scenario's
+appliances run as real servers in their namespaces (kv: redis-server,
+filestore: nginx with WebDAV), at the CPU share their parallelism gives,
+listening on the addresses printed; 'testbed down' stops them. The data plane the mechanism (--mechanism, default the
 scenario's) needs is built — pair limiters, per-VM scheduler devices —
 and what it sets from the model alone is applied: every server's agent
 steps once and stops (a reservation mechanism's pair limits, a
@@ -126,17 +129,26 @@ to the traffic.`,
 			default:
 				o.ForMechanism(m)
 			}
+			if err := testbed.CheckApplianceServers(s.Spec); err != nil {
+				return err
+			}
 			tb, err := testbed.Up(ctx, s.Spec, s.Topo, o)
 			if err != nil {
 				return err
 			}
 			defer tb.Close()
+			undo := func(err error) error {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				return errors.Join(err, tb.Down(cctx))
+			}
 			if m != nil {
 				if err := tb.Apply(m); err != nil {
-					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-					defer cancel()
-					return errors.Join(err, tb.Down(cctx))
+					return undo(err)
 				}
+			}
+			if err := tb.StartAppliances(ctx); err != nil {
+				return undo(err)
 			}
 			printPlan(cmd.OutOrStdout(), tb.Plan())
 			if o.Limiters || o.Schedulers {
@@ -168,6 +180,15 @@ func printPlan(w io.Writer, p *testbed.Plan) {
 		fmt.Fprintf(tw, "%s<->%s\t%s\t%s\n", l.A, l.B, fmtRate(l.Capacity), fmtRate(l.Capacity*p.Scale))
 	}
 	tw.Flush()
+	if len(p.Appliances) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "APPLIANCE	MODEL	SERVER	LISTENS ON	PROTOCOL	NAMESPACE")
+		for _, a := range p.Appliances {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Model, a.Server, a.Endpoint(), a.Protocol, a.NS)
+		}
+		tw.Flush()
+	}
 }
 
 func fmtRate(bps float64) string {
