@@ -152,6 +152,9 @@ type vmPath struct {
 	dev          string                 // the VM's device on the server, for its counters
 	iface, netns string                 // as the model names them
 	counted      map[datapath.Pair]bool // pairs its receive counters were asked to count
+	// the order of the pairs of the latest readings of its limiters and
+	// receive counters (observe reuses it while they read the same pairs)
+	txOrder, rxOrder []datapath.Pair
 	datapath.VMPath
 }
 
@@ -461,6 +464,7 @@ func (a *Agent) Update(m *model.Model) error {
 		errs = append(errs, a.detach(v.Name))
 	}
 	a.byAddr, a.addrOf, a.model = byAddr, addrOf, m
+	a.resetPairs()
 	if _, err := a.attach(moved); err != nil {
 		a.log.Error("a VM whose address or device changed could not be attached again; it is not enforced", "err", err)
 		errs = append(errs, err)
@@ -735,6 +739,17 @@ func Apply(cfg Config) (drive.Stats, error) {
 	a.start = time.Now()
 	err = a.step(a.start)
 	return a.Stats(), errors.Join(err, a.Close())
+}
+
+// Step runs one period at now by hand, for callers that pace the agent
+// themselves (benchmarks, tests on a real data path): the first call
+// starts the agent's clock and reads the counters' baseline. It must not
+// be called while Run runs.
+func (a *Agent) Step(now time.Time) error {
+	if a.start.IsZero() {
+		a.start = now
+	}
+	return a.step(now)
 }
 
 // step is one period: retry the removals the data path refused,

@@ -73,6 +73,7 @@ func pointOf(l mech.Limit) point {
 }
 
 var (
+	_ drive.BatchEnforcer     = (*enforcer)(nil)
 	_ drive.Enforcer          = (*enforcer)(nil)
 	_ drive.Verifier          = (*enforcer)(nil)
 	_ drive.SchedulerVerifier = (*enforcer)(nil)
@@ -150,6 +151,63 @@ func (e *enforcer) SetLimit(l mech.Limit) error {
 	a.met.updateNano.Add(int64(took))
 	a.met.limitSeconds.Observe(took.Seconds())
 	return nil
+}
+
+// SetLimits implements drive.BatchEnforcer: the pair limits go to the
+// data path together (datapath.SetPairRates: one round trip per
+// namespace on a datapath.RateBatcher), and each is accounted for as
+// SetLimit does; a limit of another kind is written alone. Each update's
+// latency is its share of the batch's time.
+func (e *enforcer) SetLimits(ls []mech.Limit) []error {
+	a := e.a
+	errs := make([]error, len(ls))
+	t0 := time.Now()
+	ops := make([]datapath.PairRate, 0, len(ls))
+	at := make([]int, 0, len(ls))
+	for i, l := range ls {
+		if l.Kind != mech.PairLimit {
+			errs[i] = e.SetLimit(l)
+			continue
+		}
+		v := a.vms[l.Pair.Src]
+		if v == nil || v.TX == nil {
+			errs[i] = fmt.Errorf("pair %s->%s: no limiter for its source here", l.Pair.Src, l.Pair.Dst)
+			continue
+		}
+		p, ok := a.pairAddr(l.Pair)
+		if !ok {
+			errs[i] = fmt.Errorf("pair %s->%s: a VM without an address", l.Pair.Src, l.Pair.Dst)
+			continue
+		}
+		ops = append(ops, datapath.PairRate{TX: v.TX, Pair: p, Bps: e.wire(l.Rate)})
+		at = append(at, i)
+	}
+	if len(ops) == 0 {
+		return errs
+	}
+	werrs := datapath.SetPairRates(a.cfg.Path, ops)
+	each := time.Since(t0) / time.Duration(len(ops))
+	for j, i := range at {
+		l := ls[i]
+		if j >= len(werrs) || werrs[j] != nil {
+			a.met.errors.WithLabelValues("limit").Inc()
+			if j < len(werrs) {
+				errs[i] = werrs[j]
+			} else {
+				errs[i] = fmt.Errorf("pair %s->%s: no answer from the data path", l.Pair.Src, l.Pair.Dst)
+			}
+			continue
+		}
+		e.limits[l.Pair] = l.Rate
+		if math.IsInf(l.Rate, 1) {
+			delete(e.unheld, pointOf(l))
+		}
+		a.met.limitUpdates.Inc()
+		a.met.nUpdates.Add(1)
+		a.met.updateNano.Add(int64(each))
+		a.met.limitSeconds.Observe(each.Seconds())
+	}
+	return errs
 }
 
 // SetScheduler implements drive.Enforcer.

@@ -175,18 +175,40 @@ func finite(r float64) *float64 {
 
 // record updates the state and gauges after a step.
 func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
-	ps := func(os []mech.PairObs, side string) []PairState {
+	ps := func(os []mech.PairObs, idx []int32, dir mech.Direction) []PairState {
+		side := dirName(dir)
 		out := make([]PairState, 0, len(os))
-		for _, o := range os {
+		for i, o := range os {
 			out = append(out, PairState{Src: o.Pair.Src, Dst: o.Pair.Dst, Rate: o.Rate, Limit: finite(o.Limit), LimiterBound: o.LimiterBound, Losses: o.Losses})
-			a.met.pairRate.WithLabelValues(o.Pair.Src, o.Pair.Dst, side).Set(o.Rate)
-			if side == "egress" {
-				a.met.pairLimit.WithLabelValues(o.Pair.Src, o.Pair.Dst).Set(o.Limit)
+			// the pair's gauges, kept by its index once made
+			var info *pairInfo
+			if len(idx) == len(os) {
+				info = &a.pairs[idx[i]]
+			}
+			if info == nil || info.rate[dir] == nil {
+				g := a.met.pairRate.WithLabelValues(o.Pair.Src, o.Pair.Dst, side)
+				if info != nil {
+					info.rate[dir] = g
+				}
+				g.Set(o.Rate)
+			} else {
+				info.rate[dir].Set(o.Rate)
+			}
+			if dir == mech.Egress {
+				if info == nil || info.limit == nil {
+					g := a.met.pairLimit.WithLabelValues(o.Pair.Src, o.Pair.Dst)
+					if info != nil {
+						info.limit = g
+					}
+					g.Set(o.Limit)
+				} else {
+					info.limit.Set(o.Limit)
+				}
 			}
 		}
 		return out
 	}
-	eg, in := ps(obs.Egress, "egress"), ps(obs.Ingress, "ingress")
+	eg, in := ps(obs.Egress, a.egIdx, mech.Egress), ps(obs.Ingress, a.inIdx, mech.Ingress)
 	vms := make([]VMState, 0, len(obs.VMs))
 	if a.totals == nil {
 		a.totals = map[string][2]float64{}

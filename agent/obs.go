@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // What the agent measures, every period, into a mech.HostObs (rates in
@@ -45,11 +46,76 @@ type obsState struct {
 	prevSch   [2]map[string]datapath.Counters // the latest reading of the schedulers' classes
 	prevArr   map[string]uint64               // VM → bytes arrived for it before the ingress scheduler
 	dropCarry map[string]float64              // VM → negative residue of the drop estimate (bytes)
+
+	// pairAt indexes the pairs the data path reads into pairs, from
+	// their first reading until the model changes (resetPairs): the hot
+	// path names a pair, finds its tenant and its metrics by integer
+	// index rather than by maps of names
+	pairAt map[datapath.Pair]int32
+	pairs  []pairInfo
+	// egIdx and inIdx are the pairs' indices of the latest observation's
+	// Egress and Ingress, in order (for record)
+	egIdx, inIdx []int32
+}
+
+// pairInfo is what the agent knows of one pair the data path reads.
+type pairInfo struct {
+	id     mech.PairID // its VMs, as the model names them
+	named  bool        // both addresses name a VM of the model
+	tenant string      // the source VM's tenant
+	// its metrics, made at first use: rates by direction, limit
+	rate  [2]prometheus.Gauge
+	limit prometheus.Gauge
+}
+
+// pairIndex returns the index of a pair the data path reads, indexing it
+// on its first reading.
+func (a *Agent) pairIndex(p datapath.Pair) int32 {
+	if i, ok := a.pairAt[p]; ok {
+		return i
+	}
+	id, named := a.pairName(p)
+	info := pairInfo{id: id, named: named}
+	if named {
+		info.tenant = a.tenant(id.Src)
+	}
+	i := int32(len(a.pairs))
+	a.pairs = append(a.pairs, info)
+	a.pairAt[p] = i
+	return i
+}
+
+// resetPairs forgets the pairs' indices: the model, which names them,
+// changed.
+func (s *obsState) resetPairs() {
+	clear(s.pairAt)
+	s.pairs = s.pairs[:0]
+	s.egIdx, s.inIdx = s.egIdx[:0], s.inIdx[:0]
+}
+
+// ordered returns the pairs of cs in datapath.ComparePairs order,
+// reusing the order of the previous reading (*cache) when the pairs are
+// the same.
+func ordered(cache *[]datapath.Pair, cs map[datapath.Pair]datapath.Counters) []datapath.Pair {
+	if len(*cache) == len(cs) {
+		same := true
+		for _, p := range *cache {
+			if _, ok := cs[p]; !ok {
+				same = false
+				break
+			}
+		}
+		if same {
+			return *cache
+		}
+	}
+	*cache = datapath.SortedPairs(cs)
+	return *cache
 }
 
 func newObsState() obsState {
 	return obsState{prevTX: map[datapath.Pair]datapath.Counters{}, prevRX: map[datapath.Pair]uint64{}, prevLoss: map[datapath.Pair]uint64{},
-		prevDev: map[string]datapath.DevCounters{}, prevArr: map[string]uint64{}, dropCarry: map[string]float64{}}
+		prevDev: map[string]datapath.DevCounters{}, prevArr: map[string]uint64{}, dropCarry: map[string]float64{}, pairAt: map[datapath.Pair]int32{}}
 }
 
 // forgetVM drops what observe keeps of a VM that left the host.
@@ -156,20 +222,23 @@ func (a *Agent) observe(now time.Time) (_ *mech.HostObs, err error) {
 
 	vms := a.sortedVMs()
 	inBy := map[string][]int{} // VM → indices into obs.Ingress
-	tx := map[datapath.Pair]datapath.Counters{}
+	tx := make(map[datapath.Pair]datapath.Counters, len(a.prevTX))
+	a.egIdx, a.inIdx = a.egIdx[:0], a.inIdx[:0]
 	for _, v := range vms {
 		if v.TX != nil {
 			cs, err := v.TX.Counters()
 			if err != nil {
 				return nil, fmt.Errorf("pair limiters of %s: %w", v.name, err)
 			}
-			for _, p := range datapath.SortedPairs(cs) {
+			for _, p := range ordered(&v.txOrder, cs) {
 				c := cs[p]
 				tx[p] = c
-				id, ok := a.pairName(p)
-				if !ok {
+				pi := a.pairIndex(p)
+				info := &a.pairs[pi]
+				if !info.named {
 					continue
 				}
+				id := info.id
 				prev, seen := a.prevTX[p]
 				if !seen {
 					prev = c
@@ -179,13 +248,14 @@ func (a *Agent) observe(now time.Time) (_ *mech.HostObs, err error) {
 					lim = mech.Unlimited
 				}
 				limited = limited && !math.IsInf(lim, 1)
-				o := mech.PairObs{Pair: id, Tenant: a.tenant(id.Src), Rate: rate(delta(c.Bytes, prev.Bytes)), Limit: lim}
+				o := mech.PairObs{Pair: id, Tenant: info.tenant, Rate: rate(delta(c.Bytes, prev.Bytes)), Limit: lim}
 				o.LimiterBound = limited && (c.Backlog > 0 || delta32(c.Overlimits, prev.Overlimits) > 0 || delta32(c.Drops, prev.Drops) > 0)
 				if lossSide == mech.LossAtSource {
 					o.Losses = newLoss(p)
 				}
 				if o.Rate > 0 || limited || o.Losses > 0 {
 					obs.Egress = append(obs.Egress, o)
+					a.egIdx = append(a.egIdx, pi)
 				}
 			}
 		}
@@ -194,18 +264,20 @@ func (a *Agent) observe(now time.Time) (_ *mech.HostObs, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("receive counters of %s: %w", v.name, err)
 			}
-			for _, p := range datapath.SortedPairs(cs) {
+			for _, p := range ordered(&v.rxOrder, cs) {
 				c := cs[p]
-				id, ok := a.pairName(p)
-				if !ok {
+				pi := a.pairIndex(p)
+				info := &a.pairs[pi]
+				if !info.named {
 					continue
 				}
+				id := info.id
 				prev, seen := a.prevRX[p]
 				a.prevRX[p] = c.Bytes
 				if !seen {
 					prev = c.Bytes
 				}
-				o := mech.PairObs{Pair: id, Tenant: a.tenant(id.Src), Rate: rate(delta(c.Bytes, prev)), Limit: mech.Unlimited}
+				o := mech.PairObs{Pair: id, Tenant: info.tenant, Rate: rate(delta(c.Bytes, prev)), Limit: mech.Unlimited}
 				if l, ok := a.enf.limits[id]; ok {
 					o.Limit = l
 				}
@@ -215,6 +287,7 @@ func (a *Agent) observe(now time.Time) (_ *mech.HostObs, err error) {
 				if o.Rate > 0 || o.Losses > 0 {
 					inBy[v.name] = append(inBy[v.name], len(obs.Ingress))
 					obs.Ingress = append(obs.Ingress, o)
+					a.inIdx = append(a.inIdx, pi)
 				}
 			}
 		}

@@ -94,6 +94,37 @@ type PairLimiter interface {
 	Counters() (map[Pair]Counters, error)
 }
 
+// PairRate is one pair's rate for RateBatcher: pair Pair of limiter TX (a
+// VMPath.TX of the Host) at Bps bits/s.
+type PairRate struct {
+	TX   PairLimiter
+	Pair Pair
+	Bps  float64
+}
+
+// RateBatcher is a Host that writes many pairs' rates at once: one round
+// trip to the kernel for all the pairs of a namespace, rather than one
+// per pair.
+type RateBatcher interface {
+	// SetPairRates sets each pair's rate on its limiter, in order, as
+	// SetPairRate would, and returns each one's error (errs[i] is
+	// ops[i]'s; nil: in force). One refused does not stop the others.
+	SetPairRates(ops []PairRate) []error
+}
+
+// SetPairRates writes the rates through h if it is a RateBatcher, else
+// one by one (SetPairRate): errs[i] is ops[i]'s.
+func SetPairRates(h Host, ops []PairRate) []error {
+	if b, ok := h.(RateBatcher); ok {
+		return b.SetPairRates(ops)
+	}
+	errs := make([]error, len(ops))
+	for i, op := range ops {
+		errs[i] = op.TX.SetPairRate(op.Pair, op.Bps)
+	}
+	return errs
+}
+
 // PairCounters counts, per pair, what was delivered into one VM.
 type PairCounters interface {
 	Counters() (map[Pair]Counters, error)

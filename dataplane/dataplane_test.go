@@ -434,3 +434,52 @@ func BenchmarkClassChangeNetlinkLib(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkClassDump measures one reading of a limiter's counters: a
+// netlink dump of every class of its device (64 or 1,024 pair classes),
+// parsed by hand (fast, what Limiter.Counters uses) or through the
+// netlink package's ClassList (lib, as before).
+func BenchmarkClassDump(b *testing.B) {
+	needRoot(b)
+	for _, n := range []int{64, 1024} {
+		prefix := newPrefix(b)
+		ns, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(ns.Close)
+		if err := ns.AddIFB(prefix + "x"); err != nil {
+			b.Fatal(err)
+		}
+		lim, err := NewLimiter(ns, LimiterConfig{Dev: prefix + "x"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			p := Pair{Src: netip.AddrFrom4([4]byte{10, 1, 0, 1}), Dst: netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)})}
+			if err := lim.SetPairRate(p, 100e6); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, lib := range []bool{false, true} {
+			name := fmt.Sprintf("classes=%d/fast", n)
+			if lib {
+				name = fmt.Sprintf("classes=%d/lib", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				for b.Loop() {
+					var cs map[uint32]Counters
+					var err error
+					if lib {
+						cs, err = ns.classCountersLib(lim.idx, lim.dev)
+					} else {
+						cs, err = ns.classCounters(lim.idx, lim.dev)
+					}
+					if err != nil || len(cs) != n {
+						b.Fatalf("%d classes, %v", len(cs), err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -122,14 +122,27 @@ func (l *Limiter) class(minor uint16, bps float64) HTBClass {
 // A class change that fails (the class was deleted behind the limiter's
 // back) also recreates the class.
 func (l *Limiter) SetPairRate(p Pair, bps float64) error {
+	if err := l.checkRate(p, bps); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.setPairRate(p, bps)
+}
+
+// checkRate checks a pair and its rate.
+func (l *Limiter) checkRate(p Pair, bps float64) error {
 	if math.IsNaN(bps) || bps < 0 {
 		return fmt.Errorf("limiter %s: pair %s: rate %v bits/s", l.dev, p, bps)
 	}
 	if !p.Src.Is4() || !p.Dst.Is4() {
 		return fmt.Errorf("limiter %s: pair %s: IPv4 addresses only", l.dev, p)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	return nil
+}
+
+// setPairRate is SetPairRate of a checked pair and rate (l.mu held).
+func (l *Limiter) setPairRate(p Pair, bps float64) error {
 	if pc, ok := l.pairs[p]; ok {
 		if !indebted(pc.rate, bps) {
 			cerr := l.ns.changeHTBClass(l.idx, l.dev, l.class(pc.minor, bps))
@@ -155,6 +168,126 @@ func (l *Limiter) SetPairRate(p Pair, bps float64) error {
 		l.recreated++
 	}
 	return l.create(p, bps)
+}
+
+// RateOp is one pair's rate for SetPairRates: pair P of limiter L at Bps
+// bits/s.
+type RateOp struct {
+	L   *Limiter
+	P   Pair
+	Bps float64
+}
+
+// SetPairRates sets the rates of many pairs, of one limiter or several,
+// each as SetPairRate would, and returns each one's error (errs[i] is
+// ops[i]'s; nil: in force). The class changes of the limiters of one
+// namespace — every op on a pair whose class exists and needs no
+// recreating — go to the kernel together, in one netlink round trip
+// (requests in one sendmsg, each answered); the rest (a pair's first
+// class, a class recreated to clear a token debt or because its change
+// failed, a pair named twice) are written one by one, in order. A
+// refused change is reported for its op alone. The limiters of each
+// namespace are locked while their ops are written.
+func SetPairRates(ops []RateOp) []error {
+	errs := make([]error, len(ops))
+	// group the ops by namespace, in order of first appearance
+	var groups [][]int
+	at := map[*NS]int{}
+	for i, op := range ops {
+		if op.L == nil {
+			errs[i] = errors.New("limiter: no limiter")
+			continue
+		}
+		if errs[i] = op.L.checkRate(op.P, op.Bps); errs[i] != nil {
+			continue
+		}
+		g, ok := at[op.L.ns]
+		if !ok {
+			g = len(groups)
+			at[op.L.ns] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	for _, g := range groups {
+		setGroup(ops, g, errs)
+	}
+	return errs
+}
+
+// setGroup writes the ops of one namespace (indices g into ops).
+func setGroup(ops []RateOp, g []int, errs []error) {
+	// lock the group's limiters in a fixed order (by device)
+	var lims []*Limiter
+	for _, i := range g {
+		if !slices.Contains(lims, ops[i].L) {
+			lims = append(lims, ops[i].L)
+		}
+	}
+	slices.SortStableFunc(lims, func(a, b *Limiter) int { return a.idx - b.idx })
+	for _, l := range lims {
+		l.mu.Lock()
+	}
+	defer func() {
+		for _, l := range lims {
+			l.mu.Unlock()
+		}
+	}()
+	type key struct {
+		l *Limiter
+		p Pair
+	}
+	seen := make(map[key]int, len(g))
+	for _, i := range g {
+		seen[key{ops[i].L, ops[i].P}]++
+	}
+	// the class changes that go together, and the op of each
+	var changes []classChange
+	alone := make([]bool, len(g))
+	for j, i := range g {
+		op := ops[i]
+		pc, ok := op.L.pairs[op.P]
+		if !ok || seen[key{op.L, op.P}] > 1 || indebted(pc.rate, op.Bps) {
+			alone[j] = true
+			continue
+		}
+		changes = append(changes, classChange{ifindex: op.L.idx, c: op.L.class(pc.minor, op.Bps)})
+	}
+	var cerrs []error
+	if len(changes) > 0 {
+		f, err := ops[g[0]].L.ns.fastSocket()
+		if err != nil {
+			cerrs = make([]error, len(changes))
+			for k := range cerrs {
+				cerrs[k] = err
+			}
+		} else {
+			cerrs = f.changeHTBClasses(changes)
+		}
+	}
+	k := 0
+	for j, i := range g {
+		op := ops[i]
+		l := op.L
+		if alone[j] {
+			errs[i] = l.setPairRate(op.P, op.Bps)
+			continue
+		}
+		cerr := cerrs[k]
+		k++
+		pc := l.pairs[op.P]
+		if cerr == nil {
+			pc.rate = op.Bps
+			continue
+		}
+		// as SetPairRate: the class, its queue or its classifier is
+		// gone; make them anew
+		cerr = fmt.Errorf("netns %s: %s: %w", l.ns.Name, l.dev, cerr)
+		l.forget(op.P, pc)
+		if err := l.create(op.P, op.Bps); err != nil {
+			errs[i] = errors.Join(fmt.Errorf("limiter: pair %s: %w", op.P, cerr), err)
+		}
+	}
 }
 
 // forget removes what is left of a pair's class (best effort) and frees

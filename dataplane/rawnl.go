@@ -2,10 +2,12 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -17,17 +19,18 @@ import (
 // link layer is given, no reflection) and sent with one sendto and one
 // recvfrom. BenchmarkClassChange measures it.
 type fastNL struct {
-	mu   sync.Mutex
-	fd   int
-	seq  uint32
-	buf  []byte
-	rbuf []byte
-	tick float64 // psched ticks per microsecond
+	mu    sync.Mutex
+	fd    int
+	seq   uint32
+	buf   []byte
+	rbuf  []byte
+	tick  float64 // psched ticks per microsecond
+	batch int     // the most requests of one sendmsg (changeHTBClasses)
 }
 
 // newFastNL opens the socket inside ns.
 func newFastNL(ns *NS) (*fastNL, error) {
-	f := &fastNL{fd: -1, buf: make([]byte, 0, 128), rbuf: make([]byte, 8192), tick: netlink.TickInUsec()}
+	f := &fastNL{fd: -1, buf: make([]byte, 0, 128), rbuf: make([]byte, 64<<10), tick: netlink.TickInUsec()}
 	err := ns.Do(func() error {
 		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 		if err != nil {
@@ -37,7 +40,16 @@ func newFastNL(ns *NS) (*fastNL, error) {
 			unix.Close(fd)
 			return fmt.Errorf("netlink bind: %w", err)
 		}
+		// An answer the kernel never sends must not hang the agent: a
+		// receive gives up after rcvTimeout and the requests waiting for
+		// it are reported failed (a limiter is re-applied at the next
+		// step).
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: int64(rcvTimeout / time.Second)}); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("netlink receive timeout: %w", err)
+		}
 		f.fd = fd
+		f.batch = batchSize(fd)
 		return nil
 	})
 	if err != nil {
@@ -45,6 +57,29 @@ func newFastNL(ns *NS) (*fastNL, error) {
 	}
 	return f, nil
 }
+
+// batchSize sizes the socket's buffers for batches of requests (beyond
+// the system's limits with CAP_NET_ADMIN, as a host agent runs) and
+// returns how many requests one sendmsg may carry: their acks must fit
+// the receive buffer and the requests the send buffer. Error answers
+// carry no copy of their request (NETLINK_CAP_ACK).
+func batchSize(fd int) int {
+	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[0], sockBuf) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], sockBuf)
+		}
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
+	rcv, err1 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	snd, err2 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	if err1 != nil || err2 != nil {
+		return 1
+	}
+	return max(1, min(maxBatch, rcv/ackCost, (snd-64)/maxChangeLen))
+}
+
+// maxChangeLen is the length of the longest class change request.
+const maxChangeLen = unix.SizeofNlMsghdr + sizeofTcMsg + 8 + 4 + 4 + sizeofTcHTBOpt + 12 + 12
 
 func (f *fastNL) close() {
 	f.mu.Lock()
@@ -75,12 +110,149 @@ const (
 // changeHTBClass sends RTM_NEWTCLASS (change only: the class must exist)
 // and waits for the kernel's answer.
 func (f *fastNL) changeHTBClass(ifindex int, c HTBClass) error {
+	return f.changeHTBClasses([]classChange{{ifindex: ifindex, c: c}})[0]
+}
+
+// classChange is one HTB class change of a batch.
+type classChange struct {
+	ifindex int
+	c       HTBClass
+}
+
+// maxBatch bounds the requests of one sendmsg: their acks (one socket
+// buffer each, about 1 KB of the receive buffer) must fit the socket's
+// receive buffer, and the requests its send buffer.
+const maxBatch = 4096
+
+// rcvTimeout bounds every wait for the kernel's answer.
+const rcvTimeout = 2 * time.Second
+
+// sockBuf is the send and receive buffer the socket asks for (with
+// CAP_NET_ADMIN, beyond the system's defaults), for batches of acks.
+const sockBuf = 8 << 20
+
+// ackCost is what one ack takes of the receive buffer (its socket
+// buffer's truesize, generously).
+const ackCost = 2048
+
+// changeHTBClasses sends the class changes (RTM_NEWTCLASS, change only)
+// in as few sendmsg calls as the socket's buffers allow — one for up to
+// maxBatch changes with the buffers it asks for — each request with its
+// own sequence number and ack, and returns each change's error (nil:
+// the kernel took it). The kernel processes the requests of one message
+// in order and answers each: one refused does not stop the others. A
+// change whose answer never came (a receive error) is reported failed.
+func (f *fastNL) changeHTBClasses(cs []classChange) []error {
+	errs := make([]error, len(cs))
+	if len(cs) == 0 {
+		return errs
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fd < 0 {
+		for i := range errs {
+			errs[i] = fmt.Errorf("htb class %s: netlink socket closed", netlink.HandleStr(cs[i].c.Handle))
+		}
+		return errs
+	}
+	for lo := 0; lo < len(cs); lo += f.batch {
+		hi := min(lo+f.batch, len(cs))
+		f.changeChunk(cs[lo:hi], errs[lo:hi])
+	}
+	return errs
+}
+
+// changeChunk sends one sendmsg of changes and collects their answers
+// (f.mu held).
+func (f *fastNL) changeChunk(cs []classChange, errs []error) {
+	b := f.buf[:0]
+	first := f.seq + 1
+	for i, c := range cs {
+		var err error
+		f.seq++
+		if b, err = f.appendHTBChange(b, f.seq, c.ifindex, c.c); err != nil {
+			errs[i] = err
+		}
+	}
+	f.buf = b
+	pending := 0
+	for i := range cs {
+		if errs[i] == nil {
+			errs[i] = errNoAnswer
+			pending++
+		}
+	}
+	if pending == 0 {
+		return
+	}
+	if err := unix.Sendto(f.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		for i := range cs {
+			if errs[i] == errNoAnswer {
+				errs[i] = fmt.Errorf("change htb class %s: send: %w", netlink.HandleStr(cs[i].c.Handle), err)
+			}
+		}
+		return
+	}
+	last := f.seq
+	for pending > 0 {
+		n, _, err := unix.Recvfrom(f.fd, f.rbuf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			// ENOBUFS: answers were lost; the changes without one are
+			// reported failed (their user re-applies them).
+			for i := range cs {
+				if errs[i] == errNoAnswer {
+					errs[i] = fmt.Errorf("change htb class %s: receive: %w", netlink.HandleStr(cs[i].c.Handle), err)
+				}
+			}
+			return
+		}
+		msgs, err := syscall.ParseNetlinkMessage(f.rbuf[:n])
+		if err != nil {
+			for i := range cs {
+				if errs[i] == errNoAnswer {
+					errs[i] = fmt.Errorf("change htb class %s: parse answer: %w", netlink.HandleStr(cs[i].c.Handle), err)
+				}
+			}
+			return
+		}
+		for _, m := range msgs {
+			seq := m.Header.Seq
+			if seq < first || seq > last || m.Header.Type != unix.NLMSG_ERROR {
+				continue // a stale answer or a notification
+			}
+			i := int(seq - first)
+			if errs[i] != errNoAnswer {
+				continue
+			}
+			pending--
+			h := netlink.HandleStr(cs[i].c.Handle)
+			switch {
+			case len(m.Data) < 4:
+				errs[i] = fmt.Errorf("change htb class %s: short answer", h)
+			case int32(binary.NativeEndian.Uint32(m.Data)) != 0:
+				errs[i] = fmt.Errorf("change htb class %s: %w", h, syscall.Errno(-int32(binary.NativeEndian.Uint32(m.Data))))
+			default:
+				errs[i] = nil
+			}
+		}
+	}
+}
+
+// errNoAnswer marks a change sent and not answered yet.
+var errNoAnswer = errors.New("no answer from the kernel")
+
+// appendHTBChange appends one RTM_NEWTCLASS request (change only, with an
+// ack) for class c on device ifindex.
+func (f *fastNL) appendHTBChange(b []byte, seq uint32, ifindex int, c HTBClass) ([]byte, error) {
 	ceil := c.Ceil
 	if ceil == 0 {
 		ceil = c.Rate
 	}
 	if !(c.Rate >= MinRate/2) || !(ceil >= c.Rate) || ceil > 1e12 {
-		return fmt.Errorf("htb class %s: rate %v, ceil %v bits/s: need 0 < rate <= ceil <= 1e12", netlink.HandleStr(c.Handle), c.Rate, ceil)
+		return b, fmt.Errorf("htb class %s: rate %v, ceil %v bits/s: need 0 < rate <= ceil <= 1e12", netlink.HandleStr(c.Handle), c.Rate, ceil)
 	}
 	rate, crate := uint64(c.Rate/8), uint64(ceil/8)
 	burst, cburst, quantum := c.Burst, c.Cburst, c.Quantum
@@ -93,20 +265,13 @@ func (f *fastNL) changeHTBClass(ifindex int, c HTBClass) error {
 	if quantum == 0 {
 		quantum = DefaultQuantum(c.Rate)
 	}
-
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fd < 0 {
-		return fmt.Errorf("htb class %s: netlink socket closed", netlink.HandleStr(c.Handle))
-	}
-	f.seq++
 	ne := binary.NativeEndian
-	b := f.buf[:0]
+	start := len(b)
 	// nlmsghdr; the length is patched at the end
 	b = ne.AppendUint32(b, 0)
 	b = ne.AppendUint16(b, unix.RTM_NEWTCLASS)
 	b = ne.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_ACK)
-	b = ne.AppendUint32(b, f.seq)
+	b = ne.AppendUint32(b, seq)
 	b = ne.AppendUint32(b, 0)
 	// tcmsg
 	b = append(b, unix.AF_UNSPEC, 0, 0, 0)
@@ -142,11 +307,52 @@ func (f *fastNL) changeHTBClass(ifindex int, c HTBClass) error {
 		b = ne.AppendUint64(b, crate)
 	}
 	ne.PutUint16(b[opts:], uint16(len(b)-opts))
-	ne.PutUint32(b[0:], uint32(len(b)))
-	f.buf = b
+	ne.PutUint32(b[start:], uint32(len(b)-start))
+	return b, nil
+}
 
+// Linux uapi constants of the class dump (linux/rtnetlink.h,
+// linux/gen_stats.h).
+const (
+	tcaStats2       = 7
+	tcaStatsBasic   = 1
+	tcaStatsQueue   = 3
+	tcaStatsPkt64   = 8
+	sizeofTcMsg     = 20
+	sizeofHTBParms  = sizeofTcHTBOpt
+	nlaHeaderLen    = 4
+	nlaTypeMask     = 0x3fff
+	sizeofStatsQ    = 20
+	sizeofStatsBase = 12
+)
+
+// dumpClasses reads every class of device ifindex in one netlink dump
+// (RTM_GETTCLASS), parsed by hand: each class's handle and counters (an
+// HTB class's rate and ceiling with them), as the netlink package's
+// ClassList reads them, given to fn in the kernel's order.
+func (f *fastNL) dumpClasses(ifindex int, fn func(handle uint32, c Counters)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fd < 0 {
+		return errors.New("list classes: netlink socket closed")
+	}
+	f.seq++
+	seq := f.seq
+	ne := binary.NativeEndian
+	b := f.buf[:0]
+	b = ne.AppendUint32(b, unix.SizeofNlMsghdr+sizeofTcMsg)
+	b = ne.AppendUint16(b, unix.RTM_GETTCLASS)
+	b = ne.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	b = ne.AppendUint32(b, seq)
+	b = ne.AppendUint32(b, 0)
+	b = append(b, unix.AF_UNSPEC, 0, 0, 0)
+	b = ne.AppendUint32(b, uint32(int32(ifindex)))
+	b = ne.AppendUint32(b, 0)
+	b = ne.AppendUint32(b, 0)
+	b = ne.AppendUint32(b, 0)
+	f.buf = b
 	if err := unix.Sendto(f.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("change htb class %s: send: %w", netlink.HandleStr(c.Handle), err)
+		return fmt.Errorf("list classes: send: %w", err)
 	}
 	for {
 		n, _, err := unix.Recvfrom(f.fd, f.rbuf, 0)
@@ -154,25 +360,124 @@ func (f *fastNL) changeHTBClass(ifindex int, c HTBClass) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("change htb class %s: receive: %w", netlink.HandleStr(c.Handle), err)
+			return fmt.Errorf("list classes: receive: %w", err)
 		}
-		msgs, err := syscall.ParseNetlinkMessage(f.rbuf[:n])
-		if err != nil {
-			return fmt.Errorf("change htb class %s: parse answer: %w", netlink.HandleStr(c.Handle), err)
-		}
-		for _, m := range msgs {
-			if m.Header.Seq != f.seq || m.Header.Type != unix.NLMSG_ERROR {
+		rb := f.rbuf[:n]
+		for len(rb) >= unix.SizeofNlMsghdr {
+			l := int(ne.Uint32(rb))
+			typ := ne.Uint16(rb[4:])
+			mseq := ne.Uint32(rb[8:])
+			if l < unix.SizeofNlMsghdr || l > len(rb) {
+				return errors.New("list classes: malformed answer")
+			}
+			m := rb[unix.SizeofNlMsghdr:l]
+			rb = rb[min(nlmAlign(l), len(rb)):]
+			if mseq != seq {
 				continue // a stale answer or a notification
 			}
-			if len(m.Data) < 4 {
-				return fmt.Errorf("change htb class %s: short answer", netlink.HandleStr(c.Handle))
+			switch typ {
+			case unix.NLMSG_DONE:
+				return nil
+			case unix.NLMSG_ERROR:
+				if len(m) >= 4 {
+					if e := int32(ne.Uint32(m)); e != 0 {
+						return fmt.Errorf("list classes: %w", syscall.Errno(-e))
+					}
+				}
+				return nil
+			case unix.RTM_NEWTCLASS:
+				if len(m) < sizeofTcMsg {
+					return errors.New("list classes: short class")
+				}
+				handle := ne.Uint32(m[8:])
+				fn(handle, parseClass(m[sizeofTcMsg:]))
 			}
-			if e := int32(ne.Uint32(m.Data)); e != 0 {
-				return fmt.Errorf("change htb class %s: %w", netlink.HandleStr(c.Handle), syscall.Errno(-e))
-			}
-			return nil
 		}
 	}
+}
+
+func nlmAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
+
+func nlaAlign(n int) int { return (n + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1) }
+
+// attrs calls fn for each netlink attribute of b.
+func attrs(b []byte, fn func(typ uint16, v []byte)) {
+	ne := binary.NativeEndian
+	for len(b) >= nlaHeaderLen {
+		l := int(ne.Uint16(b))
+		if l < nlaHeaderLen || l > len(b) {
+			return
+		}
+		fn(ne.Uint16(b[2:])&nlaTypeMask, b[nlaHeaderLen:l])
+		b = b[min(nlaAlign(l), len(b)):]
+	}
+}
+
+// parseClass reads a class's counters from its attributes: the basic
+// and queue statistics, and an HTB class's rate and ceiling (bits/s).
+func parseClass(b []byte) Counters {
+	ne := binary.NativeEndian
+	var k Counters
+	htb := false
+	var opts []byte
+	pkt64 := false
+	attrs(b, func(typ uint16, v []byte) {
+		switch typ {
+		case tcaKind:
+			htb = string(v) == "htb\x00" || string(v) == "htb"
+		case tcaOptions:
+			opts = v
+		case tcaStats2:
+			attrs(v, func(typ uint16, v []byte) {
+				switch typ {
+				case tcaStatsBasic:
+					if len(v) >= sizeofStatsBase {
+						k.Bytes = ne.Uint64(v)
+						if !pkt64 {
+							k.Packets = uint64(ne.Uint32(v[8:]))
+						}
+					}
+				case tcaStatsPkt64:
+					if len(v) >= 8 {
+						k.Packets, pkt64 = ne.Uint64(v), true
+					}
+				case tcaStatsQueue:
+					if len(v) >= sizeofStatsQ {
+						k.Qlen, k.Backlog, k.Drops = ne.Uint32(v), ne.Uint32(v[4:]), ne.Uint32(v[8:])
+						k.Overlimits = ne.Uint32(v[16:])
+					}
+				}
+			})
+		}
+	})
+	if htb && opts != nil {
+		var rate, ceil uint64
+		attrs(opts, func(typ uint16, v []byte) {
+			switch typ {
+			case tcaHTBParms:
+				if len(v) >= sizeofHTBParms {
+					// struct tc_htb_opt: rate and ceil tc_ratespecs, their
+					// 32-bit rate at offset 8 of each
+					if rate == 0 {
+						rate = uint64(ne.Uint32(v[8:]))
+					}
+					if ceil == 0 {
+						ceil = uint64(ne.Uint32(v[20:]))
+					}
+				}
+			case tcaHTBRate64:
+				if len(v) >= 8 {
+					rate = ne.Uint64(v)
+				}
+			case tcaHTBCeil64:
+				if len(v) >= 8 {
+					ceil = ne.Uint64(v)
+				}
+			}
+		})
+		k.Rate, k.Ceil = float64(rate)*8, float64(ceil)*8
+	}
+	return k
 }
 
 // appendRateSpec appends struct tc_ratespec for rate bytes/s: no rate

@@ -421,6 +421,30 @@ func (n *NS) ClassCounters(dev string) (map[uint32]Counters, error) {
 }
 
 func (n *NS) classCounters(idx int, dev string) (map[uint32]Counters, error) {
+	out := map[uint32]Counters{}
+	if err := n.dumpClasses(idx, dev, func(h uint32, c Counters) { out[h] = c }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// dumpClasses reads every class of dev (index idx) in one netlink dump
+// on the namespace's hot-path socket, parsed by hand (no reflection).
+func (n *NS) dumpClasses(idx int, dev string, fn func(handle uint32, c Counters)) error {
+	f, err := n.fastSocket()
+	if err != nil {
+		return err
+	}
+	if err := f.dumpClasses(idx, fn); err != nil {
+		return fmt.Errorf("netns %s: %s: %w", n.Name, dev, err)
+	}
+	return nil
+}
+
+// classCountersLib is classCounters through the netlink package's
+// ClassList (reflection-based parsing), for comparison in tests and
+// benchmarks.
+func (n *NS) classCountersLib(idx int, dev string) (map[uint32]Counters, error) {
 	cs, err := n.nl.ClassList(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: idx}}, 0)
 	if err != nil {
 		return nil, fmt.Errorf("netns %s: list classes of %s: %w", n.Name, dev, err)

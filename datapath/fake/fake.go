@@ -54,8 +54,10 @@ type Host struct {
 	lost     map[datapath.Pair]uint64
 	sched    [2]*Scheduler
 	refuse   int // writes still to refuse
+	pass     int // writes to let through before those refused
 	failRead int // reads still to fail
 	writes   int
+	batches  int
 	closed   bool
 }
 
@@ -87,6 +89,15 @@ func (h *Host) RefuseWrites(n int) {
 	h.mu.Unlock()
 }
 
+// RefuseWritesAfter lets the next skip writes through and makes the n
+// after them fail with ErrRefused (to refuse writes in the middle of a
+// batch).
+func (h *Host) RefuseWritesAfter(skip, n int) {
+	h.mu.Lock()
+	h.pass, h.refuse = skip, n
+	h.mu.Unlock()
+}
+
 // FailReads makes the next n reads of counters fail with ErrRead.
 func (h *Host) FailReads(n int) {
 	h.mu.Lock()
@@ -101,9 +112,38 @@ func (h *Host) Writes() int {
 	return h.writes
 }
 
+// Batches returns how many times SetPairRates was called.
+func (h *Host) Batches() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.batches
+}
+
+var _ datapath.RateBatcher = (*Host)(nil)
+
+// SetPairRates implements datapath.RateBatcher: the pairs' rates in
+// order, each as its limiter's SetPairRate (each write counts against
+// RefuseWrites, so a batch can be refused in part).
+func (h *Host) SetPairRates(ops []datapath.PairRate) []error {
+	h.mu.Lock()
+	h.batches++
+	h.mu.Unlock()
+	errs := make([]error, len(ops))
+	for i, op := range ops {
+		if op.TX == nil {
+			errs[i] = fmt.Errorf("fake data path: pair %s: no limiter", op.Pair)
+			continue
+		}
+		errs[i] = op.TX.SetPairRate(op.Pair, op.Bps)
+	}
+	return errs
+}
+
 // write says whether a write goes through (h.mu held).
 func (h *Host) write() error {
-	if h.refuse > 0 {
+	if h.pass > 0 {
+		h.pass--
+	} else if h.refuse > 0 {
 		h.refuse--
 		return ErrRefused
 	}

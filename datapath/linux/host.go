@@ -252,6 +252,35 @@ func (h *Host) Devices() (map[string]datapath.DevCounters, error) {
 	return out, nil
 }
 
+var _ datapath.RateBatcher = (*Host)(nil)
+
+// SetPairRates implements datapath.RateBatcher: the class changes of
+// the pair limiters of one namespace go to the kernel in one netlink
+// round trip (dataplane.SetPairRates); a limiter the Host did not make
+// is written pair by pair.
+func (h *Host) SetPairRates(ops []datapath.PairRate) []error {
+	errs := make([]error, len(ops))
+	var batch []dataplane.RateOp
+	var at []int
+	for i, op := range ops {
+		l, ok := op.TX.(*dataplane.Limiter)
+		if !ok {
+			if op.TX == nil {
+				errs[i] = fmt.Errorf("linux data path: pair %s: no limiter", op.Pair)
+				continue
+			}
+			errs[i] = op.TX.SetPairRate(op.Pair, op.Bps)
+			continue
+		}
+		batch = append(batch, dataplane.RateOp{L: l, P: op.Pair, Bps: op.Bps})
+		at = append(at, i)
+	}
+	for j, err := range dataplane.SetPairRates(batch) {
+		errs[at[j]] = err
+	}
+	return errs
+}
+
 // Scheduler implements datapath.Host.
 func (h *Host) Scheduler(dir mech.Direction) datapath.Scheduler {
 	if dir != mech.Egress && dir != mech.Ingress || h.sched[dir] == nil {

@@ -52,6 +52,16 @@ type SchedulerVerifier interface {
 	HoldsScheduler(s mech.Scheduler) bool
 }
 
+// BatchEnforcer is implemented by enforcers that write many pair limits
+// at once (one round trip to the data path rather than one per limit).
+// Host then gives it, every step, the pair limits the mechanism asked
+// for and those it re-applies, together.
+type BatchEnforcer interface {
+	// SetLimits sets pair limits in order, each as SetLimit would, and
+	// returns each one's error (errs[i] is ls[i]'s; nil: in force).
+	SetLimits(ls []mech.Limit) []error
+}
+
 // MaxInbox bounds the messages waiting for a host's next step; later ones
 // are dropped (and counted).
 const MaxInbox = 4096
@@ -253,6 +263,8 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		schedTouched[d] = true
 		keep(h.writeScheduler(d, false))
 	}
+	be, _ := h.enf.(BatchEnforcer)
+	var b batch
 	for _, l := range act.Limits {
 		if err := checkLimit(l, h.Local, h.isKnown); err != nil {
 			h.invalid.Add(1)
@@ -260,15 +272,26 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 			continue
 		}
 		k := keyOf(l)
+		if be != nil && b.has(k) {
+			// the same point twice in a step: written in order
+			keep(h.flush(be, &b))
+		}
 		d := h.limits[k]
 		if d == nil {
 			d = &desired{}
 			h.limits[k] = d
 		}
 		d.l, d.step = l, step
+		if be != nil && l.Kind == mech.PairLimit {
+			b.add(k, d, false)
+			continue
+		}
 		keep(h.writeLimit(k, false))
 	}
-	keep(h.reconcile(step, schedTouched))
+	keep(h.reconcile(step, schedTouched, be, &b))
+	if be != nil {
+		keep(h.flush(be, &b))
+	}
 	for i := range act.Messages {
 		m := &act.Messages[i]
 		m.From = h.name
@@ -331,11 +354,58 @@ func (h *Host) errf(format string, args ...any) error {
 	return fmt.Errorf("mechanism %s: agent on %s: "+format, append([]any{h.mname, h.name}, args...)...)
 }
 
+// batch is the pair limits of a step a BatchEnforcer writes together.
+type batch struct {
+	keys   []limitKey
+	ds     []*desired
+	retry  []bool
+	limits []mech.Limit
+	in     map[limitKey]bool
+}
+
+func (b *batch) has(k limitKey) bool { return b.in[k] }
+
+func (b *batch) add(k limitKey, d *desired, retry bool) {
+	if b.in == nil {
+		b.in = map[limitKey]bool{}
+	}
+	b.in[k] = true
+	b.keys, b.ds, b.retry, b.limits = append(b.keys, k), append(b.ds, d), append(b.retry, retry), append(b.limits, d.l)
+}
+
+// flush writes the batch's limits in one call and accounts for each as
+// writeLimit does; the batch is then empty.
+func (h *Host) flush(be BatchEnforcer, b *batch) error {
+	if len(b.limits) == 0 {
+		return nil
+	}
+	errs := be.SetLimits(b.limits)
+	var out []error
+	for i, k := range b.keys {
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		} else {
+			err = errors.New("no answer from the enforcer")
+		}
+		if err := h.wrote(k, b.ds[i], b.retry[i], err); err != nil {
+			out = append(out, err)
+		}
+	}
+	*b = batch{}
+	return errors.Join(out...)
+}
+
 // writeLimit writes the desired limit k; an Unlimited one that reached the
 // data path is no longer desired state.
 func (h *Host) writeLimit(k limitKey, retry bool) error {
 	d := h.limits[k]
-	err := h.enf.SetLimit(d.l)
+	return h.wrote(k, d, retry, h.enf.SetLimit(d.l))
+}
+
+// wrote accounts for the write of desired limit k (d), whose error is
+// err.
+func (h *Host) wrote(k limitKey, d *desired, retry bool, err error) error {
 	h.tally(retry, err)
 	h.markFailed(d, err != nil)
 	if err != nil {
@@ -412,8 +482,9 @@ func (h *Host) tally(retry bool, err error) {
 // reconcile re-applies the desired settings not written in this step that
 // the data path does not hold: those whose last write failed and, with a
 // Verifier, those it reports lost. Schedulers go first (VM limits may
-// live in them), limits in a fixed order.
-func (h *Host) reconcile(step int64, schedTouched [2]bool) error {
+// live in them), limits in a fixed order. With a BatchEnforcer (be), the
+// pair limits join the step's batch b.
+func (h *Host) reconcile(step int64, schedTouched [2]bool, be BatchEnforcer, b *batch) error {
 	var errs []error
 	sver, _ := h.enf.(SchedulerVerifier)
 	for d, s := range h.scheds {
@@ -439,6 +510,10 @@ func (h *Host) reconcile(step int64, schedTouched [2]bool) error {
 	}
 	slices.SortFunc(redo, compareKeys)
 	for _, k := range redo {
+		if be != nil && k.kind == mech.PairLimit {
+			b.add(k, h.limits[k], true)
+			continue
+		}
 		errs = append(errs, h.writeLimit(k, true))
 	}
 	return errors.Join(errs...)

@@ -1,0 +1,120 @@
+package dataplane
+
+import (
+	"math"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestSetPairRates: the class changes of a batch go to the kernel
+// together (in chunks of the socket's batch size, here forced small),
+// each answered on its own: the ops on existing classes take their
+// rates, a pair's first op creates its class, a class deleted behind the
+// limiter's back is made anew, a bad rate is refused alone, and a pair
+// named twice ends at its last rate; the counters read by the
+// hand-parsed dump are the netlink package's.
+func TestSetPairRates(t *testing.T) {
+	needRoot(t)
+	prefix := newPrefix(t)
+	ns, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Close)
+	var lims []*Limiter
+	for _, dev := range []string{prefix + "a", prefix + "b"} {
+		if err := ns.AddIFB(dev); err != nil {
+			t.Fatal(err)
+		}
+		l, err := NewLimiter(ns, LimiterConfig{Dev: dev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims = append(lims, l)
+	}
+	pair := func(i int) Pair {
+		return Pair{Src: netip.AddrFrom4([4]byte{10, 1, 0, 1}), Dst: netip.AddrFrom4([4]byte{10, 2, 0, byte(i)})}
+	}
+	for i := 1; i <= 6; i++ {
+		if err := lims[i%2].SetPairRate(pair(i), 100e6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// pair 3's class is deleted behind the limiter's back
+	h3, _ := lims[1].ClassOf(pair(3))
+	if err := ns.DeleteU32(lims[1].dev, TCHandle(1, 0), uint16(h3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.DeleteClass(lims[1].dev, TCHandle(1, 0), h3); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ns.fastSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.batch = 2 // several sendmsg calls
+	tests := []struct {
+		op   RateOp
+		err  string
+		want float64 // the class's rate read afterwards (0: no class)
+	}{
+		{RateOp{lims[1], pair(1), 200e6}, "", 200e6},
+		{RateOp{lims[0], pair(2), 300e6}, "", 300e6},
+		{RateOp{lims[1], pair(3), 400e6}, "", 400e6}, // made anew
+		{RateOp{lims[0], pair(4), math.NaN()}, "rate NaN", 100e6},
+		{RateOp{lims[1], pair(5), math.Inf(1)}, "", MaxRate},
+		{RateOp{lims[0], pair(6), 50e6}, "", 0},    // named twice
+		{RateOp{lims[1], pair(7), 70e6}, "", 70e6}, // new
+		{RateOp{lims[0], pair(6), 60e6}, "", 60e6},
+		{RateOp{nil, pair(8), 1e6}, "no limiter", 0},
+	}
+	var ops []RateOp
+	for _, tc := range tests {
+		ops = append(ops, tc.op)
+	}
+	errs := SetPairRates(ops)
+	if len(errs) != len(ops) {
+		t.Fatalf("%d errors for %d ops", len(errs), len(ops))
+	}
+	for i, tc := range tests {
+		switch {
+		case tc.err == "" && errs[i] != nil:
+			t.Errorf("op %d (%s): %v", i, tc.op.P, errs[i])
+		case tc.err != "" && (errs[i] == nil || !strings.Contains(errs[i].Error(), tc.err)):
+			t.Errorf("op %d (%s): error %v, want %q", i, tc.op.P, errs[i], tc.err)
+		}
+	}
+	for _, l := range lims {
+		fast, err := ns.classCounters(l.idx, l.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lib, err := ns.classCountersLib(l.idx, l.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fast, lib) {
+			t.Errorf("%s: hand-parsed dump %v, netlink package's %v", l.dev, fast, lib)
+		}
+		cs, err := l.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, tc := range tests {
+			if tc.op.L != l || tc.want == 0 {
+				continue
+			}
+			if got := cs[tc.op.P].Rate; math.Abs(got-tc.want) > 8 {
+				t.Errorf("op %d (%s): class rate %g, want %g", i, tc.op.P, got, tc.want)
+			}
+		}
+	}
+	if got := lims[0].PairRate(pair(6)); got != 60e6 {
+		t.Errorf("pair named twice at %g, want its last rate", got)
+	}
+	if got := lims[1].PairRate(pair(3)); got != 400e6 {
+		t.Errorf("lost pair at %g, want 400e6", got)
+	}
+}
