@@ -15,7 +15,9 @@
 // Files: waterfill.go is the water-filling engine every mechanism shares;
 // maxmin.go holds MaxMin, Solver and the class split of hierarchical
 // resources; drf.go DRF and FirstFit; hdrf.go HDRF; validate.go Validate and
-// Error; json.go SolveJSON (`bulkhead alloc`); scale.go PulsarScale.
+// Error; json.go SolveJSON (`bulkhead alloc`), its strict reading and its
+// fast path (jsonfast.go), jsonwrite.go the inverse (problems as its
+// input); scale.go PulsarScale, scalemixed.go PulsarScaleMixed.
 package alloc
 
 import "math"
@@ -101,7 +103,11 @@ type VectorProblem struct {
 //	func (p *VectorProblem) Validate() error
 //	func Loads(p *Problem, rates, dst []float64) []float64    // load per resource
 //	func PulsarScale(seed int64) (*Problem, *VectorProblem)   // Pulsar §6.4 instance (scale.go)
+//	func PulsarScaleMixed(seed int64, k int) (*Problem, *VectorProblem, error) // k × §6.4, dominant resources differ
 //	func SolveJSON(r io.Reader, w io.Writer) error            // `bulkhead alloc` (json.go)
+//	func SolveJSONLimit(r io.Reader, w io.Writer, limit int64) error
+//	func WriteRateJSON(w io.Writer, p *Problem) error         // SolveJSON's input (jsonwrite.go)
+//	func WriteVectorJSON(w io.Writer, p *VectorProblem, mechanism string) error
 //
 // Validation errors are *Error values naming the flow or resource and the
 // field at fault.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -21,7 +22,18 @@ const MaxJSONBytes = 16 << 20
 // readBounded reads all of r, refusing more than limit bytes without
 // reading past limit+1.
 func readBounded(r io.Reader, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	var data []byte
+	var err error
+	if size := sizeHint(r); size > 0 {
+		// A regular file: one buffer of its size (and room to see EOF or
+		// one byte too many) instead of io.ReadAll's growing copies.
+		var b bytes.Buffer
+		b.Grow(int(min(size, limit)) + bytes.MinRead)
+		_, err = b.ReadFrom(io.LimitReader(r, limit+1))
+		data = b.Bytes()
+	} else {
+		data, err = io.ReadAll(io.LimitReader(r, limit+1))
+	}
 	if err != nil {
 		return nil, &pathError{msg: "read input: " + err.Error(), err: err}
 	}
@@ -29,6 +41,20 @@ func readBounded(r io.Reader, limit int64) ([]byte, error) {
 		return nil, perr("", "input larger than %d bytes (the limit of alloc input, MaxJSONBytes); split the problem", limit)
 	}
 	return data, nil
+}
+
+// sizeHint is the size of r when it is a regular file (a file argument,
+// or stdin redirected from one), else 0.
+func sizeHint(r io.Reader) int64 {
+	f, ok := r.(interface{ Stat() (fs.FileInfo, error) })
+	if !ok {
+		return 0
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0
+	}
+	return fi.Size()
 }
 
 // checkJSON walks the tokens of data and refuses what encoding/json would

@@ -78,3 +78,37 @@ func TestAllocSizeBound(t *testing.T) {
 		})
 	}
 }
+
+// --max-input moves the bound; bench alloc --write-json writes an instance
+// alloc answers; bench alloc --scale prints the per-allocator table.
+func TestAllocMaxInputAndBench(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "mixed.json")
+	if out, errs, code := run(t, "", "bench", "alloc", "--scale", "5", "--write-json", in, "--form", "drf"); code != 0 { // 18 MB
+		t.Fatalf("write-json: exit %d, %q, %q", code, out, errs)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in stdout if exit 0, else in stderr
+		ok   bool
+	}{
+		{"default bound", []string{"alloc", in}, "input larger than 16777216 bytes", false},
+		{"raised bound", []string{"alloc", "--max-input", "64MiB", in}, `{"allocations":{"vm0000000":{`, true},
+		{"bad bound", []string{"alloc", "--max-input", "lots", in}, "--max-input", false},
+		{"zero bound", []string{"alloc", "--max-input", "0", in}, "outside 1 B–1 TiB", false},
+		{"unknown form", []string{"bench", "alloc", "--write-json", filepath.Join(dir, "x.json"), "--form", "lp"}, `unknown form "lp"`, false},
+		{"scale out of range", []string{"bench", "alloc", "--scale", "0", "--runs", "1"}, "scale factor 0", false},
+		{"table", []string{"bench", "alloc", "--scale", "1", "--runs", "1"}, "| H-DRF |", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, code := run(t, "", tc.args...)
+			switch {
+			case tc.ok && (code != 0 || !strings.Contains(out, tc.want)):
+				t.Errorf("exit %d, stdout %.200q, stderr %q; want %q", code, out, errs, tc.want)
+			case !tc.ok && (code == 0 || !strings.Contains(errs, tc.want)):
+				t.Errorf("exit %d, stderr %q; want an error with %q", code, errs, tc.want)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
+	"github.com/bulkhead-dc/bulkhead/alloc/allocbench"
 	"github.com/bulkhead-dc/bulkhead/analysis"
 	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
 	"github.com/bulkhead-dc/bulkhead/proxy/proxybench"
@@ -23,7 +24,9 @@ func newBenchCmd() *cobra.Command {
 		Long: `Benchmarks that back the performance figures in docs/results.md.
 
   bench alloc  global allocation at Pulsar §6.4 scale (2000 servers × 12 VMs
-               = 24K flows, 200 appliances, 4200 resources), one core
+               = 24K flows, 200 appliances, 4200 resources), one core;
+               --scale K: every allocator on K times that, with flows
+               whose dominant resources differ (DRF ≠ max-min)
   bench sim    simulated seconds per wall second at 1 ms ticks
   bench pulsar one Pulsar controller step (demand estimation, local and
                global allocation) at §6.4 scale, 20% and 100% of VMs active
@@ -39,20 +42,45 @@ func newBenchCmd() *cobra.Command {
 }
 
 func newBenchAllocCmd() *cobra.Command {
-	var runs int
+	var runs, scale int
 	var seed int64
+	var writeJSON, form string
 	cmd := &cobra.Command{
 		Use:   "alloc",
 		Short: "Time weighted max-min, DRF and H-DRF on Pulsar's §6.4 problem",
-		Args:  cobra.NoArgs,
+		Long: `Times every allocator on one core (GOMAXPROCS=1).
+
+Without --scale: alloc.PulsarScale, Pulsar §6.4's problem (2000 servers ×
+12 VMs = 24K flows, 200 appliances, 4200 resources), where every flow's
+dominant resource is its uplink, so that DRF is weighted max-min.
+
+With --scale K (1–100): alloc.PulsarScaleMixed at K times that size, with
+appliance-heavy (key-value stores), uplink-heavy (writes to file stores,
+VM-to-VM) and downlink-heavy (reads from file stores) flows; a markdown
+table of each allocator's median and min time, allocations/s and how many
+flows' rates differ from weighted max-min's. Progress goes to stderr.
+
+--write-json FILE writes the --scale instance as ` + "`bulkhead alloc`" + ` input
+(--form drf, hdrf, firstfit or rate) instead of timing anything.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runs < 1 {
 				return fmt.Errorf("--runs: expected at least 1, got %d", runs)
 			}
+			if writeJSON != "" {
+				return writeAllocJSON(writeJSON, scale, seed, form)
+			}
 			prev := runtime.GOMAXPROCS(1)
 			defer runtime.GOMAXPROCS(prev)
-			rp, vp := alloc.PulsarScale(seed)
 			w := cmd.OutOrStdout()
+			if cmd.Flags().Changed("scale") {
+				res, err := allocbench.Run(cmd.Context(), allocbench.Options{Scale: scale, Seed: seed, Runs: runs, Progress: cmd.ErrOrStderr()})
+				if err != nil {
+					return err
+				}
+				return allocbench.WriteMarkdown(w, res)
+			}
+			rp, vp := alloc.PulsarScale(seed)
 			fmt.Fprintf(w, "Pulsar §6.4 scale: %d flows, %d resources (seed %d), GOMAXPROCS=1, %d runs\n",
 				len(rp.Flows), len(rp.Resources), seed, runs)
 			cases := []struct {
@@ -79,7 +107,25 @@ func newBenchAllocCmd() *cobra.Command {
 	}
 	cmd.Flags().IntVar(&runs, "runs", 9, "repetitions per allocator")
 	cmd.Flags().Int64Var(&seed, "seed", 1, "seed of the generated problem")
+	cmd.Flags().IntVar(&scale, "scale", 1, "time alloc.PulsarScaleMixed at this multiple of §6.4's size (1–100)")
+	cmd.Flags().StringVar(&writeJSON, "write-json", "", "write the --scale instance as `bulkhead alloc` input to this file and exit")
+	cmd.Flags().StringVar(&form, "form", "drf", "form of --write-json: drf, hdrf, firstfit (vector) or rate (paths, coefficients 1)")
 	return cmd
+}
+
+func writeAllocJSON(path string, scale int, seed int64, form string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := allocbench.WriteJSON(f, scale, seed, form); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 func newBenchQShareCmd() *cobra.Command {
