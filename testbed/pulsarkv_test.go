@@ -33,6 +33,21 @@ func meanEstimate(in *eval.Input, appliance string, from time.Duration) float64 
 	return sum / float64(n)
 }
 
+// measuredCapacity is an appliance's capacity for the mix it served, as the
+// testbed measures it from its server's CPU time (tokens served over busy
+// time), averaged over the samples from `from` on in which it was more
+// than half busy (tokens/s; NaN without such samples).
+func measuredCapacity(in *eval.Input, appliance int, from time.Duration) float64 {
+	sum, n := 0.0, 0
+	for _, s := range in.Samples {
+		if s.T > from && len(s.ApplianceCapacity) > appliance && s.ApplianceBusy[appliance] > 0.5 {
+			sum += s.ApplianceCapacity[appliance]
+			n++
+		}
+	}
+	return sum / float64(n)
+}
+
 // TestPulsarRealKV: Pulsar in front of a real redis-server that gets 0.4
 // of a CPU (scenarios/real-kv-pulsar.yaml: guarantees 20 and 40 MT/s,
 // 1:2; A aggressive, with 8 times B's connections), against no isolation
@@ -45,13 +60,17 @@ func meanEstimate(in *eval.Input, appliance string, from time.Duration) float64 
 //     tenants get at least their guarantees on average, and no 1-s window
 //     falls below 75% of them; A no longer takes most of the store.
 //   - The controller records a capacity estimate of the store, at least
-//     the sum of the guarantees.
+//     the sum of the guarantees and 60–110% of the store's capacity for
+//     the mix as it reaches it under Pulsar (tokens served over the
+//     store's busy time, while it is more than half busy).
 //
 // Measured and logged, not asserted (docs/results.md, "Pulsar in front of
 // a real key-value store"): the split of the spare (weights 1:2; B's 32
 // closed-loop connections cannot always use its two thirds on two cores,
 // and A then takes what B leaves) and the estimate's distance to the
-// capacity (54–89% of it in the test's runs: the design aims at 10%).
+// capacity (the design aims at 10%: 71–92% of the capacity the store's
+// CPU time shows under Pulsar on a quiet machine, 63–89% of what it serves
+// under none, where 288 connections let it batch more).
 func TestPulsarRealKV(t *testing.T) {
 	needAppliances(t, "redis-server")
 	sc, tp := loadScenario(t, "../scenarios/real-kv-pulsar.yaml")
@@ -103,9 +122,10 @@ func TestPulsarRealKV(t *testing.T) {
 		}
 	}
 	est := meanEstimate(in, "kv", dur*2/3) / 1e6
+	served := measuredCapacity(in, 0, dur*2/3) / 1e6
 	spareA, spareB := mt(pul, "A")-gA, mt(pul, "B")-gB
-	t.Logf("pulsar from %v: A %.1f MT/s (worst 1-s window %.1f), B %.1f (worst %.1f); B's part of the spare %.2f (weights: 0.67); capacity estimate over the last third %.1f MT/s (%.0f%% of %.1f)",
-		from, mt(pul, "A"), worst["A"], mt(pul, "B"), worst["B"], spareB/(spareA+spareB), est, 100*est/capacity, capacity)
+	t.Logf("pulsar from %v: A %.1f MT/s (worst 1-s window %.1f), B %.1f (worst %.1f); B's part of the spare %.2f (weights: 0.67); capacity estimate over the last third %.1f MT/s: %.0f%% of the store's capacity measured under none (%.1f), %.0f%% of the capacity its CPU time shows under pulsar (%.1f)",
+		from, mt(pul, "A"), worst["A"], mt(pul, "B"), worst["B"], spareB/(spareA+spareB), est, 100*est/capacity, capacity, 100*est/served, served)
 	for tn, g := range map[string]float64{"A": gA, "B": gB} {
 		if mt(pul, tn) < g {
 			t.Errorf("under pulsar %s got %.1f MT/s from the fifth interval, below its guarantee %.0f", tn, mt(pul, tn), g)
@@ -119,6 +139,9 @@ func TestPulsarRealKV(t *testing.T) {
 	}
 	if math.IsNaN(est) || est < 0.99*(gA+gB) {
 		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, below the guarantees' sum %.0f (or none recorded)", est, gA+gB)
+	}
+	if !(est >= 0.6*served && est <= 1.1*served) {
+		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, %.0f%% of the capacity the store's CPU time shows (%.1f): want 60-110%%", est, 100*est/served, served)
 	}
 }
 
@@ -178,17 +201,10 @@ func TestPulsarRealFig14(t *testing.T) {
 			last = e.Tokens / 1e6
 		}
 	}
-	capSum, capN := 0.0, 0
-	for _, s := range in.Samples {
-		if s.T > 25*time.Second && len(s.ApplianceCapacity) > 0 && s.ApplianceBusy[0] > 0.5 {
-			capSum += s.ApplianceCapacity[0] / 1e6
-			capN++
-		}
-	}
-	if capN == 0 {
+	capacity := measuredCapacity(in, 0, 25*time.Second) / 1e6
+	if math.IsNaN(capacity) {
 		t.Fatalf("the store was never more than half busy in the last phase: no capacity measured")
 	}
-	capacity := capSum / float64(capN)
 	t.Logf("last phase: estimate %.1f MT/s, the store's measured capacity %.1f (%.0f%%)", last, capacity, 100*last/capacity)
 	if math.Abs(last-capacity) > 0.35*capacity {
 		t.Errorf("the last estimate %.1f MT/s is not within 35%% of the store's capacity %.1f", last, capacity)
