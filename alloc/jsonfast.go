@@ -93,6 +93,58 @@ func (d *fastDecoder) next(end jsontext.Kind) (more, ok bool) {
 // a name spelled with escapes is not one of ours and is declined).
 func (d *fastDecoder) name() (jsontext.Value, bool) { return d.value('"') }
 
+// array reads an array, calling elem to read each element.
+func (d *fastDecoder) array(elem func() bool) bool {
+	if !d.delim('[') {
+		return false
+	}
+	for {
+		more, ok := d.next(']')
+		if !ok || !more {
+			return ok
+		}
+		if !elem() {
+			return false
+		}
+	}
+}
+
+// object reads an object, calling member with each member's name (see
+// name) to read its value.
+func (d *fastDecoder) object(member func(name jsontext.Value) bool) bool {
+	if !d.delim('{') {
+		return false
+	}
+	for {
+		more, ok := d.next('}')
+		if !ok || !more {
+			return ok
+		}
+		name, ok := d.name()
+		if !ok || !member(name) {
+			return false
+		}
+	}
+}
+
+// strTo reads a string value into *dst.
+func (d *fastDecoder) strTo(dst *string) bool {
+	s, ok := d.str()
+	if ok {
+		*dst = string(s)
+	}
+	return ok
+}
+
+// numTo reads a number into *dst.
+func (d *fastDecoder) numTo(dst *float64) bool {
+	v, ok := d.num()
+	if ok {
+		*dst = v
+	}
+	return ok
+}
+
 // numMap reads an object of numbers, calling f for each member.
 func (d *fastDecoder) numMap(f func(name []byte, v float64) bool) bool {
 	if !d.delim('{') {
@@ -178,176 +230,90 @@ func solveJSONFast(data []byte) ([]byte, bool) {
 }
 
 func (d *fastDecoder) problem(fp *fastProblem) bool {
-	if !d.delim('{') {
-		return false
-	}
-	for {
-		more, ok := d.next('}')
-		if !ok || !more {
-			return ok
-		}
-		name, ok := d.name()
-		if !ok {
-			return false
-		}
+	return d.object(func(name jsontext.Value) bool {
 		switch string(name) {
 		case `"kind"`:
-			s, ok := d.str()
-			if !ok {
-				return false
-			}
-			fp.kind = string(s)
+			return d.strTo(&fp.kind)
 		case `"mechanism"`:
-			s, ok := d.str()
-			if !ok {
-				return false
-			}
-			fp.mechanism, fp.hasMechanism = string(s), true
+			fp.hasMechanism = true
+			return d.strTo(&fp.mechanism)
 		case `"group_weights"`:
 			fp.groupWeights = map[string]float64{}
-			if !d.numMap(func(name []byte, v float64) bool {
+			return d.numMap(func(name []byte, v float64) bool {
 				fp.groupWeights[string(name)] = v
 				return true
-			}) {
-				return false
-			}
+			})
 		case `"resources"`:
 			if fp.hasResources || !d.resources(fp) {
 				return false
 			}
 			fp.hasResources = true
+			return true
 		case `"flows"`:
 			// The kind says how to read a flow, the resources what its
 			// names mean: both must come first.
 			if !fp.hasResources {
 				return false
 			}
+			var ok bool
 			switch fp.kind {
 			case "rate":
 				ok = d.rateFlows(fp)
 			case "vector":
 				ok = d.vectorFlows(fp)
-			default:
-				ok = false
 			}
-			if !ok {
-				return false
-			}
-			fp.hasFlows = true
+			fp.hasFlows = ok
+			return ok
 		default:
 			return false
 		}
-	}
+	})
 }
 
 func (d *fastDecoder) resources(fp *fastProblem) bool {
-	if !d.delim('[') {
-		return false
-	}
 	fp.index = make(map[string]int)
-	for {
-		more, ok := d.next(']')
-		if !ok || !more {
-			return ok
-		}
-		if !d.delim('{') {
-			return false
-		}
+	return d.array(func() bool {
 		var r Resource
 		hasCap := false
-		for {
-			more, ok := d.next('}')
-			if !ok {
-				return false
-			}
-			if !more {
-				break
-			}
-			name, ok := d.name()
-			if !ok {
-				return false
-			}
+		if !d.object(func(name jsontext.Value) bool {
 			switch string(name) {
 			case `"id"`:
-				s, ok := d.str()
-				if !ok {
-					return false
-				}
-				r.ID = string(s)
+				return d.strTo(&r.ID)
 			case `"capacity"`:
-				if r.Capacity, ok = d.num(); !ok {
-					return false
-				}
 				hasCap = true
+				return d.numTo(&r.Capacity)
 			case `"classes"`:
 				if fp.kind != "rate" {
 					return false
 				}
 				r.Classes = map[string]float64{}
-				if !d.numMap(func(name []byte, v float64) bool {
+				return d.numMap(func(name []byte, v float64) bool {
 					r.Classes[string(name)] = v
 					return true
-				}) {
-					return false
-				}
+				})
 			default:
 				return false
 			}
-		}
-		if !hasCap {
+		}) || !hasCap {
 			return false
 		}
 		if _, dup := fp.index[r.ID]; !dup {
 			fp.index[r.ID] = len(fp.resources)
 		}
 		fp.resources = push(fp.resources, r)
-	}
+		return true
+	})
 }
 
 func (d *fastDecoder) rateFlows(fp *fastProblem) bool {
-	if !d.delim('[') {
-		return false
-	}
-	for {
-		more, ok := d.next(']')
-		if !ok || !more {
-			return ok
-		}
-		if !d.delim('{') {
-			return false
-		}
+	return d.array(func() bool {
 		f := Flow{Demand: Unbounded, Weight: 1}
-		for {
-			more, ok := d.next('}')
-			if !ok {
-				return false
-			}
-			if !more {
-				break
-			}
-			name, ok := d.name()
-			if !ok {
-				return false
-			}
+		if !d.object(func(name jsontext.Value) bool {
 			switch string(name) {
 			case `"id"`:
-				s, ok := d.str()
-				if !ok {
-					return false
-				}
-				f.ID = string(s)
+				return d.strTo(&f.ID)
 			case `"path"`:
-				if !d.delim('[') {
-					return false
-				}
-				for {
-					more, ok := d.next(']')
-					if !ok {
-						return false
-					}
-					if !more {
-						break
-					}
+				return d.array(func() bool {
 					s, ok := d.str()
 					if !ok {
 						return false
@@ -357,94 +323,58 @@ func (d *fastDecoder) rateFlows(fp *fastProblem) bool {
 						return false
 					}
 					fp.uses = push(fp.uses, Use{Resource: r, Coef: 1})
-				}
+					return true
+				})
 			case `"demand"`:
-				if f.Demand, ok = d.num(); !ok {
-					return false
-				}
+				return d.numTo(&f.Demand)
 			case `"weight"`:
-				if f.Weight, ok = d.num(); !ok {
-					return false
-				}
+				return d.numTo(&f.Weight)
 			case `"floor"`:
-				if f.Floor, ok = d.num(); !ok {
-					return false
-				}
+				return d.numTo(&f.Floor)
 			case `"class"`:
-				s, ok := d.str()
-				if !ok {
-					return false
-				}
-				f.Class = string(s)
+				return d.strTo(&f.Class)
 			default:
 				return false
 			}
+		}) {
+			return false
 		}
 		fp.rateFlows = push(fp.rateFlows, f)
 		fp.useEnd = push(fp.useEnd, len(fp.uses))
-	}
+		return true
+	})
 }
 
 func (d *fastDecoder) vectorFlows(fp *fastProblem) bool {
-	if !d.delim('[') {
-		return false
-	}
-	for {
-		more, ok := d.next(']')
-		if !ok || !more {
-			return ok
-		}
-		if !d.delim('{') {
-			return false
-		}
+	return d.array(func() bool {
 		f := VectorFlow{Weight: 1}
-		for {
-			more, ok := d.next('}')
-			if !ok {
-				return false
-			}
-			if !more {
-				break
-			}
-			name, ok := d.name()
-			if !ok {
-				return false
-			}
+		if !d.object(func(name jsontext.Value) bool {
 			switch string(name) {
 			case `"id"`:
-				s, ok := d.str()
-				if !ok {
-					return false
-				}
-				f.ID = string(s)
+				return d.strTo(&f.ID)
 			case `"demand"`:
-				if !d.numMap(func(name []byte, v float64) bool {
+				return d.numMap(func(name []byte, v float64) bool {
 					r, known := fp.index[string(name)]
 					if !known || math.IsNaN(v) || v < 0 {
 						return false
 					}
 					fp.entries = push(fp.entries, fastEntry{res: r, amt: v})
 					return true
-				}) {
-					return false
-				}
+				})
 			case `"weight"`:
-				if f.Weight, ok = d.num(); !ok {
-					return false
-				}
+				return d.numTo(&f.Weight)
 			case `"group"`:
-				s, ok := d.str()
-				if !ok {
-					return false
-				}
-				f.Group = string(s)
+				return d.strTo(&f.Group)
 			default:
 				return false
 			}
+		}) {
+			return false
 		}
 		fp.vecFlows = push(fp.vecFlows, f)
 		fp.entryEnd = push(fp.entryEnd, len(fp.entries))
-	}
+		return true
+	})
 }
 
 func (fp *fastProblem) solveRate() ([]byte, bool) {

@@ -60,30 +60,7 @@ func PulsarScale(seed int64) (*Problem, *VectorProblem) {
 	}
 
 	// Tenants: runs of consecutive VMs.
-	type tenant struct {
-		first, n int
-		weight   float64
-		apps     []int
-	}
-	var tenants []tenant
-	tenantOf := make([]int, nVM)
-	for v := 0; v < nVM; {
-		n := min(10+rng.IntN(191), nVM-v)
-		t := tenant{first: v, n: n, weight: float64(int(1) << rng.IntN(4))}
-		for k := 1 + rng.IntN(3); k > 0; k-- {
-			t.apps = append(t.apps, rng.IntN(scaleAppliances))
-		}
-		for i := v; i < v+n; i++ {
-			tenantOf[i] = len(tenants)
-		}
-		tenants = append(tenants, t)
-		v += n
-	}
-
-	toAppliance := make([]bool, nVM)
-	for _, v := range rng.Perm(nVM)[:int(scaleApplianceFrac*float64(nVM)+0.5)] {
-		toAppliance[v] = true
-	}
+	tenants, tenantOf, toAppliance := scaleTenants(rng, nVM, scaleAppliances)
 
 	p := &Problem{Resources: resources, Flows: make([]Flow, nVM)}
 	vp := &VectorProblem{Resources: make([]Resource, nR), Flows: make([]VectorFlow, nVM)}
@@ -123,4 +100,37 @@ func PulsarScale(seed int64) (*Problem, *VectorProblem) {
 		vp.Flows[v] = vf
 	}
 	return p, vp
+}
+
+// scaleTenant is a tenant of a §6.4-scale instance: a run of consecutive
+// VMs, a weight and the appliances its VMs use.
+type scaleTenant struct {
+	first, n int
+	weight   float64
+	apps     []int
+}
+
+// scaleTenants draws an instance's tenants (runs of 10–200 consecutive
+// VMs, weights 1, 2, 4 or 8, one to three of nApp appliances each), every
+// VM's tenant, and which VMs send to an appliance (scaleApplianceFrac of
+// them).
+func scaleTenants(rng *rand.Rand, nVM, nApp int) (tenants []scaleTenant, tenantOf []int, toAppliance []bool) {
+	tenantOf = make([]int, nVM)
+	for v := 0; v < nVM; {
+		n := min(10+rng.IntN(191), nVM-v)
+		t := scaleTenant{first: v, n: n, weight: float64(int(1) << rng.IntN(4))}
+		for k := 1 + rng.IntN(3); k > 0; k-- {
+			t.apps = append(t.apps, rng.IntN(nApp))
+		}
+		for i := v; i < v+n; i++ {
+			tenantOf[i] = len(tenants)
+		}
+		tenants = append(tenants, t)
+		v += n
+	}
+	toAppliance = make([]bool, nVM)
+	for _, v := range rng.Perm(nVM)[:int(scaleApplianceFrac*float64(nVM)+0.5)] {
+		toAppliance[v] = true
+	}
+	return tenants, tenantOf, toAppliance
 }

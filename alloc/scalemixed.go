@@ -88,30 +88,7 @@ func PulsarScaleMixed(seed int64, k int) (*Problem, *VectorProblem, error) {
 		resources[2*nSrv+a] = Resource{ID: fmt.Sprintf("app%05d", a), Capacity: c}
 	}
 
-	type tenant struct {
-		first, n int
-		weight   float64
-		apps     []int
-	}
-	var tenants []tenant
-	tenantOf := make([]int, nVM)
-	for v := 0; v < nVM; {
-		n := min(10+rng.IntN(191), nVM-v)
-		t := tenant{first: v, n: n, weight: float64(int(1) << rng.IntN(4))}
-		for j := 1 + rng.IntN(3); j > 0; j-- {
-			t.apps = append(t.apps, rng.IntN(nApp))
-		}
-		for i := v; i < v+n; i++ {
-			tenantOf[i] = len(tenants)
-		}
-		tenants = append(tenants, t)
-		v += n
-	}
-
-	toAppliance := make([]bool, nVM)
-	for _, v := range rng.Perm(nVM)[:int(scaleApplianceFrac*float64(nVM)+0.5)] {
-		toAppliance[v] = true
-	}
+	tenants, tenantOf, toAppliance := scaleTenants(rng, nVM, nApp)
 
 	p := &Problem{Resources: resources, Flows: make([]Flow, nVM)}
 	vp := &VectorProblem{Resources: make([]Resource, nR), Flows: make([]VectorFlow, nVM)}
