@@ -351,35 +351,22 @@ outputs:
 // helperKV brings scenarios/real-kv.yaml up with its redis-server running,
 // says READY and waits to be killed (TestKilledApplianceRunIsRemoved).
 func helperKV(ctx context.Context, prefix string) int {
-	sc, err := spec.Load("../scenarios/real-kv.yaml")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	tp, err := topo.FromSpec(sc.Topology)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	tb, err := Up(ctx, sc, tp, Options{Prefix: prefix, Ephemeral: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if _, err := tb.startAppliances(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Println("READY")
-	<-ctx.Done()
-	return 0
+	return helperUpKV(ctx, prefix, "../scenarios/real-kv.yaml", false)
 }
 
 // helperKVLeave brings scenarios/real-kv-pulsar.yaml up as `bulkhead
 // testbed up` does — its redis-server running, at its CPU share — and
 // exits (TestUpLeavesAppliancesRunning).
 func helperKVLeave(ctx context.Context, prefix string) int {
-	sc, err := spec.Load("../scenarios/real-kv-pulsar.yaml")
+	return helperUpKV(ctx, prefix, "../scenarios/real-kv-pulsar.yaml", true)
+}
+
+// helperUpKV brings a scenario up with its appliances running and says
+// READY; leave: as `bulkhead testbed up` (the run stays, the servers
+// outlive this process, which exits), else as a run's process (ephemeral;
+// it waits to be killed).
+func helperUpKV(ctx context.Context, prefix, file string, leave bool) int {
+	sc, err := spec.Load(file)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -389,17 +376,25 @@ func helperKVLeave(ctx context.Context, prefix string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	tb, err := Up(ctx, sc, tp, Options{Prefix: prefix})
+	tb, err := Up(ctx, sc, tp, Options{Prefix: prefix, Ephemeral: !leave})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer tb.Close()
-	if err := tb.StartAppliances(ctx); err != nil {
+	if leave {
+		defer tb.Close()
+		err = tb.StartAppliances(ctx)
+	} else {
+		_, err = tb.startAppliances(ctx)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	fmt.Println("READY")
+	if !leave {
+		<-ctx.Done()
+	}
 	return 0
 }
 

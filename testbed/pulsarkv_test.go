@@ -7,7 +7,23 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/eval"
+	"github.com/bulkhead-dc/bulkhead/spec"
+	"github.com/bulkhead-dc/bulkhead/topo"
 )
+
+// runAppliances runs a scenario with real appliances under mechanism m
+// (the scenario's if empty) and checks that nothing is left behind.
+func runAppliances(t *testing.T, sc *spec.Scenario, tp *topo.Topology, m string) *eval.Input {
+	t.Helper()
+	prefix := testPrefix(t)
+	in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix}, Mechanism: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, prefix)
+	requireNoApplianceFiles(t, prefix)
+	return in
+}
 
 // tenantTokens is a tenant's tokens/s at its appliances in one sample.
 func tenantTokens(in *eval.Input, s *eval.Sample, tenant string) float64 {
@@ -78,14 +94,7 @@ func TestPulsarRealKV(t *testing.T) {
 	gA, gB := 20.0, 40.0
 	runs := map[string]*eval.Input{}
 	for _, m := range []string{"none", "pulsar"} {
-		prefix := testPrefix(t)
-		in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix}, Mechanism: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		requireGone(t, prefix)
-		requireNoApplianceFiles(t, prefix)
-		runs[m] = in
+		runs[m] = runAppliances(t, sc, tp, m)
 	}
 	dur := time.Duration(sc.Duration)
 	from := 5 * interval
@@ -157,13 +166,7 @@ func TestPulsarRealKV(t *testing.T) {
 func TestPulsarRealFig14(t *testing.T) {
 	needAppliances(t, "redis-server")
 	sc, tp := loadScenario(t, "../scenarios/real-fig14-kv.yaml")
-	prefix := testPrefix(t)
-	in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	requireGone(t, prefix)
-	requireNoApplianceFiles(t, prefix)
+	in := runAppliances(t, sc, tp, "")
 	starts := map[string]time.Duration{"D": 0, "C": 10 * time.Second, "B": 20 * time.Second}
 	guar := map[string]float64{"D": 10, "C": 20, "B": 30}
 	for tn, st := range starts {
@@ -244,13 +247,7 @@ func TestPulsarRealClosedLoop(t *testing.T) {
 	guar := map[string]float64{"A": 40, "B": 20, "C": 20}
 	from := 5 * time.Second
 	for _, m := range []string{"none", "pulsar"} {
-		prefix := testPrefix(t)
-		in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix}, Mechanism: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		requireGone(t, prefix)
-		requireNoApplianceFiles(t, prefix)
+		in := runAppliances(t, sc, tp, m)
 		_, tok := flowMeans(in, from)
 		for _, tn := range []string{"A", "B", "C"} {
 			at := windowsAt(in, tn, from, guar[tn], 0.95)
