@@ -59,7 +59,7 @@ type Counters struct {
 // datapath/linux checks that they are the netlink toolkit's.
 const (
 	MinRate = 8e3
-	MaxRate = 10e9
+	MaxRate = 1e12
 )
 
 // Held is the rate a data path holds for a limit of bps bits/s: what its
