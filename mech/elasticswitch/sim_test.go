@@ -3,6 +3,7 @@ package elasticswitch_test
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,4 +251,56 @@ workloads:
 			t.Errorf("best effort gets %.1f Mbps before G and %.1f in the last second (2 s after G), want ≥ 500 on the otherwise idle link", before, after)
 		}
 	})
+}
+
+// TestRampAtAnySpeed: a pair alone on an idle link, guaranteed 450 Mbps,
+// climbs to 90% of the link within 2 s at 1, 10 and 40 Gbit/s (RA's
+// convex increase scales with the access link, Config.IncreaseLink); with
+// the paper's increase at every speed (increase_link 0) it needs more
+// than 4 s at 10 Gbit/s.
+func TestRampAtAnySpeed(t *testing.T) {
+	const doc = `
+name: ramp
+duration: 6s
+topology:
+  kind: explicit
+  explicit:
+    nodes: [{name: h1, kind: server}, {name: h2, kind: server}, {name: sw, kind: switch}]
+    links: [{a: h1, b: sw, capacity: CAP}, {a: sw, b: h2, capacity: CAP}]
+tenants:
+  - {name: T, guarantee: 450Mbps, vms: [{name: x, server: h1}, {name: y, server: h2}]}
+workloads:
+  - {tenant: T, kind: tcp, src: x, dst: y}
+mechanism: {name: elasticswitch, params: PARAMS}
+outputs: {sample: 100ms}
+`
+	for _, c := range []struct {
+		link   string
+		bps    float64
+		params string
+		within time.Duration // 0: must not reach 90% within 4 s
+	}{
+		{"1Gbps", 1e9, "{}", 2 * time.Second},
+		{"10Gbps", 10e9, "{}", 2 * time.Second},
+		{"40Gbps", 40e9, "{}", 2 * time.Second},
+		{"10Gbps", 10e9, "{increase_link: 0}", 0},
+	} {
+		y := strings.NewReplacer("CAP", c.link, "PARAMS", c.params).Replace(doc)
+		r := runScenario(t, parseScenario(t, y), "")
+		reached := time.Duration(-1)
+		for i, at := range r.Times {
+			// Achieved is in the report's unit (Mbps).
+			if at >= 0.5 && r.Tenants[0].Series.Achieved[i]*1e6 >= 0.9*c.bps {
+				reached = time.Duration(at * float64(time.Second))
+				break
+			}
+		}
+		t.Logf("%s %s: 90%% of the link reached at %v", c.link, c.params, reached)
+		switch {
+		case c.within > 0 && (reached < 0 || reached > c.within):
+			t.Errorf("%s %s: 90%% of the link reached at %v, want within %v", c.link, c.params, reached, c.within)
+		case c.within == 0 && reached >= 0 && reached <= 4*time.Second:
+			t.Errorf("%s %s: 90%% of the link reached at %v with the paper's increase at every speed, want later than 4 s (the test does not see the scaling)", c.link, c.params, reached)
+		}
+	}
 }
