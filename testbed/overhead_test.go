@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -255,5 +256,90 @@ func BenchmarkAgentCPU(b *testing.B) {
 	b.ReportMetric(1e6*stepTime/steps, "µs/step")
 	if updates > 0 {
 		b.ReportMetric(float64(updTime.Microseconds())/float64(updates), "µs/limit-update")
+	}
+}
+
+// pairsYAML has n sender VMs on h1 and n receivers on h2, links of 40
+// Gbit/s, one TCP flow from x_i to y_i each.
+func pairsYAML(n int) string {
+	var vms, wl strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&vms, "      - {name: x%d, server: h1}\n      - {name: y%d, server: h2}\n", i, i)
+		fmt.Fprintf(&wl, "  - {tenant: T, kind: tcp, src: x%d, dst: y%d}\n", i, i)
+	}
+	return fmt.Sprintf(`
+name: overhead-pairs
+duration: 4s
+topology:
+  kind: explicit
+  explicit:
+    nodes: [{name: h1, kind: server}, {name: h2, kind: server}, {name: sw, kind: switch}]
+    links: [{a: h1, b: sw, capacity: 40Gbps}, {a: sw, b: h2, capacity: 40Gbps}]
+tenants:
+  - name: T
+    guarantee: 100Mbps
+    vms:
+%sworkloads:
+%s`, vms.String(), wl.String())
+}
+
+// BenchmarkEnforcementPairs is BenchmarkEnforcement's "plain" against
+// "classes" with 16 and 64 VM pairs, one TCP flow each, between two hosts
+// on links of 40 Gbit/s (CPU-bound: their total is what the two cores
+// forward): the aggregate goodput with and without the agent's classes
+// (a pair limiter per pair, unlimited, and a counting class per pair).
+func BenchmarkEnforcementPairs(b *testing.B) {
+	for _, n := range []int{16, 64} {
+		for _, classes := range []bool{false, true} {
+			name := fmt.Sprintf("%d-plain", n)
+			if classes {
+				name = fmt.Sprintf("%d-classes", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				_, tb := benchUp(b, pairsYAML(n), Options{Limiters: classes})
+				ctx := context.Background()
+				var fl []flow
+				for i := 1; i <= n; i++ {
+					src, dst := fmt.Sprintf("x%d", i), fmt.Sprintf("y%d", i)
+					pair := -1
+					for k, p := range tb.plan.Pairs {
+						if p.Src == src && p.Dst == dst {
+							pair = k
+						}
+					}
+					if pair < 0 {
+						b.Fatalf("no pair %s->%s in the plan", src, dst)
+					}
+					if !classes {
+						y, _ := tb.plan.VM(dst)
+						srv, _ := tb.plan.Node(y.Server)
+						if err := tb.ns[srv.NS].DeleteRootQdisc(y.HostDev); err != nil {
+							b.Fatal(err)
+						}
+					}
+					fl = append(fl, flow{pair: pair, src: src, dst: dst, workload: "w", conns: 1, phase: phase(0, 3*time.Second), port: 5201})
+				}
+				g := &generator{tb: tb}
+				defer g.stop()
+				if err := g.listen(fl); err != nil {
+					b.Fatal(err)
+				}
+				var bits, secs float64
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					g.begin(ctx, fl, time.Now(), 1)
+					time.Sleep(500 * time.Millisecond)
+					b0, t0 := g.received.Load(), time.Now()
+					time.Sleep(2400 * time.Millisecond)
+					bits += float64(g.received.Load()-b0) * 8
+					secs += time.Since(t0).Seconds()
+					time.Sleep(200 * time.Millisecond)
+				}
+				if err := g.err(); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(bits/secs/1e9, "Gbit/s")
+			})
+		}
 	}
 }
