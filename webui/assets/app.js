@@ -483,7 +483,7 @@
     var vt = document.getElementById("vms");
     if (!vt) {
       vt = table([th("VM"), th("Host"), th("In guarantee", "num"), th("Out guarantee", "num"), th("Received", "num"),
-        th("Sent", "num"), th("Received of guarantee", "num")], "vms");
+        th("Sent", "num"), th("Received of in-hose", "num", "what it received over its in-hose: the most it can be guaranteed to receive, what it is guaranteed when its senders want that much (a VM that only sends receives nothing and is not below)")], "vms");
       vsec.appendChild(vt);
     }
     var vms = t.vms || [];
