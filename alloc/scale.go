@@ -77,14 +77,7 @@ func PulsarScale(seed int64) (*Problem, *VectorProblem) {
 			a := t.apps[rng.IntN(len(t.apps))]
 			f.Uses = []Use{up, {Resource: 2*scaleServers + a, Coef: appCost[a]}}
 		} else {
-			dst := src
-			if t.first/scaleVMsPerServer != (t.first+t.n-1)/scaleVMsPerServer {
-				for dst == src {
-					dst = (t.first + rng.IntN(t.n)) / scaleVMsPerServer
-				}
-			} else {
-				dst = (src + 1 + rng.IntN(scaleServers-1)) % scaleServers
-			}
+			dst := t.peerServer(rng, src, scaleServers)
 			f.Uses = []Use{up, {Resource: 2*dst + 1, Coef: 1}}
 		}
 		p.Flows[v] = f
@@ -133,4 +126,18 @@ func scaleTenants(rng *rand.Rand, nVM, nApp int) (tenants []scaleTenant, tenantO
 		toAppliance[v] = true
 	}
 	return tenants, tenantOf, toAppliance
+}
+
+// peerServer draws the server of a VM-to-VM flow's destination from the
+// tenant's own servers other than src, or, for a tenant on one server,
+// any other of the nSrv servers.
+func (t *scaleTenant) peerServer(rng *rand.Rand, src, nSrv int) int {
+	if t.first/scaleVMsPerServer == (t.first+t.n-1)/scaleVMsPerServer {
+		return (src + 1 + rng.IntN(nSrv-1)) % nSrv
+	}
+	dst := src
+	for dst == src {
+		dst = (t.first + rng.IntN(t.n)) / scaleVMsPerServer
+	}
+	return dst
 }

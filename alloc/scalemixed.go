@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 )
 
@@ -127,14 +128,7 @@ func PulsarScaleMixed(seed int64, k int) (*Problem, *VectorProblem, error) {
 			}
 			uses = append(uses, Use{Resource: 2*nSrv + a, Coef: apps[a].cost}, Use{Resource: 2*src + 1, Coef: resp})
 		} else {
-			dst := src
-			if t.first/scaleVMsPerServer != (t.first+t.n-1)/scaleVMsPerServer {
-				for dst == src {
-					dst = (t.first + rng.IntN(t.n)) / scaleVMsPerServer
-				}
-			} else {
-				dst = (src + 1 + rng.IntN(nSrv-1)) % nSrv
-			}
+			dst := t.peerServer(rng, src, nSrv)
 			uses = append(uses, Use{Resource: 2*dst + 1, Coef: 1})
 		}
 		f.Uses = uses[start:len(uses):len(uses)]
@@ -176,6 +170,36 @@ func DominantResources(p *VectorProblem) []int {
 		}
 		if best >= 0 {
 			n[best]++
+		}
+	}
+	return n
+}
+
+// VectorRates turns a vector allocator's x into rates comparable with
+// weighted max-min on p: x times the flow's demand on the first resource
+// of its path, over that use's coefficient (p and vp as PulsarScale and
+// PulsarScaleMixed build them).
+func VectorRates(p *Problem, vp *VectorProblem, x []float64) []float64 {
+	out := make([]float64, len(x))
+	for i, f := range p.Flows {
+		u := f.Uses[0]
+		for _, s := range vp.Flows[i].Sparse {
+			if s.Resource == u.Resource {
+				out[i] = x[i] * s.Coef / u.Coef
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Differing counts the i where a[i] and b[i] differ by more than 1e-6 of
+// the larger (or of 1).
+func Differing(a, b []float64) int {
+	n := 0
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-6*max(math.Abs(a[i]), math.Abs(b[i]), 1) {
+			n++
 		}
 	}
 	return n

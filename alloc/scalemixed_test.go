@@ -1,36 +1,9 @@
 package alloc
 
 import (
-	"math"
 	"reflect"
 	"testing"
 )
-
-// drfRates turns DRF's x into rates: a flow's rate is x times its demand
-// on its first resource, divided by that use's coefficient.
-func drfRates(p *Problem, vp *VectorProblem, x []float64) []float64 {
-	out := make([]float64, len(x))
-	for i, f := range p.Flows {
-		u := f.Uses[0]
-		for _, s := range vp.Flows[i].Sparse {
-			if s.Resource == u.Resource {
-				out[i] = x[i] * s.Coef / u.Coef
-				break
-			}
-		}
-	}
-	return out
-}
-
-func countDiffering(a, b []float64) int {
-	n := 0
-	for i := range a {
-		if math.Abs(a[i]-b[i]) > 1e-6*max(math.Abs(a[i]), math.Abs(b[i]), 1) {
-			n++
-		}
-	}
-	return n
-}
 
 func TestPulsarScaleMixed(t *testing.T) {
 	for _, tc := range []struct {
@@ -101,7 +74,7 @@ func TestPulsarScaleMixed(t *testing.T) {
 		if err := checkDRFFast(vp, x); err != nil {
 			t.Error(err)
 		}
-		n := countDiffering(rates, drfRates(p, vp, x))
+		n := Differing(rates, VectorRates(p, vp, x))
 		t.Logf("k=%d: DRF differs from weighted max-min on %d of %d flows", tc.k, n, nf)
 		if n < nf/10 {
 			t.Errorf("k=%d: DRF differs from weighted max-min on only %d of %d flows", tc.k, n, nf)
@@ -126,7 +99,7 @@ func TestPulsarScaleDRFIsMaxMin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := countDiffering(rates, drfRates(p, vp, x)); n != 0 {
+	if n := Differing(rates, VectorRates(p, vp, x)); n != 0 {
 		t.Errorf("DRF differs from weighted max-min on %d flows of PulsarScale", n)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -98,7 +97,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allocbench: PulsarScale: DRF: %w", err)
 	}
-	res.PulsarScaleDiffer, res.PulsarScaleFlows = Differing(pr, VectorRates(pp, pvp, px)), len(pp.Flows)
+	res.PulsarScaleDiffer, res.PulsarScaleFlows = alloc.Differing(pr, alloc.VectorRates(pp, pvp, px)), len(pp.Flows)
 
 	var solver alloc.Solver
 	solverRates := make([]float64, len(p.Flows))
@@ -133,44 +132,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		slices.Sort(d)
 		rates := out
 		if c.vector {
-			rates = VectorRates(p, vp, out)
+			rates = alloc.VectorRates(p, vp, out)
 		}
 		if maxmin == nil {
 			maxmin = slices.Clone(rates)
 		}
-		res.Rows = append(res.Rows, Row{Name: c.name, Median: d[len(d)/2], Min: d[0], Differ: Differing(maxmin, rates)})
+		res.Rows = append(res.Rows, Row{Name: c.name, Median: d[len(d)/2], Min: d[0], Differ: alloc.Differing(maxmin, rates)})
 	}
 	return res, nil
-}
-
-// VectorRates turns a vector allocator's x into rates comparable with
-// weighted max-min on p: x times the flow's demand on the first resource
-// of its path, over that use's coefficient (p and vp as PulsarScale and
-// PulsarScaleMixed build them).
-func VectorRates(p *alloc.Problem, vp *alloc.VectorProblem, x []float64) []float64 {
-	out := make([]float64, len(x))
-	for i, f := range p.Flows {
-		u := f.Uses[0]
-		for _, s := range vp.Flows[i].Sparse {
-			if s.Resource == u.Resource {
-				out[i] = x[i] * s.Coef / u.Coef
-				break
-			}
-		}
-	}
-	return out
-}
-
-// Differing counts the i where a[i] and b[i] differ by more than 1e-6 of
-// the larger (or of 1).
-func Differing(a, b []float64) int {
-	n := 0
-	for i := range a {
-		if math.Abs(a[i]-b[i]) > 1e-6*max(math.Abs(a[i]), math.Abs(b[i]), 1) {
-			n++
-		}
-	}
-	return n
 }
 
 // WriteMarkdown writes r as a table (one row per allocator) with the

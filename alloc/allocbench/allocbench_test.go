@@ -120,7 +120,7 @@ func TestWriteJSON(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want = VectorRates(p, vp, x)
+				want = alloc.VectorRates(p, vp, x)
 			}
 			bad := 0
 			for i, f := range p.Flows {
