@@ -139,6 +139,23 @@ type Config struct {
 	// 10 s at 40. Not in the paper; default 1 Gbit/s (links up to 1 Gbit/s
 	// keep the paper's A); 0 keeps A at every speed.
 	IncreaseLink float64
+	// EdgeCeiling makes each host divide the capacity of its own access
+	// link, in both directions, among the pairs from and to other hosts
+	// that cross it, by weighted max-min (weights as RA's: the pairs'
+	// guarantees), and cap every pair's RA rate at its share, never below
+	// its guarantee (see edge.go). RA still finds the spare capacity of
+	// the network's core by probing; at the edges, where a host sees every
+	// pair that crosses its link, the spare is split by weight at once and
+	// the limits leave the link EdgeHeadroom of its capacity. Not in the
+	// paper, whose RA probes every link by losses: on real drop-tail
+	// queues TCP then splits the spare per connection (a tenant with 64
+	// small flows beside one large one takes more than its weight, and
+	// the large one can fall below its guarantee). Default on.
+	EdgeCeiling bool
+	// EdgeHeadroom is the fraction of an access link the edge ceilings
+	// leave unallocated, so that the queue at the link stays short
+	// (default 0.02).
+	EdgeHeadroom float64
 }
 
 // Defaults returns the paper's parameters (§7): RA every 15 ms and GP every
@@ -158,6 +175,8 @@ func Defaults() Config {
 		PeerTimeout: 300 * time.Millisecond,
 
 		IncreaseLink: 1e9,
+		EdgeCeiling:  true,
+		EdgeHeadroom: 0.02,
 
 		BestEffortWeight: 45e6,
 	}
@@ -165,7 +184,7 @@ func Defaults() Config {
 
 // gpParams are the GP parameters (see Parse).
 func gpParams() []string {
-	return []string{"gp_period", "gp_margin", "gp_initial", "gp_growth", "idle_timeout", "best_effort_weight", "peer_timeout", "increase_link"}
+	return []string{"gp_period", "gp_margin", "gp_initial", "gp_growth", "idle_timeout", "best_effort_weight", "peer_timeout", "increase_link", "edge_ceiling", "edge_headroom"}
 }
 
 // ParamNames lists every parameter of the mechanism: ra.CoreParams,
@@ -194,6 +213,11 @@ func ParamNames() []string {
 //	              "300ms", at least 2 gp_period; see Config.PeerTimeout)
 //	increase_link the access-link speed the convex increase is given for
 //	              (rate, "1Gbps"; 0: no scaling; see Config.IncreaseLink)
+//	edge_ceiling  divide each access link's capacity among the pairs
+//	              crossing it by weight, and cap their rates there
+//	              (true; see Config.EdgeCeiling)
+//	edge_headroom the fraction of an access link the edge ceilings leave
+//	              free (0.02)
 func Parse(params map[string]any) (Config, error) {
 	p := spec.Params(params)
 	cfg := Defaults()
@@ -210,6 +234,8 @@ func Parse(params map[string]any) (Config, error) {
 	r.Rate(&cfg.BestEffortWeight, "best_effort_weight")
 	r.Duration(&cfg.PeerTimeout, "peer_timeout")
 	r.Rate(&cfg.IncreaseLink, "increase_link")
+	r.Bool(&cfg.EdgeCeiling, "edge_ceiling")
+	r.Float(&cfg.EdgeHeadroom, "edge_headroom")
 	if err := r.Err(); err != nil {
 		return cfg, err
 	}
@@ -242,6 +268,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PeerTimeout < 2*c.GPPeriod {
 		bad("peer_timeout", "must be at least 2 gp_period (%v), got %v", 2*c.GPPeriod, c.PeerTimeout)
+	}
+	if !(c.EdgeHeadroom >= 0 && c.EdgeHeadroom < 0.5) {
+		bad("edge_headroom", "must be in [0, 0.5), got %g", c.EdgeHeadroom)
 	}
 	if !(c.BestEffortWeight > 0) || math.IsInf(c.BestEffortWeight, 0) {
 		bad("best_effort_weight", "must be a positive finite rate, got %g", c.BestEffortWeight)
@@ -334,6 +363,9 @@ type outPair struct {
 	heard time.Duration
 	local bool
 	obs   *mech.PairObs
+	// ceiling is the pair's share of this host's uplink, remoteCeiling
+	// its share of the destination's downlink (see edge.go; 0: none)
+	ceiling, remoteCeiling float64
 }
 
 // guarantee is B = min(source's share, destination's share) (§4); until
@@ -349,6 +381,9 @@ func (p *outPair) guarantee() float64 {
 // inPair is a pair whose destination VM is on this host.
 type inPair struct {
 	end
+	// ceiling is the pair's share of this host's downlink (see edge.go;
+	// 0: none yet)
+	ceiling float64
 }
 
 // GuaranteesKind is the kind of a Guarantees message body.
@@ -377,6 +412,9 @@ type RemoteGuarantee struct {
 	Dst       string  `json:"dst"`
 	Share     float64 `json:"share"`
 	Unbounded bool    `json:"unbounded"`
+	// Ceiling is the pair's share of the destination host's downlink
+	// (Config.EdgeCeiling); 0 or absent: none.
+	Ceiling float64 `json:"ceiling,omitempty"`
 }
 
 // Agent is ElasticSwitch on one host. It is not safe for concurrent use.
@@ -398,7 +436,7 @@ type Agent struct {
 	foreign int64
 
 	// scratch for GP
-	demands, shares []float64
+	demands, shares, weights []float64
 }
 
 // NewAgent returns the agent for env.Host under cfg (validated).
@@ -476,6 +514,10 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			if p := a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]; p != nil && rg.Share >= 0 {
 				p.remote, p.remoteUnbounded, p.remoteKnown = rg.Share, rg.Unbounded, true
 				p.heard = now
+				p.remoteCeiling = 0
+				if rg.Ceiling > 0 && !math.IsInf(rg.Ceiling, 0) {
+					p.remoteCeiling = rg.Ceiling
+				}
 			}
 		}
 	}
@@ -527,6 +569,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 
 	a.steps++
 	if a.steps%a.gpEvery == 0 {
+		a.edgeCeilings(now)
 		act.Messages = append(act.Messages, a.partition(now)...)
 	} else if len(ins) > 0 {
 		// The destination tells the sources of the pairs of the VMs it
@@ -702,10 +745,7 @@ func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
 	for _, p := range a.outList {
 		in := ra.Input{Now: now}
 		in.Floor = p.guarantee()
-		in.Weight = ra.Weight(in.Floor, c)
-		if a.bestEffort(p.id) {
-			in.Weight = ra.Weight(a.cfg.BestEffortWeight, c)
-		}
+		in.Weight = a.raWeight(p.id, in.Floor)
 		if o := p.obs; o != nil {
 			in.Rate = o.Rate
 			in.Demanding = ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
@@ -718,6 +758,10 @@ func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
 			p.flow = ra.Flow{}
 		}
 		r := p.flow.Step(c, in)
+		if ceil := p.edgeCeiling(in.Floor); r > ceil {
+			p.flow.Clamp(ceil)
+			r = ceil
+		}
 		if r != p.limit {
 			p.limit = r
 			limits = append(limits, mech.Limit{Kind: mech.PairLimit, Pair: p.id, Rate: r})

@@ -189,7 +189,7 @@ func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
 		if only != nil && !only(p) {
 			continue
 		}
-		rg := RemoteGuarantee{Src: p.id.Src, Dst: p.id.Dst, Share: p.share, Unbounded: p.state == unbounded}
+		rg := RemoteGuarantee{Src: p.id.Src, Dst: p.id.Dst, Share: p.share, Unbounded: p.state == unbounded, Ceiling: p.ceiling}
 		h := a.env.HostOf(p.id.Src)
 		switch h {
 		case "":

@@ -334,3 +334,12 @@ func (f *Flow) Step(c *Config, in Input) float64 {
 	f.Rate += v
 	return f.Rate
 }
+
+// Clamp lowers the flow's rate to max if it is above (a cap the caller
+// enforces on top of RA, such as ElasticSwitch's edge ceilings): the next
+// increase starts from there.
+func (f *Flow) Clamp(max float64) {
+	if f.Rate > max {
+		f.Rate = max
+	}
+}
