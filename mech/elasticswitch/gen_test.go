@@ -330,18 +330,19 @@ func fig10(name string) string {
 	sc.manyToOne("A", 1, 0, 2, servers(3, 77), "tcp", 1)
 	sc.manyToOne("B", 78, 0, 79, servers(80, 154), "tcp", 2)
 	sc.tcpVsUDP("C", 155, 156, 157)
-	mech := "mechanism:\n  name: elasticswitch\n"
-	if len(v.params) > 0 {
-		mech += "  params:\n"
-		for _, p := range v.params {
-			mech += "    " + p + "\n"
-		}
+	// The paper's rate allocation alone: with Bulkhead's edge ceilings
+	// every variant splits these access links the same way.
+	mech := "mechanism:\n  name: elasticswitch\n  params:\n    edge_ceiling: false\n"
+	for _, p := range v.params {
+		mech += "    " + p + "\n"
 	}
 	d := max(len(manySenders)*manyPhase, len(udpRates)*udpPhase)
 	return sc.write(fmt.Sprintf(`# ElasticSwitch Fig. 10 (§7.2), sensitivity: rate allocation
 # %s.
 # Files elasticswitch-fig10-{less-aggr,more-aggr,no-hi,no-rc,no-hi-rc}.yaml
-# differ only in mechanism.params.
+# differ only in mechanism.params. All turn Bulkhead's edge ceilings off
+# (edge_ceiling: false), so that the paper's rate allocation alone
+# decides: with them every variant splits these access links alike.
 #
 # Three independent setups on one rack of 157 servers with 1 Gbps links
 # (they share no link):
