@@ -293,15 +293,11 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slo
 		v := p.VMs[vi]
 		var l linux.Limiters
 		if len(recvs[v.Name]) > 0 {
-			// HTB cannot be changed in place: remove what is there first
-			if err := srv.DeleteRootQdisc(v.HostDev); err != nil {
-				return cfg, err
-			}
-			if l.RX, err = dataplane.NewLimiter(srv, dataplane.LimiterConfig{Dev: v.HostDev}); err != nil {
+			if l.RX, err = linux.NewRXCounters(srv, v.HostDev); err != nil {
 				return cfg, err
 			}
 			for _, dp := range recvs[v.Name] {
-				if err := l.RX.SetPairRate(dp, mech.Unlimited); err != nil {
+				if err := l.RX.CountPair(dp); err != nil {
 					return cfg, err
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/datapath/linux"
 	"github.com/bulkhead-dc/bulkhead/dataplane/pairbytes"
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
@@ -76,7 +77,7 @@ type Testbed struct {
 	log  *slog.Logger
 	ns   map[string]*dataplane.NS      // by namespace name
 	tx   map[string]*dataplane.Limiter // VM → limiter of its pairs (on its veth)
-	rx   map[string]*dataplane.Limiter // VM → counting classes of the pairs into it
+	rx   map[string]*linux.RXCounters  // VM → counters of the pairs into it (on its server-side device)
 	pidx map[[2]string]int             // declared pair → index in plan.Pairs
 	padr map[dataplane.Pair]int        // the same by addresses
 	gso  int
@@ -122,7 +123,7 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 		return nil, fmt.Errorf("testbed: run prefix %s is in use (%s); choose another or run `bulkhead testbed down --prefix %s`", plan.Prefix, left, plan.Prefix)
 	}
 	tb := &Testbed{plan: plan, log: log.With("run", plan.Prefix), ns: map[string]*dataplane.NS{},
-		tx: map[string]*dataplane.Limiter{}, rx: map[string]*dataplane.Limiter{}, pidx: plan.pairIndex(), padr: map[dataplane.Pair]int{}, gso: opts.GSOMaxSize, loss: opts.Loss,
+		tx: map[string]*dataplane.Limiter{}, rx: map[string]*linux.RXCounters{}, pidx: plan.pairIndex(), padr: map[dataplane.Pair]int{}, gso: opts.GSOMaxSize, loss: opts.Loss,
 		daemons: opts.Daemons, pb: map[string]*pairbytes.Counter{}}
 	for i, pr := range plan.Pairs {
 		dp, err := plan.dpPair(pr.Src, pr.Dst)
@@ -328,8 +329,9 @@ func (tb *Testbed) createPairBytes() error {
 }
 
 // createCounters installs, on the server side of every VM that receives a
-// declared pair, an HTB with an unlimited class per pair into it (the
-// receive counters), and with Limiters the transmit IFBs and pair classes.
+// declared pair, the receive counters of the pairs into it (a host
+// agent's: linux.RXCounters, on the egress of its server-side device),
+// and with Limiters the transmit IFBs and pair classes.
 func (tb *Testbed) createCounters() error {
 	if tb.daemons {
 		return tb.createPairBytes()
@@ -337,19 +339,19 @@ func (tb *Testbed) createCounters() error {
 	for _, pr := range tb.plan.Pairs {
 		dst, _ := tb.plan.VM(pr.Dst)
 		srv := tb.nodeNS(dst.Server)
-		lim := tb.rx[dst.Name]
-		if lim == nil {
+		rx := tb.rx[dst.Name]
+		if rx == nil {
 			var err error
-			if lim, err = dataplane.NewLimiter(srv, dataplane.LimiterConfig{Dev: dst.HostDev}); err != nil {
-				return err
+			if rx, err = linux.NewRXCounters(srv, dst.HostDev); err != nil {
+				return fmt.Errorf("testbed: VM %s: %w", dst.Name, err)
 			}
-			tb.rx[dst.Name] = lim
+			tb.rx[dst.Name] = rx
 		}
 		p, err := tb.plan.dpPair(pr.Src, pr.Dst)
 		if err != nil {
 			return err
 		}
-		if err := lim.SetPairRate(p, math.Inf(1)); err != nil {
+		if err := rx.CountPair(p); err != nil {
 			return err
 		}
 	}
@@ -558,11 +560,16 @@ func (tb *Testbed) close() {
 		}
 	}
 	tb.pb = map[string]*pairbytes.Counter{}
+	for vm, c := range tb.rx {
+		if err := c.Close(); err != nil {
+			tb.log.Warn("closing receive counters", "vm", vm, "err", err)
+		}
+	}
 	for _, n := range tb.ns {
 		n.Close()
 	}
 	tb.ns = map[string]*dataplane.NS{}
-	tb.tx, tb.rx = map[string]*dataplane.Limiter{}, map[string]*dataplane.Limiter{}
+	tb.tx, tb.rx = map[string]*dataplane.Limiter{}, map[string]*linux.RXCounters{}
 }
 
 // Close releases this process's handles and leaves the testbed up (for

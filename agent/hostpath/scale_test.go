@@ -3,7 +3,6 @@ package hostpath
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/netip"
 	"sync"
 	"testing"
@@ -53,7 +52,7 @@ func scaleModel(n int) (m *model.Model, local []string) {
 
 // scaleServer builds, in a namespace of its own, what the testbed builds
 // for a server's VMs: per local VM a pair limiter (an HTB on an IFB) and
-// receive counters with a class per ingress pair. Everything is removed
+// receive counters (the eBPF program of linux.RXCounters on another). Everything is removed
 // when the benchmark ends.
 func scaleServer(b *testing.B, m *model.Model, local []string) (*dataplane.NS, map[string]linux.Limiters) {
 	b.Helper()
@@ -77,21 +76,22 @@ func scaleServer(b *testing.B, m *model.Model, local []string) (*dataplane.NS, m
 	for i, name := range local {
 		tx, rx := fmt.Sprintf("%st%d", prefix, i), fmt.Sprintf("%sr%d", prefix, i)
 		var l linux.Limiters
-		for _, d := range []struct {
-			dev string
-			lim **dataplane.Limiter
-		}{{tx, &l.TX}, {rx, &l.RX}} {
-			if err := ns.AddIFB(d.dev); err != nil {
-				b.Fatal(err)
-			}
-			if *d.lim, err = dataplane.NewLimiter(ns, dataplane.LimiterConfig{Dev: d.dev}); err != nil {
+		for _, dev := range []string{tx, rx} {
+			if err := ns.AddIFB(dev); err != nil {
 				b.Fatal(err)
 			}
 		}
+		if l.TX, err = dataplane.NewLimiter(ns, dataplane.LimiterConfig{Dev: tx}); err != nil {
+			b.Fatal(err)
+		}
+		if l.RX, err = linux.NewRXCounters(ns, rx); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = l.RX.Close() })
 		v, t, _ := m.VM(name)
 		for _, o := range t.VMs {
 			if o.Name != name {
-				if err := l.RX.SetPairRate(datapath.Pair{Src: o.Addrs[0], Dst: v.Addrs[0]}, math.Inf(1)); err != nil {
+				if err := l.RX.CountPair(datapath.Pair{Src: o.Addrs[0], Dst: v.Addrs[0]}); err != nil {
 					b.Fatal(err)
 				}
 			}

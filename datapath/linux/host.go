@@ -1,7 +1,8 @@
 // Package linux is the data path of a Linux server (datapath.Host) over
 // netlink, HTB, IFB and eBPF (package dataplane): pair limiters as HTB
 // classes on the VMs' interfaces (dataplane.Limiter), receive counters as
-// counting classes on their veths, per-VM schedulers as HTB trees on the
+// an eBPF program on the egress of their veths (RXCounters, package
+// pairbytes: no qdisc), per-VM schedulers as HTB trees on the
 // server's IFBs (Scheduler), and loss counters — eBPF sequence-number
 // gaps at the receivers (SeqGaps, ElasticSwitch §6) or the senders' TCP
 // retransmissions through sock_diag (TCPRetransmits).
@@ -23,11 +24,12 @@
 //     interface's egress inside the VM's namespace, where the VM's TCP
 //     feels its backpressure (the namespace's TCP small-queue budget is
 //     set to VMTSQBytes while a VM of the Host is in it, and put back);
-//     the receive counters are an HTB on the peer's egress.
+//     the receive counters are a program on the peer's egress hook.
 //   - the VM's device in the server's namespace (Netns empty; a VM's tap,
-//     or a veth): the receive counters are an HTB on the device's egress,
-//     and the pair limiter an HTB on an IFB (IFBName) that a u32 filter
-//     on the device's ingress hook redirects every IPv4 packet to.
+//     or a veth): the receive counters are a program on the device's
+//     egress hook, and the pair limiter an HTB on an IFB (IFBName) that a
+//     u32 filter on the device's ingress hook redirects every IPv4
+//     packet to.
 //
 // The HTBs have the major handle ProvisionMajor: a device whose root
 // qdisc is neither the kernel's default nor Bulkhead's, or whose ingress
@@ -66,10 +68,12 @@ import (
 )
 
 // Limiters are what a server has for one of its VMs: the limiter of the
-// pairs it sends (on its interface) and the counting classes of the
-// pairs into it (on its veth in the server); nil: none.
+// pairs it sends (on its interface) and the receive counters of the pairs
+// into it (on its veth in the server: NewRXCounters); nil: none. Whoever
+// made them closes them: a Host given them does not.
 type Limiters struct {
-	TX, RX *dataplane.Limiter
+	TX *dataplane.Limiter
+	RX *RXCounters
 }
 
 // Config is a server's data path.
@@ -162,11 +166,12 @@ func NewHost(cfg Config) (*Host, error) {
 //     one end of a veth whose peer is in the server's namespace: the
 //     pair limiter is an HTB on the interface's egress (and the
 //     namespace's TCP small-queue budget is VMTSQBytes, as in the
-//     testbed), the receive counters an HTB on the peer's egress;
+//     testbed), the receive counters a program on the peer's egress
+//     hook (RXCounters);
 //   - without, Interface is the VM's device in the server's namespace
-//     (a tap or a veth): the receive counters are an HTB on its egress,
-//     the pair limiter an HTB on an IFB (IFBName) that its ingress
-//     redirects every IPv4 packet to (IngressPrio).
+//     (a tap or a veth): the receive counters are a program on its
+//     egress hook, the pair limiter an HTB on an IFB (IFBName) that its
+//     ingress redirects every IPv4 packet to (IngressPrio).
 //
 // With Config.Schedulers, the VM must be in a namespace of its own: its
 // device on the server gets the redirection of its ingress to the
@@ -317,8 +322,13 @@ func (h *Host) close(remove bool) error {
 			errs = append(errs, h.unwatchLoss(p))
 			if remove {
 				errs = append(errs, h.teardown(p))
-			} else if p.vmNS != nil {
-				p.vmNS.Close() // the limiters stay; the next Host adopts them
+			} else {
+				// The limiters stay; the next Host adopts them and
+				// counts anew.
+				errs = append(errs, p.closeRX())
+				if p.vmNS != nil {
+					p.vmNS.Close()
+				}
 			}
 		}
 		clear(h.prov)

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/dataplane/pairbytes"
 	"github.com/bulkhead-dc/bulkhead/dataplane/seqloss"
 )
 
@@ -75,7 +76,7 @@ type provisioned struct {
 	lossWatched bool
 	tsq         *nsTSQ // the VM namespace's TCP small-queue budget (nil: untouched)
 	tx          *dataplane.Limiter
-	rx          *counterSet
+	rx          *RXCounters
 }
 
 func (p *provisioned) path() datapath.VMPath {
@@ -89,25 +90,76 @@ func (p *provisioned) path() datapath.VMPath {
 	return vp
 }
 
-// counterSet is a VM's receive counters built by a Host: unlimited
-// classes of a limiter on the VM's device on the server, one per pair
-// its user asks for (datapath.PairCounterSet).
-type counterSet struct{ l *dataplane.Limiter }
+// RXPrio is the tc priority of a receive counter's program on the egress
+// hook of a VM's device on the server (package pairbytes).
+const RXPrio = pairbytes.DefaultPrio
 
-var _ datapath.PairCounterSet = (*counterSet)(nil)
+// RXCounters are a VM's receive counters: the pairbytes program on the
+// egress hook of the VM's device on the server (what the server delivers
+// to the VM), reporting the pairs its user asks for
+// (datapath.PairCounterSet). A pair's Bytes are the bytes of its frames
+// once segmented and Packets the frames, what an HTB class for the pair
+// there would count; no qdisc is put on the device.
+//
+// Unlike counting classes, the program counts every pair it sees; Counters
+// reports only the pairs asked for (a pair asked for and not seen yet
+// reads zero), so that what a VM's peers send cannot grow the agent's
+// view beyond its declared pairs.
+type RXCounters struct {
+	c    *pairbytes.Counter
+	mu   sync.Mutex
+	want map[datapath.Pair]bool
+}
 
-func (c *counterSet) CountPair(p datapath.Pair) error {
-	if _, ok := c.l.ClassOf(p); ok {
-		return nil
+var _ datapath.PairCounterSet = (*RXCounters)(nil)
+
+// NewRXCounters attaches receive counters to dev (in ns), the VM's device
+// on the server: a counter a process that died left there is replaced.
+// Close removes them.
+func NewRXCounters(ns *dataplane.NS, dev string) (*RXCounters, error) {
+	c, err := pairbytes.AttachConfig(ns, dev, pairbytes.Config{Hook: dataplane.Egress, Prio: RXPrio, Replace: true})
+	if err != nil {
+		return nil, fmt.Errorf("receive counters: %w", err)
 	}
-	return c.l.SetPairRate(p, math.Inf(1))
+	return &RXCounters{c: c, want: map[datapath.Pair]bool{}}, nil
 }
 
-func (c *counterSet) RemovePair(p datapath.Pair) error { return c.l.RemovePair(p) }
-
-func (c *counterSet) Counters() (map[datapath.Pair]datapath.Counters, error) {
-	return c.l.Counters()
+// CountPair implements datapath.PairCounterSet.
+func (r *RXCounters) CountPair(p datapath.Pair) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.want[p] = true
+	return nil
 }
+
+// RemovePair implements datapath.PairCounterSet.
+func (r *RXCounters) RemovePair(p datapath.Pair) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.want, p)
+	return nil
+}
+
+// Counters implements datapath.PairCounters: one read of the program's
+// map.
+func (r *RXCounters) Counters() (map[datapath.Pair]datapath.Counters, error) {
+	m, err := r.c.Read()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[datapath.Pair]datapath.Counters, len(r.want))
+	for p := range r.want {
+		c := m[p]
+		out[p] = datapath.Counters{Bytes: c.SegBytes, Packets: c.Segments}
+	}
+	return out, nil
+}
+
+// Close removes the counters' program (and the clsact qdisc if it added
+// it and nothing else uses it).
+func (r *RXCounters) Close() error { return r.c.Close() }
 
 // nsTSQ is the TCP small-queue budget of a VM namespace that a Host
 // set: what it was before, and how many of the Host's VMs are in the
@@ -208,7 +260,7 @@ func leftovers(in, eg []dataplane.HookFilter) bool {
 		}
 	}
 	for _, f := range eg {
-		if f.Prio != seqloss.DefaultPrio || f.Kind != "bpf" {
+		if (f.Prio != seqloss.DefaultPrio && f.Prio != RXPrio) || f.Kind != "bpf" {
 			return false
 		}
 	}
@@ -306,11 +358,13 @@ func (h *Host) provisionNetns(vm datapath.VM) (_ *provisioned, err error) {
 	if p.tx, err = newLimiter(vns, vm.Interface, VMLimiterQueue); err != nil {
 		return nil, fmt.Errorf("%s: %w", at, err)
 	}
-	rx, err := newLimiter(srv, peer, 0)
-	if err != nil {
+	// (receive counting classes an earlier version left on the peer go)
+	if err := unroot(srv, peer); err != nil {
 		return nil, fmt.Errorf("%s: %w", where(peer, srv.Name), err)
 	}
-	p.rx = &counterSet{l: rx}
+	if p.rx, err = NewRXCounters(srv, peer); err != nil {
+		return nil, fmt.Errorf("%s: %w", where(peer, srv.Name), err)
+	}
 	return p, nil
 }
 
@@ -374,11 +428,12 @@ func (h *Host) provisionServer(vm datapath.VM) (_ *provisioned, err error) {
 		}
 		p.ifb = ""
 	}
-	rx, err := newLimiter(srv, dev, 0)
-	if err != nil {
+	if err := unroot(srv, dev); err != nil {
 		return nil, fmt.Errorf("%s: %w", at, err)
 	}
-	p.rx = &counterSet{l: rx}
+	if p.rx, err = NewRXCounters(srv, dev); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
 	if !adopt {
 		if err := srv.AddIFB(ifb); err != nil {
 			return nil, fmt.Errorf("%s: its limiter's IFB: %w", at, err)
@@ -485,6 +540,18 @@ func (p *provisioned) unredirect() error {
 	return errors.Join(errs...)
 }
 
+// closeRX removes the VM's receive counters (the program only: a Host
+// that closes leaves the limiters enforcing, and the next one counts
+// anew).
+func (p *provisioned) closeRX() error {
+	if p.rx == nil {
+		return nil
+	}
+	err := p.rx.Close()
+	p.rx = nil
+	return err
+}
+
 // dropClsact removes the clsact qdisc of the VM's device on the server
 // if it is this Host's and holds no filter.
 func (p *provisioned) dropClsact() error {
@@ -514,6 +581,7 @@ func (h *Host) teardown(p *provisioned) error {
 // errors. It keeps going after errors and returns them all.
 func (p *provisioned) teardown() error {
 	var errs []error
+	errs = append(errs, p.closeRX())
 	if p.vmNS == nil {
 		errs = append(errs, p.unredirect())
 		if p.dev != "" {

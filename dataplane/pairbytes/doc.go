@@ -60,16 +60,23 @@
 //
 // Attach(ns, dev) with the VM's namespace and its own device there (the
 // VM's end of the veth): ingress of that device is what the VM receives,
-// after every queue of the path, including the agent's receive limiter
-// on the server-side peer. Packets the VM's own stack then drops (a full
-// socket buffer) are counted: they reached the VM.
+// after every queue of the path. Packets the VM's own stack then drops (a
+// full socket buffer) are counted: they reached the VM.
+//
+// Config.Hook Egress on the server's end of the veth (or a VM's tap)
+// counts what the server delivers to the VM: that is where a host agent
+// counts each pair's receive rate (package datapath/linux), without a
+// qdisc on the device. There Bytes is the same length (skb->len at egress
+// includes the Ethernet header), and SegBytes equals what an HTB class
+// for the pair on that device counts.
 //
 // The filter takes priority Config.Prio (default DefaultPrio, 0xb3) with
 // protocol ETH_P_ALL and handle 1. It coexists with other filters of the
 // hook at other priorities (they run in priority order and the program
 // always continues) and with any root qdisc (clsact is a separate
-// qdisc). A filter already at its priority is an error; nothing is
-// replaced.
+// qdisc). A filter already at its priority is an error, unless
+// Config.Replace says to remove an eBPF filter there (one a counter left
+// when its process died); a filter of another kind is never removed.
 //
 // # Cleanup
 //

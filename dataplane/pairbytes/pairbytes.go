@@ -40,6 +40,15 @@ type Config struct {
 	// Prio is the tc priority of the filter (0: DefaultPrio). It must
 	// differ from the priorities of the hook's other filters.
 	Prio uint16
+	// Hook is the clsact hook the program goes on: Ingress (the zero
+	// value: what dev receives) or Egress (what dev sends: on the
+	// server's end of a VM's veth, what is delivered to the VM).
+	Hook dataplane.Direction
+	// Replace removes an eBPF filter already at Prio on the hook — one a
+	// Counter left when its process died without closing it — instead of
+	// refusing to attach. A filter of another kind there is still an
+	// error.
+	Replace bool
 }
 
 // Pair is an IPv4 (source, destination) pair.
@@ -90,6 +99,7 @@ type Counter struct {
 	dev     string
 	ifindex int
 	prio    uint16
+	hook    dataplane.Direction
 	created bool // the clsact qdisc was added by Attach
 
 	mu     sync.RWMutex // readers of the maps hold it shared, so Close waits for them
@@ -103,10 +113,11 @@ func Attach(ns *dataplane.NS, dev string) (*Counter, error) {
 }
 
 // AttachConfig loads the program and its maps and attaches the program to
-// dev's clsact ingress hook in ns (adding a clsact qdisc if dev has none),
-// at cfg.Prio. A filter already at that priority (another counter's
-// included) is an error: nothing is replaced. The counts start at zero.
-// Close detaches and releases everything.
+// dev's clsact hook cfg.Hook in ns (adding a clsact qdisc if dev has
+// none), at cfg.Prio. A filter already at that priority (another
+// counter's included) is an error unless cfg.Replace says to remove an
+// eBPF one. The counts start at zero. Close detaches and releases
+// everything.
 func AttachConfig(ns *dataplane.NS, dev string, cfg Config) (_ *Counter, err error) {
 	if ns == nil {
 		return nil, errors.New("pairbytes: nil namespace")
@@ -114,12 +125,29 @@ func AttachConfig(ns *dataplane.NS, dev string, cfg Config) (_ *Counter, err err
 	if cfg.Prio == 0 {
 		cfg.Prio = DefaultPrio
 	}
-	at := fmt.Sprintf("netns %s: %s ingress (tc prio %d)", ns.Name, dev, cfg.Prio)
+	at := fmt.Sprintf("netns %s: %s %s (tc prio %d)", ns.Name, dev, cfg.Hook, cfg.Prio)
+	if cfg.Replace {
+		fs, err := ns.HookFilters(dev, cfg.Hook)
+		if err != nil {
+			return nil, fmt.Errorf("pairbytes: %s: %w", at, err)
+		}
+		for _, f := range fs {
+			if f.Prio != cfg.Prio {
+				continue
+			}
+			if f.Kind != "bpf" {
+				return nil, fmt.Errorf("pairbytes: %s: a %s filter is at that priority, not a counter's", at, f.Kind)
+			}
+			if err := ns.DeleteHookFilters(dev, cfg.Hook, cfg.Prio); err != nil {
+				return nil, fmt.Errorf("pairbytes: %s: remove the filter left there: %w", at, err)
+			}
+		}
+	}
 	objs, err := load(cfg.MaxPairs)
 	if err != nil {
 		return nil, err
 	}
-	c := &Counter{ns: ns, dev: dev, prio: cfg.Prio, objs: objs}
+	c := &Counter{ns: ns, dev: dev, prio: cfg.Prio, hook: cfg.Hook, objs: objs}
 	defer func() {
 		if err != nil {
 			_ = objs.Close()
@@ -186,11 +214,19 @@ func load(maxPairs uint32) (*pairbytesObjects, error) {
 func (c *Counter) filterAttrs() netlink.FilterAttrs {
 	return netlink.FilterAttrs{
 		LinkIndex: c.ifindex,
-		Parent:    netlink.HANDLE_MIN_INGRESS,
+		Parent:    c.parent(),
 		Handle:    filterHandle,
 		Priority:  c.prio,
 		Protocol:  unix.ETH_P_ALL,
 	}
+}
+
+// parent is the tc parent of the counter's hook.
+func (c *Counter) parent() uint32 {
+	if c.hook == dataplane.Egress {
+		return netlink.HANDLE_MIN_EGRESS
+	}
+	return netlink.HANDLE_MIN_INGRESS
 }
 
 // dropClsact removes the clsact qdisc if Attach added it and neither hook

@@ -623,3 +623,90 @@ func BenchmarkProgram(b *testing.B) {
 		})
 	}
 }
+
+// TestEgressOfServerDevice: the counter on the egress hook of the
+// server's end of a VM's veth — where a host agent counts what each pair
+// delivers to the VM — counts one TCP flow as the HTB class the agents
+// used there before (SegBytes within 1%), beside that HTB root qdisc, and
+// as the VM's own device receives it.
+func TestEgressOfServerDevice(t *testing.T) {
+	needRoot(t)
+	l := newLink(t, false)
+	htb, err := dataplane.NewLimiter(l.srv, dataplane.LimiterConfig{Dev: l.h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := htb.SetPairRate(l.p1, dataplane.MaxRate); err != nil {
+		t.Fatal(err)
+	}
+	eg := mustAttach(t, l.srv, l.h, Config{Hook: dataplane.Egress})
+	in := mustAttach(t, l.vm, l.v, Config{})
+	cls0, err := htb.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bps := l.iperf3(t, l.src1, 2*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	cls1, err := htb.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := cls1[l.p1].Bytes - cls0[l.p1].Bytes
+	out, err := eg.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := in.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("iperf3 %.2f Gbit/s; HTB class %d bytes; egress of %s %+v; ingress of %s %+v", bps/1e9, class, l.h, out[l.p1], l.v, got[l.p1])
+	if !within(out[l.p1].SegBytes, class, 0.01) {
+		t.Errorf("egress counter: SegBytes %d, the HTB class beside it %d: want within 1%%", out[l.p1].SegBytes, class)
+	}
+	if !within(out[l.p1].Bytes, got[l.p1].Bytes, 0.01) {
+		t.Errorf("egress counter %d bytes, the VM's device received %d: want within 1%%", out[l.p1].Bytes, got[l.p1].Bytes)
+	}
+	if len(out) != 1 {
+		t.Errorf("egress pairs %v: want %s only (the reverse pair leaves by the other device)", out, l.p1)
+	}
+}
+
+// TestReplace: a counter whose process died leaves its filter; a new one
+// with Replace takes its place at that priority (without Replace it is
+// refused), and a filter of another kind there is never removed.
+func TestReplace(t *testing.T) {
+	needRoot(t)
+	l := newLink(t, false)
+	old, err := AttachConfig(l.srv, l.h, Config{Hook: dataplane.Egress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The process dies: its descriptors go, the filter stays.
+	old.mu.Lock()
+	old.closed = true
+	_ = old.objs.Close()
+	old.mu.Unlock()
+	if _, err := AttachConfig(l.srv, l.h, Config{Hook: dataplane.Egress}); err == nil {
+		t.Fatal("attached over the filter left there without Replace")
+	}
+	c := mustAttach(t, l.srv, l.h, Config{Hook: dataplane.Egress, Replace: true})
+	fs, err := l.srv.HookFilters(l.h, dataplane.Egress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 1 || fs[0].Prio != c.Prio() {
+		t.Errorf("egress filters %+v: want the new counter's only", fs)
+	}
+	l.udp(t, 300*time.Millisecond, flow{src: l.src1, port: 9003, size: 1000, rate: 10e6})
+	if got, err := c.Read(); err != nil || got[l.p1].Packets == 0 {
+		t.Errorf("the new counter read %v (%v): want the pair's packets", got, err)
+	}
+	if err := l.srv.RedirectIngress(l.h, l.h, 0xb4); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := AttachConfig(l.srv, l.h, Config{Prio: 0xb4, Replace: true}); err == nil {
+		_ = c.Close()
+		t.Error("Replace removed a filter of another kind")
+	}
+}
