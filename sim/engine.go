@@ -243,8 +243,9 @@ type hostAgent struct {
 	name    string
 	drv     *drive.Host // the mechanism's agent, through the driver core
 	last    time.Duration
-	egress  []int // pairs whose src is here
-	ingress []int // pairs whose dst is here
+	egress  []int               // pairs whose src is here
+	egIx    map[mech.PairID]int // index in e.pairs of each pair of egress
+	ingress []int               // pairs whose dst is here
 	vmsHere map[string]bool
 	obsEgr  []mech.PairObs
 	obsIngr []mech.PairObs
@@ -497,9 +498,11 @@ func (e *engine) buildAgents() error {
 				ha.vms = append(ha.vms, vi)
 			}
 		}
+		ha.egIx = map[mech.PairID]int{}
 		for i, ps := range e.pairs {
 			if e.vms[ps.src].host == h {
 				ha.egress = append(ha.egress, i)
+				ha.egIx[ps.id] = i
 			}
 			if e.vms[ps.dst].host == h {
 				ha.ingress = append(ha.ingress, i)
@@ -732,7 +735,9 @@ func (en *enforcer) SetLimit(l mech.Limit) error {
 	e := en.e
 	switch l.Kind {
 	case mech.PairLimit:
-		i, ok := e.pairIx[l.Pair]
+		// The driver core has checked that the pair's source is here:
+		// the pair is one of the host's (a smaller map than e.pairIx).
+		i, ok := en.h.egIx[l.Pair]
 		if !ok {
 			return fmt.Errorf("limited pair %s->%s, which has no traffic in the scenario", l.Pair.Src, l.Pair.Dst)
 		}

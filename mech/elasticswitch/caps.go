@@ -52,5 +52,11 @@ func (a *Agent) UpdateEnv(env mech.Env) error {
 		delete(a.in, p.id)
 		return true
 	})
+	for _, p := range a.outList {
+		a.annotate(&p.end)
+	}
+	for _, p := range a.inList {
+		a.annotate(&p.end)
+	}
 	return nil
 }

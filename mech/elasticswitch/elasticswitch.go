@@ -347,6 +347,11 @@ type end struct {
 	early   bool
 	rate    float64 // rate measured in this step (0 if not seen)
 	heldNow bool    // held back by its limiter in this step (source only)
+	// what the environment says of the pair, kept from its creation or
+	// the last UpdateEnv (see annotate): whether it is best-effort, and
+	// the host of its source VM
+	bestEffort bool
+	srcHost    string
 }
 
 // outPair is a pair whose source VM is on this host.
@@ -588,8 +593,17 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 }
 
 func (a *Agent) newEnd(id mech.PairID, hose float64, now time.Duration) end {
-	return end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now, since: now, fresh: true,
+	e := end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now, since: now, fresh: true,
 		demand: math.Inf(1), early: true}
+	a.annotate(&e)
+	return e
+}
+
+// annotate sets what the environment says of a pair end (end.bestEffort,
+// end.srcHost), so that a step looks none of it up.
+func (a *Agent) annotate(e *end) {
+	e.bestEffort = a.bestEffort(e.id)
+	e.srcHost = a.env.HostOf(e.id.Src)
 }
 
 // resplit sets the shares of one VM side's pairs for their demands (see
@@ -745,7 +759,7 @@ func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
 	for _, p := range a.outList {
 		in := ra.Input{Now: now}
 		in.Floor = p.guarantee()
-		in.Weight = a.raWeight(p.id, in.Floor)
+		in.Weight = a.raWeight(&p.end, in.Floor)
 		if o := p.obs; o != nil {
 			in.Rate = o.Rate
 			in.Demanding = ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
