@@ -13,6 +13,10 @@ func (m *Mechanism) Capabilities() mech.Capabilities {
 	return mech.Capabilities{PairLimits: true, Losses: true, LiveTenants: true}
 }
 
+// ConcurrentAgents implements mech.Concurrent: agents share only the
+// read-only environment, and every message body is built anew.
+func (m *Mechanism) ConcurrentAgents() bool { return true }
+
 // ForLosses implements mech.LossAdapter (see ra.ForLosses).
 func (m *Mechanism) ForLosses(side mech.LossSide) (mech.Mechanism, error) {
 	c := *m
