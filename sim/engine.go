@@ -88,6 +88,8 @@ type vmInfo struct {
 	// the host schedulers the VM's traffic crosses (index into e.scheds,
 	// -1: none)
 	egSched, inSched int
+	// the limiters' resource IDs (made when first in force)
+	egID, inID string
 	// since the host agent's last step
 	inBits, outBits, inDropBits float64
 }
@@ -102,7 +104,8 @@ type pairState struct {
 	// current problem (-1: none)
 	limRate float64
 	limRes  int
-	nconn   int // connections ever made, for ECMP hashing
+	limID   string // the limiter's resource ID (made when first in force)
+	nconn   int    // connections ever made, for ECMP hashing
 
 	// per tick
 	rate      float64 // delivered bits/s this tick
@@ -177,6 +180,7 @@ type engine struct {
 	pairIx map[mech.PairID]int
 	conns  []connState
 	free   []int // free conn slots (finished sized flows)
+	sized  bool  // a sized flow was started (account)
 
 	hosts []*hostAgent
 	hostN map[string]int // server name -> index in hosts
@@ -214,6 +218,7 @@ type engine struct {
 	portOf    []int          // per link: port index, -1
 	dscp      map[string]int // tenant → DSCP code point its packets carry
 	classedAt []*classedRes  // per resource: its classes, nil if flat
+	classed   bool           // some resource has classes
 	hops      []hop
 
 	// appliances and request flows
