@@ -36,6 +36,7 @@ func (a *Agent) UpdateEnv(env mech.Env) error {
 		return fmt.Errorf("%s: update for host %q given to the agent on %s", Name, env.Host, a.env.Host)
 	}
 	a.env = env
+	a.forgetHints()
 	a.local = map[string]mech.VM{}
 	for _, v := range env.VMs {
 		if v.Host == env.Host {
