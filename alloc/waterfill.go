@@ -366,16 +366,22 @@ func (g *engine) satLevel(s int32, L float64) float64 {
 
 // idxHeap is a binary min-heap of int32 items (0..n-1) with float keys and
 // a position index, so keys can be changed and items removed in O(log n).
+// An entry carries its key, so that comparisons read no other array, and
+// sifting moves entries into a hole rather than swapping them (the same
+// comparisons and the same order as swapping).
 type idxHeap struct {
-	items []int32
+	items []heapEntry
 	pos   []int32 // -1 when not in the heap
-	key   []float64
+}
+
+type heapEntry struct {
+	key float64
+	i   int32
 }
 
 func (h *idxHeap) reset(n int) {
 	h.items = h.items[:0]
 	h.pos = grow(h.pos, n)
-	h.key = grow(h.key, n)
 	for i := range h.pos {
 		h.pos[i] = -1
 	}
@@ -383,16 +389,16 @@ func (h *idxHeap) reset(n int) {
 
 func (h *idxHeap) len() int              { return len(h.items) }
 func (h *idxHeap) contains(i int32) bool { return h.pos[i] >= 0 }
-func (h *idxHeap) minKey() float64       { return h.key[h.items[0]] }
-func (h *idxHeap) less(a, b int32) bool {
-	return h.key[a] < h.key[b] || (h.key[a] == h.key[b] && a < b)
+func (h *idxHeap) minKey() float64       { return h.items[0].key }
+
+func less(a, b heapEntry) bool {
+	return a.key < b.key || (a.key == b.key && a.i < b.i)
 }
 
 // push appends without restoring order; call heapify afterwards.
 func (h *idxHeap) push(i int32, k float64) {
-	h.key[i] = k
 	h.pos[i] = int32(len(h.items))
-	h.items = append(h.items, i)
+	h.items = append(h.items, heapEntry{k, i})
 }
 
 func (h *idxHeap) heapify() {
@@ -408,7 +414,7 @@ func (h *idxHeap) insert(i int32, k float64) {
 }
 
 func (h *idxHeap) pop() int32 {
-	top := h.items[0]
+	top := h.items[0].i
 	h.removeAt(0)
 	return top
 }
@@ -420,10 +426,11 @@ func (h *idxHeap) remove(i int32) {
 }
 
 func (h *idxHeap) removeAt(p int) {
-	i := h.items[p]
+	i := h.items[p].i
 	last := len(h.items) - 1
 	if p != last {
-		h.swap(p, last)
+		h.items[p] = h.items[last]
+		h.pos[h.items[p].i] = int32(p)
 	}
 	h.items = h.items[:last]
 	h.pos[i] = -1
@@ -436,9 +443,9 @@ func (h *idxHeap) removeAt(p int) {
 
 // fix sets the key of i (which must be in the heap) and restores order.
 func (h *idxHeap) fix(i int32, k float64) {
-	old := h.key[i]
-	h.key[i] = k
 	p := int(h.pos[i])
+	old := h.items[p].key
+	h.items[p].key = k
 	if k < old {
 		h.up(p)
 	} else if k > old {
@@ -455,40 +462,44 @@ func (h *idxHeap) set(i int32, k float64) {
 	}
 }
 
-func (h *idxHeap) swap(a, b int) {
-	h.items[a], h.items[b] = h.items[b], h.items[a]
-	h.pos[h.items[a]] = int32(a)
-	h.pos[h.items[b]] = int32(b)
-}
-
 func (h *idxHeap) up(j int) {
+	items := h.items
+	x := items[j]
 	for j > 0 {
 		p := (j - 1) / 2
-		if !h.less(h.items[j], h.items[p]) {
+		if !less(x, items[p]) {
 			break
 		}
-		h.swap(j, p)
+		items[j] = items[p]
+		h.pos[items[j].i] = int32(j)
 		j = p
 	}
+	items[j] = x
+	h.pos[x.i] = int32(j)
 }
 
 func (h *idxHeap) down(j int) bool {
 	j0 := j
-	n := len(h.items)
+	items := h.items
+	n := len(items)
+	x := items[j]
 	for {
 		l := 2*j + 1
 		if l >= n {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && h.less(h.items[r], h.items[l]) {
+		if r := l + 1; r < n && less(items[r], items[l]) {
 			m = r
 		}
-		if !h.less(h.items[m], h.items[j]) {
+		if !less(items[m], x) {
 			break
 		}
-		h.swap(j, m)
+		items[j] = items[m]
+		h.pos[items[j].i] = int32(j)
 		j = m
 	}
+	items[j] = x
+	h.pos[x.i] = int32(j)
 	return j > j0
 }

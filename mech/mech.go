@@ -135,6 +135,15 @@ type Agent interface {
 	Step(obs *HostObs, inbox []Message) Actions
 }
 
+// Concurrent is implemented by mechanisms whose agents on different hosts
+// may step at the same time: they share no mutable state (with each other
+// or with the mechanism), and a message's body is not changed once sent.
+// A driver that runs many agents in one process (the simulator) may then
+// step them in parallel.
+type Concurrent interface {
+	ConcurrentAgents() bool
+}
+
 // Failsafe is implemented by agents that can name, at any moment, the
 // settings that keep every guarantee on their host without another step
 // or message: what a host agent leaves in force when it stops (a signal,

@@ -100,3 +100,61 @@ func SimSpeed(ctx context.Context, s *Scenario, mechanism string) (float64, time
 	wall := time.Since(start)
 	return time.Duration(s.Spec.Duration).Seconds() / wall.Seconds(), wall, nil
 }
+
+// DatacenterTenantVMs is the size of every tenant of DatacenterScenario.
+const DatacenterTenantVMs = 32
+
+// DatacenterScenario is the simulator benchmark at datacenter scale: vms
+// VMs (a multiple of DatacenterTenantVMs) in tenants of
+// DatacenterTenantVMs, perServer VMs to a server, on a two-tier tree of 32
+// servers per rack (10 Gbps edges, 2:1 oversubscribed core), each tenant
+// with a 100 Mbps hose guarantee per VM; conns long-lived (bulk) TCP
+// connections, one per VM pair, between VMs of a tenant: VM j sends to VMs
+// j+1, …, j+k of its tenant (k = conns/vms, one more for the first
+// conns mod vms VMs), 1 ms ticks. Tenant t's VM j is the (j·T+t)-th VM of
+// the datacenter for T tenants, and VM number g is on server g mod
+// (vms/perServer), so a tenant spreads over the racks.
+func DatacenterScenario(vms, perServer, conns int, duration time.Duration) (*Scenario, error) {
+	const size = DatacenterTenantVMs
+	if vms < size || vms%size != 0 {
+		return nil, fmt.Errorf("datacenter scenario: VMs must be a positive multiple of %d, got %d", size, vms)
+	}
+	if perServer < 1 || vms%perServer != 0 {
+		return nil, fmt.Errorf("datacenter scenario: VMs per server must divide the VMs (%d), got %d", vms, perServer)
+	}
+	if conns < 1 || conns > vms*(size-1) {
+		return nil, fmt.Errorf("datacenter scenario: connections must be in [1, %d] (one per pair of VMs of a tenant of %d), got %d", vms*(size-1), size, conns)
+	}
+	tenants := vms / size
+	servers := vms / perServer
+	const perRack = 32
+	racks := (servers + perRack - 1) / perRack
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: datacenter-%dvm-%dconn\nduration: %s\ndt: 1ms\nseed: 1\n", vms, conns, duration)
+	fmt.Fprintf(&b, "topology:\n  kind: two-tier\n  two_tier: {racks: %d, servers_per_rack: %d, edge: 10Gbps, oversubscription: 2}\ntenants:\n", racks, perRack)
+	name := func(t, j int) string { return fmt.Sprintf("t%d-%d", t, j) }
+	for t := 0; t < tenants; t++ {
+		fmt.Fprintf(&b, "  - name: T%d\n    guarantee: 100Mbps\n    vms:\n", t)
+		for j := 0; j < size; j++ {
+			fmt.Fprintf(&b, "      - {name: %s, server: s%d}\n", name(t, j), (j*tenants+t)%servers+1)
+		}
+	}
+	b.WriteString("workloads:\n")
+	k, extra := conns/vms, conns%vms
+	for j := 0; j < size; j++ {
+		for t := 0; t < tenants; t++ {
+			peers := k
+			if j*tenants+t < extra {
+				peers++
+			}
+			for d := 1; d <= peers; d++ {
+				fmt.Fprintf(&b, "  - {tenant: T%d, kind: tcp, src: %s, dst: %s}\n", t, name(t, j), name(t, (j+d)%size))
+			}
+		}
+	}
+	sc, err := spec.Parse([]byte(b.String()), "datacenter.yaml")
+	if err != nil {
+		return nil, err
+	}
+	return Prepare(sc)
+}

@@ -108,6 +108,7 @@ type rflow struct {
 	elemTok   []float64 // tokens per request on each path element
 	enfRate   float64   // enforcer cap, requests/s (+Inf: none)
 	enfRes    int
+	enfID     string  // the enforcer's resource ID (made when first in force)
 	backlog   float64 // open loop: requests waiting, anywhere
 
 	// per tick

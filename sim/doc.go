@@ -35,5 +35,9 @@
 // Mechanisms run as mech.Agent values, one per server, stepped at their own
 // period with what the host would measure (per-pair rates, limits, losses)
 // and the control messages peers sent them; their limits take effect at the
-// next tick. The run is deterministic for a scenario seed.
+// next tick. The agents due in a tick all observe the tick just simulated
+// (a pair's limit is the one in force in it) before their settings are
+// applied, host by host, so agents of a mech.Concurrent mechanism step in
+// parallel (Options.Workers) with the same results. The run is
+// deterministic for a scenario seed.
 package sim

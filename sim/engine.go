@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
@@ -43,6 +46,10 @@ type Options struct {
 	// start with (default: the scenario's); its VMs must be VMs of the
 	// scenario, on the same servers.
 	Model *model.Model
+	// Workers is how many host agents step at once (0: GOMAXPROCS), for
+	// mechanisms whose agents are independent (mech.Concurrent); others
+	// step one at a time. Results do not depend on it.
+	Workers int
 	// Updates change the declared model during the run, in time order:
 	// from At on, the mechanism has Model's tenants and VMs (a tenant
 	// joining, leaving, or its guarantees changing), handed to it through
@@ -81,6 +88,8 @@ type vmInfo struct {
 	// the host schedulers the VM's traffic crosses (index into e.scheds,
 	// -1: none)
 	egSched, inSched int
+	// the limiters' resource IDs (made when first in force)
+	egID, inID string
 	// since the host agent's last step
 	inBits, outBits, inDropBits float64
 }
@@ -95,7 +104,8 @@ type pairState struct {
 	// current problem (-1: none)
 	limRate float64
 	limRes  int
-	nconn   int // connections ever made, for ECMP hashing
+	limID   string // the limiter's resource ID (made when first in force)
+	nconn   int    // connections ever made, for ECMP hashing
 
 	// per tick
 	rate      float64 // delivered bits/s this tick
@@ -170,9 +180,17 @@ type engine struct {
 	pairIx map[mech.PairID]int
 	conns  []connState
 	free   []int // free conn slots (finished sized flows)
+	sized  bool  // a sized flow was started (account)
 
 	hosts []*hostAgent
 	hostN map[string]int // server name -> index in hosts
+	due   []*hostAgent   // the hosts stepping in this tick
+	// deferSettings: agents are stepping (stepAgents), their enforcers
+	// hold their settings back
+	deferSettings bool
+	// concurrent: the mechanism's agents may step in parallel
+	// (mech.Concurrent)
+	concurrent bool
 	// control messages in flight (network.control_delay), in send order,
 	// and the random stream that loses them (network.control_loss)
 	inflight []inflightMsg
@@ -200,6 +218,7 @@ type engine struct {
 	portOf    []int          // per link: port index, -1
 	dscp      map[string]int // tenant → DSCP code point its packets carry
 	classedAt []*classedRes  // per resource: its classes, nil if flat
+	classed   bool           // some resource has classes
 	hops      []hop
 
 	// appliances and request flows
@@ -243,14 +262,31 @@ type hostAgent struct {
 	name    string
 	drv     *drive.Host // the mechanism's agent, through the driver core
 	last    time.Duration
-	egress  []int // pairs whose src is here
-	ingress []int // pairs whose dst is here
+	egress  []int               // pairs whose src is here
+	egIx    map[mech.PairID]int // index in e.pairs of each pair of egress
+	ingress []int               // pairs whose dst is here
 	vmsHere map[string]bool
 	obsEgr  []mech.PairObs
 	obsIngr []mech.PairObs
 	obsVMs  []mech.VMObs
 	vms     []int // local VM indices
 	vswitch int   // resource index of the host's virtual switch
+
+	// a step in progress (stepAgents): its observation, the settings the
+	// enforcer holds back until every due agent has stepped, and what the
+	// driver core returned
+	obs     *mech.HostObs
+	pending []setting
+	msgs    []mech.Message
+	err     error
+}
+
+// setting is a limit (rate set on *limit) or a scheduler a host's agent
+// set in a step, applied after every due agent has stepped.
+type setting struct {
+	limit *float64
+	rate  float64
+	sched *mech.Scheduler
 }
 
 func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, error) {
@@ -312,6 +348,9 @@ func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, err
 		return nil, err
 	}
 	e.updates = e.opts.Updates
+	if c, ok := opts.Mechanism.(mech.Concurrent); ok {
+		e.concurrent = c.ConcurrentAgents()
+	}
 	e.buildOutput()
 	return e, nil
 }
@@ -497,9 +536,11 @@ func (e *engine) buildAgents() error {
 				ha.vms = append(ha.vms, vi)
 			}
 		}
+		ha.egIx = map[mech.PairID]int{}
 		for i, ps := range e.pairs {
 			if e.vms[ps.src].host == h {
 				ha.egress = append(ha.egress, i)
+				ha.egIx[ps.id] = i
 			}
 			if e.vms[ps.dst].host == h {
 				ha.ingress = append(ha.ingress, i)
@@ -618,9 +659,15 @@ func (e *engine) run(ctx context.Context) error {
 	return nil
 }
 
-// stepAgents runs every agent whose step is due through the driver core,
-// which applies its limits and schedulers (enforcer), and queues its
-// messages for delivery at the recipient's next step.
+// stepAgents runs every agent whose step is due through the driver core
+// and queues its messages for delivery at the recipient's next step. Every
+// due host observes the tick just simulated, then the agents step —
+// several at once for a mech.Concurrent mechanism (Options.Workers) —
+// and then their limits and schedulers are applied (enforcer) and their
+// messages sent, host by host in host order: no agent sees in its
+// observation what another set in the same tick, which takes effect at
+// the next tick, so the results do not depend on the order or the
+// number of workers.
 func (e *engine) stepAgents() error {
 	if len(e.inflight) > 0 {
 		kept := e.inflight[:0]
@@ -633,13 +680,58 @@ func (e *engine) stepAgents() error {
 		}
 		e.inflight = kept
 	}
+	due := e.due[:0]
 	for _, h := range e.hosts {
-		if !h.drv.Due(e.now) {
-			continue
+		if h.drv.Due(e.now) {
+			due = append(due, h)
 		}
-		obs := e.observe(h)
-		msgs, err := h.drv.Step(obs)
+	}
+	e.due = due
+	if len(due) == 0 {
+		return nil
+	}
+	step := func(h *hostAgent) {
+		h.obs = e.observe(h)
+		h.msgs, h.err = h.drv.Step(h.obs)
+	}
+	e.deferSettings = true
+	if w := e.workers(len(due)); w > 1 {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range w {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= len(due) {
+						return
+					}
+					step(due[i])
+				}
+			}()
+		}
+		wg.Wait()
+	} else {
+		for _, h := range due {
+			step(h)
+		}
+	}
+	e.deferSettings = false
+	for _, h := range due {
+		for _, st := range h.pending {
+			if st.sched != nil {
+				e.applyScheduler(h, *st.sched)
+			} else {
+				e.setLimiter(st.limit, st.rate)
+			}
+		}
+		clear(h.pending)
+		h.pending = h.pending[:0]
+		h.obs = nil
 		h.last = e.now
+		msgs, err := h.msgs, h.err
+		h.msgs, h.err = nil, nil
 		if err != nil {
 			return fmt.Errorf("sim: %w", err)
 		}
@@ -730,23 +822,37 @@ type enforcer struct {
 // SetLimit implements drive.Enforcer.
 func (en *enforcer) SetLimit(l mech.Limit) error {
 	e := en.e
+	var rate *float64
 	switch l.Kind {
 	case mech.PairLimit:
-		i, ok := e.pairIx[l.Pair]
+		// The driver core has checked that the pair's source is here:
+		// the pair is one of the host's (a smaller map than e.pairIx).
+		i, ok := en.h.egIx[l.Pair]
 		if !ok {
 			return fmt.Errorf("limited pair %s->%s, which has no traffic in the scenario", l.Pair.Src, l.Pair.Dst)
 		}
-		e.setLimiter(&e.pairs[i].limRate, l.Rate)
+		rate = &e.pairs[i].limRate
 	case mech.VMEgress:
-		e.setLimiter(&e.vms[e.vmIdx[l.VM]].egRate, l.Rate)
+		rate = &e.vms[e.vmIdx[l.VM]].egRate
 	case mech.VMIngress:
-		e.setLimiter(&e.vms[e.vmIdx[l.VM]].inRate, l.Rate)
+		rate = &e.vms[e.vmIdx[l.VM]].inRate
+	default:
+		return nil
 	}
+	if e.deferSettings {
+		en.h.pending = append(en.h.pending, setting{limit: rate, rate: l.Rate})
+		return nil
+	}
+	e.setLimiter(rate, l.Rate)
 	return nil
 }
 
 // SetScheduler implements drive.Enforcer.
 func (en *enforcer) SetScheduler(s mech.Scheduler) error {
+	if en.e.deferSettings {
+		en.h.pending = append(en.h.pending, setting{sched: &s})
+		return nil
+	}
 	en.e.applyScheduler(en.h, s)
 	return nil
 }
@@ -757,4 +863,16 @@ func (e *engine) setLimiter(rate *float64, r float64) {
 		*rate = r
 		e.dirty = true
 	}
+}
+
+// workers is how many agents step at once when n are due.
+func (e *engine) workers(n int) int {
+	if !e.concurrent {
+		return 1
+	}
+	w := e.opts.Workers
+	if w <= 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
+	return min(w, n)
 }

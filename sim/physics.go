@@ -37,6 +37,8 @@ func (e *engine) buildResources() {
 	for _, l := range e.tp.Links {
 		res = append(res, alloc.Resource{ID: l.Name, Capacity: l.Capacity})
 	}
+	// A limiter's resource ID is made once, the first time it is in
+	// force.
 	add := func(rate float64, id string) int {
 		if math.IsInf(rate, 1) {
 			return -1
@@ -44,18 +46,31 @@ func (e *engine) buildResources() {
 		res = append(res, alloc.Resource{ID: id, Capacity: rate})
 		return len(res) - 1
 	}
+	inForce := func(rate float64, id string) bool { return !math.IsInf(rate, 1) && id == "" }
 	for i := range e.pairs {
 		p := &e.pairs[i]
-		p.limRes = add(p.limRate, "pair:"+p.id.Src+"->"+p.id.Dst)
+		if inForce(p.limRate, p.limID) {
+			p.limID = "pair:" + p.id.Src + "->" + p.id.Dst
+		}
+		p.limRes = add(p.limRate, p.limID)
 	}
 	for i := range e.vms {
 		v := &e.vms[i]
-		v.egRes = add(v.egRate, "egress:"+v.name)
-		v.inRes = add(v.inRate, "ingress:"+v.name)
+		if inForce(v.egRate, v.egID) {
+			v.egID = "egress:" + v.name
+		}
+		if inForce(v.inRate, v.inID) {
+			v.inID = "ingress:" + v.name
+		}
+		v.egRes = add(v.egRate, v.egID)
+		v.inRes = add(v.inRate, v.inID)
 	}
 	for i := range e.rflows {
 		f := &e.rflows[i]
-		f.enfRes = add(f.enfRate, "enforcer:"+f.id.Src+"->"+f.id.Dst)
+		if inForce(f.enfRate, f.enfID) {
+			f.enfID = "enforcer:" + f.id.Src + "->" + f.id.Dst
+		}
+		f.enfRes = add(f.enfRate, f.enfID)
 	}
 	for i := range e.scheds {
 		st := &e.scheds[i]
@@ -99,6 +114,13 @@ func (e *engine) buildResources() {
 	for i := range e.ports {
 		if r := e.ports[i].res; r >= 0 {
 			e.classedAt[r] = &e.ports[i].classedRes
+		}
+	}
+	e.classed = false
+	for _, c := range e.classedAt {
+		if c != nil {
+			e.classed = true
+			break
 		}
 	}
 	e.capacity = grow(e.capacity, R)
@@ -191,6 +213,9 @@ func (e *engine) solveUDP() {
 		}
 		if c.udp {
 			any = true
+			continue
+		}
+		if !e.classed {
 			continue
 		}
 		// Classes with TCP ask a scheduler for all they can get.
@@ -396,11 +421,11 @@ func (e *engine) solveNetwork() {
 // whether the pair's own limiter held it back.
 func (e *engine) markSaturation() {
 	copy(e.load, e.udpLoad)
-	for _, i := range e.tcpConns {
+	// A TCP connection's uses in the problem are its path (solveNetwork).
+	for f, i := range e.tcpConns {
 		c := &e.conns[i]
-		e.hops = e.path(e.hops[:0], c)
-		for _, h := range e.hops {
-			e.load[h.r] += c.rate
+		for _, u := range e.prob.Flows[f].Uses {
+			e.load[u.Resource] += c.rate
 		}
 	}
 	for k, i := range e.rflowSlot {
@@ -504,6 +529,9 @@ func (e *engine) markSaturation() {
 func (e *engine) account() {
 	dt := e.dtSec
 	for i := range e.conns {
+		if !e.sized {
+			break // only bulk connections: none finishes
+		}
 		c := &e.conns[i]
 		if !c.active || math.IsInf(c.remaining, 1) {
 			continue
@@ -523,6 +551,10 @@ func (e *engine) account() {
 		}
 		c.remaining -= sent
 	}
+	// Every accumulator starts at +0 and adds amounts ≥ 0, so adding an
+	// exact zero changes none and is skipped; those only the central
+	// controller reads are kept only when there is one.
+	ctl := e.ctl != nil
 	for i := range e.pairs {
 		p := &e.pairs[i]
 		bits := p.rate*dt + p.partial
@@ -537,28 +569,38 @@ func (e *engine) account() {
 			p.activeTicks++
 		}
 		p.partial = 0
-		lost := wholePackets(&p.lossAcc, p.lossRate*dt/MTU)
-		marked := wholePackets(&p.markAcc, p.markRate*dt/MTU)
-		p.txMark += marked
-		p.rxMark += marked
+		if p.lossRate != 0 {
+			// (with none, the carried fraction in [0, 1) stays, and
+			// no packet completes)
+			lost := wholePackets(&p.lossAcc, p.lossRate*dt/MTU)
+			p.txLoss += lost
+			p.rxLoss += lost
+		}
+		if p.markRate != 0 {
+			marked := wholePackets(&p.markAcc, p.markRate*dt/MTU)
+			p.txMark += marked
+			p.rxMark += marked
+		}
 		e.vms[p.src].outBits += sentBits
 		e.vms[p.dst].inBits += bits
-		e.vms[p.dst].inDropBits += p.inDrop * dt
-		e.accountVMIO(p, sentBits, bits)
-		p.inDropAcc += p.inDrop * dt
+		if p.inDrop != 0 {
+			e.vms[p.dst].inDropBits += p.inDrop * dt
+			p.inDropAcc += p.inDrop * dt
+		}
+		e.accountVMIO(p, sentBits, bits, ctl)
 		p.txBits += bits
 		p.rxBits += bits
-		p.txLoss += lost
-		p.rxLoss += lost
 		p.srcTicks++
 		if p.bound {
 			p.boundTicks++
 		}
 		p.sampleBits += bits
-		p.ctlBits += bits
-		p.ctlTicks++
-		if p.bound {
-			p.ctlBound++
+		if ctl {
+			p.ctlBits += bits
+			p.ctlTicks++
+			if p.bound {
+				p.ctlBound++
+			}
 		}
 		if unbounded {
 			p.unboundedTicks++

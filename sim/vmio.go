@@ -31,8 +31,8 @@ type vmDemandAcc struct {
 }
 
 // accountVMIO adds one tick of pair p (sent and received bits) to its VMs'
-// accumulators.
-func (e *engine) accountVMIO(p *pairState, sent, recv float64) {
+// accumulators (those of the controller only if ctl).
+func (e *engine) accountVMIO(p *pairState, sent, recv float64, ctl bool) {
 	a := &e.vmio
 	if a.agent == nil {
 		n := len(e.vms)
@@ -43,8 +43,10 @@ func (e *engine) accountVMIO(p *pairState, sent, recv float64) {
 			a.outStamp[i], a.inStamp[i] = -1, -1
 		}
 	}
-	a.ctlOut[p.src] += sent
-	a.ctlIn[p.dst] += recv
+	if ctl {
+		a.ctlOut[p.src] += sent
+		a.ctlIn[p.dst] += recv
+	}
 	if p.unboundedActive > 0 {
 		if a.outStamp[p.src] != e.now {
 			a.outStamp[p.src] = e.now
@@ -60,9 +62,11 @@ func (e *engine) accountVMIO(p *pairState, sent, recv float64) {
 	}
 	if d := p.boundedOffered * e.dtSec; d > 0 {
 		a.agent[p.src].out += d
-		a.ctl[p.src].out += d
 		a.agent[p.dst].in += d
-		a.ctl[p.dst].in += d
+		if ctl {
+			a.ctl[p.src].out += d
+			a.ctl[p.dst].in += d
+		}
 	}
 }
 

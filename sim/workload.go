@@ -249,6 +249,7 @@ func (e *engine) fireEvents() error {
 			c := &e.conns[i]
 			c.size = size
 			c.remaining = size * 8
+			e.sized = true
 			c.arrival = ev.t
 			c.start = e.now
 			e.setActive(i, true)
@@ -273,6 +274,7 @@ func (e *engine) fetch(gi int) {
 	c := &e.conns[i]
 	c.size = g.sizes(g.rng)
 	c.remaining = c.size * 8
+	e.sized = true
 	c.start = e.now
 	c.gen, c.epoch = gi, g.epoch
 	e.setActive(i, true)

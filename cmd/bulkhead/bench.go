@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"time"
 
@@ -218,27 +219,59 @@ func newBenchSimCmd() *cobra.Command {
 		senders   int
 		duration  time.Duration
 		mechanism string
+		vms       int
+		perServer int
+		profile   string
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Simulated seconds per wall second at 1 ms ticks",
 		Long: `Runs two simulator benchmarks at 1 ms ticks and reports simulated seconds
 per wall-clock second:
-  - a two-tier datacenter with --connections bulk TCP connections (default 100);
-  - ElasticSwitch's many-to-one with --senders senders (default 300), 30 s.`,
+  - a two-tier datacenter with --connections TCP connections (default 100):
+    without --vms, 20 VMs in two tenants, 20 VM pairs, one tenant's
+    connections bulk and the other's on/off (runner.BenchScenario); with
+    --vms N, N VMs in tenants of 32, --vms-per-server to a server, one bulk
+    connection per VM pair within a tenant (runner.DatacenterScenario);
+  - ElasticSwitch's many-to-one with --senders senders (default 300), 30 s.
+
+--cpuprofile FILE writes a CPU profile of the first run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
-			s, err := runner.BenchScenario(conns, duration)
+			var (
+				s   *runner.Scenario
+				err error
+			)
+			what := fmt.Sprintf("%d TCP connections", conns)
+			if vms > 0 {
+				s, err = runner.DatacenterScenario(vms, perServer, conns, duration)
+				what = fmt.Sprintf("%d VMs (%d per server), %d bulk TCP connections", vms, perServer, conns)
+			} else {
+				s, err = runner.BenchScenario(conns, duration)
+			}
 			if err != nil {
 				return err
+			}
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
 			}
 			speed, wall, err := runner.SimSpeed(cmd.Context(), s, mechanism)
+			if profile != "" {
+				pprof.StopCPUProfile()
+			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "%d TCP connections, %s simulated at 1 ms ticks under %s: %.2f s wall, %.1f simulated s per wall s\n",
-				conns, duration, mechanism, wall.Seconds(), speed)
+			fmt.Fprintf(w, "%s, %s simulated at 1 ms ticks under %s: %.2f s wall, %.2f simulated s per wall s\n",
+				what, duration, mechanism, wall.Seconds(), speed)
 			if senders > 0 {
 				m, err := runner.ManyToOneScenario(senders, 30*time.Second)
 				if err != nil {
@@ -254,7 +287,10 @@ per wall-clock second:
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&conns, "connections", 100, "bulk TCP connections (multiple of 20)")
+	cmd.Flags().IntVar(&conns, "connections", 100, "TCP connections (without --vms: a multiple of 20)")
+	cmd.Flags().IntVar(&vms, "vms", 0, "VMs of the datacenter run (a multiple of 32; 0: the 20-VM run)")
+	cmd.Flags().IntVar(&perServer, "vms-per-server", 4, "VMs per server of the datacenter run")
+	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the first run to this file")
 	cmd.Flags().IntVar(&senders, "senders", 300, "senders in the many-to-one run (0 to skip)")
 	cmd.Flags().DurationVar(&duration, "duration", 30*time.Second, "simulated time of the first run")
 	cmd.Flags().StringVar(&mechanism, "mechanism", "none", "mechanism to run")

@@ -39,8 +39,8 @@ func CheckLimit(env *mech.Env, l mech.Limit) error {
 // checkLimit is CheckLimit with the environment's lookups: local says
 // whether a VM is on the host, known whether it exists.
 func checkLimit(l mech.Limit, local, known func(string) bool) error {
-	if math.IsNaN(l.Rate) || l.Rate < 0 {
-		return fmt.Errorf("set an invalid rate %g", l.Rate)
+	if err := checkRate(l); err != nil {
+		return err
 	}
 	switch l.Kind {
 	case mech.PairLimit:
@@ -56,6 +56,14 @@ func checkLimit(l mech.Limit, local, known func(string) bool) error {
 		}
 	default:
 		return fmt.Errorf("set a limit of unknown kind %d", l.Kind)
+	}
+	return nil
+}
+
+// checkRate checks a limit's rate (checkLimit's first check).
+func checkRate(l mech.Limit) error {
+	if math.IsNaN(l.Rate) || l.Rate < 0 {
+		return fmt.Errorf("set an invalid rate %g", l.Rate)
 	}
 	return nil
 }

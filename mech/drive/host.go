@@ -107,6 +107,7 @@ type Host struct {
 	spend  [2]bool
 
 	next time.Duration // when the next step is due (Due)
+	gen  int64         // counts the environments (setEnv)
 
 	inMu   sync.Mutex
 	inbox  []mech.Message
@@ -121,6 +122,7 @@ type desired struct {
 	l      mech.Limit
 	step   int64
 	failed bool
+	gen    int64 // Host.gen when its VMs were last checked
 }
 
 // limitKey is one enforcement point.
@@ -165,6 +167,7 @@ func NewHost(m mech.Mechanism, env mech.Env, enf Enforcer) (*Host, error) {
 
 func (h *Host) setEnv(env mech.Env) {
 	h.env = env
+	h.gen++
 	h.local = map[string]bool{}
 	h.known = make(map[string]bool, len(env.VMs))
 	h.hosts = map[string]bool{}
@@ -266,27 +269,36 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 	be, _ := h.enf.(BatchEnforcer)
 	var b batch
 	for _, l := range act.Limits {
-		if err := checkLimit(l, h.Local, h.isKnown); err != nil {
+		k := keyOf(l)
+		d := h.limits[k]
+		// A point already desired under this environment passed the
+		// checks of its VMs: only the rate is new.
+		var err error
+		if d != nil && d.gen == h.gen {
+			err = checkRate(l)
+		} else {
+			err = checkLimit(l, h.Local, h.isKnown)
+		}
+		if err != nil {
 			h.invalid.Add(1)
 			keep(h.errf("%w", err))
 			continue
 		}
-		k := keyOf(l)
 		if be != nil && b.has(k) {
 			// the same point twice in a step: written in order
 			keep(h.flush(be, &b))
+			d = h.limits[k]
 		}
-		d := h.limits[k]
 		if d == nil {
 			d = &desired{}
 			h.limits[k] = d
 		}
-		d.l, d.step = l, step
+		d.l, d.step, d.gen = l, step, h.gen
 		if be != nil && l.Kind == mech.PairLimit {
 			b.add(k, d, false)
 			continue
 		}
-		keep(h.writeLimit(k, false))
+		keep(h.writeDesired(k, d, false))
 	}
 	keep(h.reconcile(step, schedTouched, be, &b))
 	if be != nil {
@@ -399,7 +411,11 @@ func (h *Host) flush(be BatchEnforcer, b *batch) error {
 // writeLimit writes the desired limit k; an Unlimited one that reached the
 // data path is no longer desired state.
 func (h *Host) writeLimit(k limitKey, retry bool) error {
-	d := h.limits[k]
+	return h.writeDesired(k, h.limits[k], retry)
+}
+
+// writeDesired is writeLimit of k's desired limit d.
+func (h *Host) writeDesired(k limitKey, d *desired, retry bool) error {
 	return h.wrote(k, d, retry, h.enf.SetLimit(d.l))
 }
 

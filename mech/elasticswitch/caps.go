@@ -13,6 +13,10 @@ func (m *Mechanism) Capabilities() mech.Capabilities {
 	return mech.Capabilities{PairLimits: true, Losses: true, LiveTenants: true}
 }
 
+// ConcurrentAgents implements mech.Concurrent: agents share only the
+// read-only environment, and every message body is built anew.
+func (m *Mechanism) ConcurrentAgents() bool { return true }
+
 // ForLosses implements mech.LossAdapter (see ra.ForLosses).
 func (m *Mechanism) ForLosses(side mech.LossSide) (mech.Mechanism, error) {
 	c := *m
@@ -32,6 +36,7 @@ func (a *Agent) UpdateEnv(env mech.Env) error {
 		return fmt.Errorf("%s: update for host %q given to the agent on %s", Name, env.Host, a.env.Host)
 	}
 	a.env = env
+	a.forgetHints()
 	a.local = map[string]mech.VM{}
 	for _, v := range env.VMs {
 		if v.Host == env.Host {
@@ -52,5 +57,11 @@ func (a *Agent) UpdateEnv(env mech.Env) error {
 		delete(a.in, p.id)
 		return true
 	})
+	for _, p := range a.outList {
+		a.annotate(&p.end)
+	}
+	for _, p := range a.inList {
+		a.annotate(&p.end)
+	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch/ra"
 )
 
@@ -46,7 +45,7 @@ func (a *Agent) edgeCeilings(now time.Duration) {
 	weights := grow(&a.weights, len(outs))
 	demands := grow(&a.demands, len(outs))
 	for k, p := range outs {
-		weights[k] = a.raWeight(p.id, p.guarantee())
+		weights[k] = a.raWeight(&p.end, p.guarantee())
 		switch {
 		case p.last < now:
 			// It stopped sending.
@@ -73,7 +72,7 @@ func (a *Agent) edgeCeilings(now time.Duration) {
 
 	var ins []*inPair
 	for _, p := range a.inList {
-		h := a.env.HostOf(p.id.Src)
+		h := p.srcHost
 		if on && h != "" && h != a.env.Host {
 			ins = append(ins, p)
 			continue
@@ -83,7 +82,7 @@ func (a *Agent) edgeCeilings(now time.Duration) {
 	weights = grow(&a.weights, len(ins))
 	demands = grow(&a.demands, len(ins))
 	for k, p := range ins {
-		weights[k] = a.raWeight(p.id, p.share)
+		weights[k] = a.raWeight(&p.end, p.share)
 		// A pair that came close to its last ceiling may want more; a
 		// pair not yet given one is taken to.
 		switch {
@@ -120,8 +119,8 @@ func ceiling(capacity, level, weight, share, demand, minRate float64) float64 {
 
 // raWeight is the RA weight of a pair of the given guarantee (see
 // allocate).
-func (a *Agent) raWeight(id mech.PairID, guarantee float64) float64 {
-	if a.bestEffort(id) {
+func (a *Agent) raWeight(e *end, guarantee float64) float64 {
+	if e.bestEffort {
 		return ra.Weight(a.cfg.BestEffortWeight, &a.cfg.RA)
 	}
 	return ra.Weight(guarantee, &a.cfg.RA)

@@ -347,6 +347,11 @@ type end struct {
 	early   bool
 	rate    float64 // rate measured in this step (0 if not seen)
 	heldNow bool    // held back by its limiter in this step (source only)
+	// what the environment says of the pair, kept from its creation or
+	// the last UpdateEnv (see annotate): whether it is best-effort, and
+	// the host of its source VM
+	bestEffort bool
+	srcHost    string
 }
 
 // outPair is a pair whose source VM is on this host.
@@ -437,6 +442,26 @@ type Agent struct {
 
 	// scratch for GP
 	demands, shares, weights []float64
+
+	// egHint[i] and inHint[i] are the pairs of the i-th egress and
+	// ingress observations of the last step (nil: none); every pair in
+	// them is in out or in (forgetHints clears them when a pair leaves)
+	egHint []*outPair
+	inHint []*inPair
+}
+
+// growHints returns h with at least n entries (new ones nil).
+func growHints[P any](h []*P, n int) []*P {
+	for len(h) < n {
+		h = append(h, nil)
+	}
+	return h
+}
+
+// forgetHints clears the observation hints (a pair was forgotten).
+func (a *Agent) forgetHints() {
+	clear(a.egHint)
+	clear(a.inHint)
 }
 
 // NewAgent returns the agent for env.Host under cfg (validated).
@@ -521,8 +546,18 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			}
 		}
 	}
+	a.egHint = growHints(a.egHint, len(obs.Egress))
 	for i := range obs.Egress {
 		o := &obs.Egress[i]
+		// A driver lists the same pairs in the same order from step to
+		// step: the pair at this position last time is likely this one.
+		if p := a.egHint[i]; p != nil && p.id == o.Pair {
+			p.obs = o
+			p.see(o.Rate, now)
+			p.heldNow = ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
+			p.held = p.held || p.heldNow
+			continue
+		}
 		vm, ok := a.local[o.Pair.Src]
 		if !ok {
 			continue
@@ -539,13 +574,19 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			a.outList = append(a.outList, p)
 			sort.Slice(a.outList, func(i, j int) bool { return pairLess(a.outList[i].id, a.outList[j].id) })
 		}
+		a.egHint[i] = p
 		p.obs = o
 		p.see(o.Rate, now)
 		p.heldNow = ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
 		p.held = p.held || p.heldNow
 	}
+	a.inHint = growHints(a.inHint, len(obs.Ingress))
 	for i := range obs.Ingress {
 		o := &obs.Ingress[i]
+		if p := a.inHint[i]; p != nil && p.id == o.Pair {
+			p.see(o.Rate, now)
+			continue
+		}
 		vm, ok := a.local[o.Pair.Dst]
 		if !ok {
 			continue
@@ -561,6 +602,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			a.inList = append(a.inList, p)
 			sort.Slice(a.inList, func(i, j int) bool { return inLess(a.inList[i].id, a.inList[j].id) })
 		}
+		a.inHint[i] = p
 		p.see(o.Rate, now)
 	}
 	a.earlyDemands(now)
@@ -588,8 +630,17 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 }
 
 func (a *Agent) newEnd(id mech.PairID, hose float64, now time.Duration) end {
-	return end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now, since: now, fresh: true,
+	e := end{id: id, share: math.Min(a.cfg.Initial, hose), state: growing, last: now, since: now, fresh: true,
 		demand: math.Inf(1), early: true}
+	a.annotate(&e)
+	return e
+}
+
+// annotate sets what the environment says of a pair end (end.bestEffort,
+// end.srcHost), so that a step looks none of it up.
+func (a *Agent) annotate(e *end) {
+	e.bestEffort = a.bestEffort(e.id)
+	e.srcHost = a.env.HostOf(e.id.Src)
 }
 
 // resplit sets the shares of one VM side's pairs for their demands (see
@@ -745,7 +796,7 @@ func (a *Agent) allocate(now time.Duration, limits []mech.Limit) []mech.Limit {
 	for _, p := range a.outList {
 		in := ra.Input{Now: now}
 		in.Floor = p.guarantee()
-		in.Weight = a.raWeight(p.id, in.Floor)
+		in.Weight = a.raWeight(&p.end, in.Floor)
 		if o := p.obs; o != nil {
 			in.Rate = o.Rate
 			in.Demanding = ra.Demanding(o.Rate, o.Limit, o.LimiterBound)
@@ -822,6 +873,7 @@ func (a *Agent) forget(now time.Duration, act *mech.Actions) {
 		if now-p.last <= a.cfg.IdleTimeout {
 			return false
 		}
+		a.forgetHints()
 		delete(a.out, p.id)
 		act.Limits = append(act.Limits, mech.Limit{Kind: mech.PairLimit, Pair: p.id, Rate: mech.Unlimited})
 		return true
@@ -830,6 +882,7 @@ func (a *Agent) forget(now time.Duration, act *mech.Actions) {
 		if now-p.last <= a.cfg.IdleTimeout {
 			return false
 		}
+		a.forgetHints()
 		delete(a.in, p.id)
 		return true
 	})

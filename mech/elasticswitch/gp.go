@@ -190,7 +190,7 @@ func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
 			continue
 		}
 		rg := RemoteGuarantee{Src: p.id.Src, Dst: p.id.Dst, Share: p.share, Unbounded: p.state == unbounded, Ceiling: p.ceiling}
-		h := a.env.HostOf(p.id.Src)
+		h := p.srcHost
 		switch h {
 		case "":
 			continue

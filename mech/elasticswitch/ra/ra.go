@@ -228,6 +228,9 @@ type Flow struct {
 
 	started bool
 	floor   float64 // the floor of the previous Step
+	// decay is γ^w for the weight decayW and the γ decayGamma (a pair's
+	// weight seldom changes: math.Pow once per change, not per step)
+	decay, decayW, decayGamma float64
 }
 
 // Weight returns the RA weight of a pair whose guarantee (ElasticSwitch)
@@ -295,7 +298,10 @@ func (f *Flow) Step(c *Config, in Input) float64 {
 	}
 	f.floor = floor
 	if c.HoldIncrease {
-		f.History *= math.Pow(c.Gamma, w)
+		if w != f.decayW || c.Gamma != f.decayGamma || f.decay == 0 {
+			f.decay, f.decayW, f.decayGamma = math.Pow(c.Gamma, w), w, c.Gamma
+		}
+		f.History *= f.decay
 	}
 	if f.event(c, in) {
 		// Cut from what the pair sent if that is below its limit: a
