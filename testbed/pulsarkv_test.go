@@ -162,7 +162,7 @@ func TestPulsarRealKV(t *testing.T) {
 // last, in at least 40%: when it joins, the estimate can stand above what
 // the store serves of the new mix for an interval or two, and B's closed
 // loop of 8 requests waits behind the queue (0.45-1.00 of its windows in
-// six runs, as often below 0.8 as above, with and without this stop's
+// seven runs, four below 0.8, with and without this stop's
 // changes; docs/results.md). The
 // controller records an estimate in every phase, at least the guarantees'
 // sum; how close the last one comes to the store's capacity for that mix
