@@ -109,11 +109,7 @@ func BenchmarkEnforcement(b *testing.B) {
 				}
 			}
 			if !tc.classes {
-				y, _ := tb.plan.VM("y")
-				srv, _ := tb.plan.Node(y.Server)
-				if err := tb.ns[srv.NS].DeleteRootQdisc(y.HostDev); err != nil {
-					b.Fatal(err)
-				}
+				dropRX(b, tb, "y")
 			}
 			if tc.agent {
 				as, err := tb.startAgents(ctx, pollOnly{}, "", nil)
@@ -240,6 +236,24 @@ func BenchmarkAgentCPU(b *testing.B) {
 	}
 }
 
+// dropRX removes the receive counters the testbed put on a VM's device on
+// the server (the agents' eBPF program), so that "plain" runs have no
+// enforcement or counting of Bulkhead's on the path at all.
+func dropRX(b *testing.B, tb *Testbed, vm string) {
+	b.Helper()
+	if c := tb.rx[vm]; c != nil {
+		if err := c.Close(); err != nil {
+			b.Fatal(err)
+		}
+		delete(tb.rx, vm)
+	}
+	y, _ := tb.plan.VM(vm)
+	srv, _ := tb.plan.Node(y.Server)
+	if fs, err := tb.ns[srv.NS].HookFilters(y.HostDev, dataplane.Egress); err != nil || len(fs) > 0 {
+		b.Fatalf("%s's device on the server still has egress filters %v (%v)", vm, fs, err)
+	}
+}
+
 // pairsYAML has n sender VMs on h1 and n receivers on h2, links of 40
 // Gbit/s, one TCP flow from x_i to y_i each.
 func pairsYAML(n int) string {
@@ -291,11 +305,7 @@ func BenchmarkEnforcementPairs(b *testing.B) {
 						b.Fatalf("no pair %s->%s in the plan", src, dst)
 					}
 					if !classes {
-						y, _ := tb.plan.VM(dst)
-						srv, _ := tb.plan.Node(y.Server)
-						if err := tb.ns[srv.NS].DeleteRootQdisc(y.HostDev); err != nil {
-							b.Fatal(err)
-						}
+						dropRX(b, tb, dst)
 					}
 					fl = append(fl, flow{pair: pair, src: src, dst: dst, workload: "w", conns: 1, phase: phase(0, 3*time.Second), port: 5201})
 				}
