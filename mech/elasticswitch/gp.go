@@ -12,27 +12,13 @@ import (
 // ≥ 0, +Inf for unbounded): every demand below the fair share is met and
 // the rest share what is left equally (§4, "GP in a static context"). The
 // sum of out is min(capacity, Σ demands). out must be as long as demands.
+// It is WeightedMaxMin with equal weights.
 func MaxMin(capacity float64, demands, out []float64) {
-	n := len(demands)
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
+	ones := make([]float64, len(demands))
+	for i := range ones {
+		ones[i] = 1
 	}
-	sort.SliceStable(idx, func(i, j int) bool { return demands[idx[i]] < demands[idx[j]] })
-	left := math.Max(capacity, 0)
-	for k, i := range idx {
-		fair := left / float64(n-k)
-		d := math.Max(demands[i], 0)
-		if d <= fair {
-			out[i] = d
-			left -= d
-			continue
-		}
-		for _, j := range idx[k:] {
-			out[j] = fair
-		}
-		return
-	}
+	WeightedMaxMin(capacity, ones, demands, out)
 }
 
 // estimate returns a pair end's demand estimate for the next GP period from
