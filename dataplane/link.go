@@ -139,6 +139,10 @@ type Route struct {
 	// connections over the route (the rto_min route metric, locked so
 	// that TCP uses it; whole milliseconds).
 	RTOMin time.Duration
+	// CongestionControl, when set, is the TCP congestion control of
+	// connections over the route (the congctl route metric), whatever the
+	// namespace's default.
+	CongestionControl string
 }
 
 // AddRoute installs a route (replacing one to the same destination).
@@ -157,6 +161,7 @@ func (n *NS) AddRoute(r Route) error {
 		nr.RtoMin = int(max(r.RTOMin.Milliseconds(), 1))
 		nr.RtoMinLock = true
 	}
+	nr.Congctl = r.CongestionControl
 	if err := n.nl.RouteReplace(nr); err != nil {
 		return fmt.Errorf("netns %s: route %s via %s dev %s table %d: %w", n.Name, r.Dst, r.Via, r.Dev, r.Table, err)
 	}

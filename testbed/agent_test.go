@@ -308,8 +308,9 @@ func TestAttachAgent(t *testing.T) {
 	}
 }
 
-// TestRunRejects: mechanisms the agents cannot run and unknown workload
-// engines are refused before anything is built.
+// TestRunRejects: mechanisms the agents cannot run, unknown workload
+// engines and TCP congestion controls the kernel lacks are refused before
+// anything is built.
 func TestRunRejects(t *testing.T) {
 	sc, tp, err := loadFig3()
 	if err != nil {
@@ -324,6 +325,7 @@ func TestRunRejects(t *testing.T) {
 		{RunOptions{Binary: bulkheadBin, Mechanism: "nope"}, "unknown mechanism"},
 		{RunOptions{Binary: bulkheadBin, Mechanism: "drx-eb-local"}, "simulator only"},
 		{RunOptions{Binary: bulkheadBin, Mechanism: "none", Workload: "ns3"}, "workload engine"},
+		{RunOptions{Binary: bulkheadBin, Mechanism: "none", Options: Options{TCP: "nosuchcc"}}, `TCP congestion control "nosuchcc": this kernel offers`},
 	} {
 		_, err := Run(context.Background(), sc, tp, tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

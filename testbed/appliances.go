@@ -154,7 +154,7 @@ func (tb *Testbed) createAppliances() error {
 		if err := ns.AddAddr(a.Dev, netip.PrefixFrom(a.Addr, 31)); err != nil {
 			return err
 		}
-		if err := ns.AddRoute(dataplane.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: a.Gateway, Dev: a.Dev, RTOMin: VMRTOMin}); err != nil {
+		if err := ns.AddRoute(dataplane.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: a.Gateway, Dev: a.Dev, RTOMin: VMRTOMin, CongestionControl: tb.tcp}); err != nil {
 			return err
 		}
 	}

@@ -10,7 +10,9 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/datapath/linux"
@@ -55,6 +57,12 @@ type Options struct {
 	// GSOMaxSize bounds the offload packets of the VMs' interfaces (0: the
 	// kernel's 64 KB).
 	GSOMaxSize int
+	// TCP is the congestion control of the VMs' and appliances' TCP
+	// (DefaultTCP if empty), set on their routes so that the machine's
+	// default (often bbr) does not decide how real connections share a
+	// link: the simulator's TCP is loss-based and shares fairly
+	// (docs/testbed.md).
+	TCP string
 	// Daemons leaves every VM's limiters, receive counters and schedulers
 	// to host agents that build them (`bulkhead agent --controller`): the
 	// testbed then measures what each pair receives with its own eBPF
@@ -81,6 +89,7 @@ type Testbed struct {
 	pidx map[[2]string]int             // declared pair → index in plan.Pairs
 	padr map[dataplane.Pair]int        // the same by addresses
 	gso  int
+	tcp  string
 	loss string
 
 	daemons bool                          // agents build limiters and counters (Options.Daemons)
@@ -107,6 +116,12 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 	if err := CheckLoss(opts.Loss); err != nil {
 		return nil, err
 	}
+	if opts.TCP == "" {
+		opts.TCP = DefaultTCP
+	}
+	if err := CheckTCP(opts.TCP); err != nil {
+		return nil, err
+	}
 	if opts.GSOMaxSize != 0 && (opts.GSOMaxSize < 1500 || opts.GSOMaxSize > 65536) {
 		return nil, fmt.Errorf("testbed: offload packets of %d bytes: want 1500 to 65536, or 0 for the kernel's 64 KB", opts.GSOMaxSize)
 	}
@@ -123,7 +138,7 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 		return nil, fmt.Errorf("testbed: run prefix %s is in use (%s); choose another or run `bulkhead testbed down --prefix %s`", plan.Prefix, left, plan.Prefix)
 	}
 	tb := &Testbed{plan: plan, log: log.With("run", plan.Prefix), ns: map[string]*dataplane.NS{},
-		tx: map[string]*dataplane.Limiter{}, rx: map[string]*linux.RXCounters{}, pidx: plan.pairIndex(), padr: map[dataplane.Pair]int{}, gso: opts.GSOMaxSize, loss: opts.Loss,
+		tx: map[string]*dataplane.Limiter{}, rx: map[string]*linux.RXCounters{}, pidx: plan.pairIndex(), padr: map[dataplane.Pair]int{}, gso: opts.GSOMaxSize, tcp: opts.TCP, loss: opts.Loss,
 		daemons: opts.Daemons, pb: map[string]*pairbytes.Counter{}}
 	for i, pr := range plan.Pairs {
 		dp, err := plan.dpPair(pr.Src, pr.Dst)
@@ -249,7 +264,7 @@ func (tb *Testbed) createVMs() error {
 		if err := vm.AddAddr(v.Dev, netip.PrefixFrom(v.Addr, 31)); err != nil {
 			return err
 		}
-		if err := vm.AddRoute(dataplane.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: v.Gateway, Dev: v.Dev, RTOMin: VMRTOMin}); err != nil {
+		if err := vm.AddRoute(dataplane.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: v.Gateway, Dev: v.Dev, RTOMin: VMRTOMin, CongestionControl: tb.tcp}); err != nil {
 			return err
 		}
 		if tb.gso > 0 {
@@ -270,6 +285,7 @@ func (tb *Testbed) createRoutes() error {
 			}
 		}
 		for _, r := range n.Routes {
+			r.CongestionControl = tb.tcp // the proxies' connections to appliances
 			if err := ns.AddRoute(r); err != nil {
 				return err
 			}
@@ -384,6 +400,24 @@ func (tb *Testbed) createCounters() error {
 		if err := lim.SetPairRate(p, math.Inf(1)); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// DefaultTCP is the VMs' TCP congestion control unless Options.TCP says
+// otherwise: Linux's default, loss-based like the simulator's TCP.
+const DefaultTCP = "cubic"
+
+// CheckTCP returns an error unless cc is a TCP congestion control this
+// kernel offers (net.ipv4.tcp_available_congestion_control).
+func CheckTCP(cc string) error {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if err != nil {
+		return fmt.Errorf("testbed: TCP congestion controls: %w", err)
+	}
+	avail := strings.Fields(string(b))
+	if !slices.Contains(avail, cc) {
+		return fmt.Errorf("testbed: TCP congestion control %q: this kernel offers %s (load another with modprobe tcp_NAME)", cc, strings.Join(avail, ", "))
 	}
 	return nil
 }

@@ -25,15 +25,14 @@ import (
 //
 // Every tenant's mean after a 2 s warm-up must be at least 90% of the
 // smaller of its guarantee and the simulator's figure, and within 10% of
-// the simulator's figure under Gatekeeper on both scenarios and under
-// ElasticSwitch on real-connections. Both mechanisms split the spare at
-// the access links themselves (Gatekeeper's schedulers, ElasticSwitch's
-// edge ceilings), so real TCP's per-connection sharing at a full queue
-// does not decide it. ElasticSwitch's real-incast is not held to 10%: its
-// 64 real TCP connections do not always fill their ceilings (losses at
-// the 1 ms switch queue), the receiver lends what they leave to b, and A
-// ends 3-10% below the simulator's 653 Mbps (592-631 in runs made while
-// writing this; once, in a full test run, more than 10%).
+// the simulator's figure. Both mechanisms split the spare at the access
+// links themselves (Gatekeeper's schedulers, ElasticSwitch's edge
+// ceilings), so real TCP's per-connection sharing at a full queue does
+// not decide it. The VMs run cubic, loss-based as the simulator's TCP,
+// whatever the machine's default (Options.TCP): under bbr, ElasticSwitch's
+// incast left A 9% below the simulator, a few of its 64 connections
+// pacing at the rate they had measured while their pair sat at a small
+// limit.
 //
 // Flows come from the built-in generator (64 iperf3 pairs would need the
 // two cores for themselves), and the incast under Gatekeeper runs at half
@@ -58,7 +57,7 @@ func TestRealTrafficAgreesWithSimulator(t *testing.T) {
 					if g < 0.9*held {
 						t.Errorf("tenant %s: %.0f Mbps on real traffic, below 90%% of %.0f (its guarantee, or the simulator's figure if lower)", tn.Name, g, held)
 					}
-					if (m == "gatekeeper" || file == "real-connections") && math.Abs(g-w) > 0.1*w {
+					if math.Abs(g-w) > 0.1*w {
 						t.Errorf("tenant %s: %.0f Mbps on real traffic, the simulator %.0f: more than 10%% apart", tn.Name, g, w)
 					}
 				}
