@@ -131,14 +131,26 @@ type Config struct {
 	PeerTimeout time.Duration
 	// IncreaseLink is the access-link speed for which RA's convex increase
 	// A (RA.Increase) is given, bits/s: on a host whose access link is
-	// faster (mech.Env.HostLinks), A grows in proportion, so that a pair
-	// alone on an idle link reaches it in about the same time at any
-	// speed. The paper's A (0.5 Mbps per 15 ms) is for its 1 Gbit/s
+	// faster (mech.Env.HostLinks), A grows in proportion, and a pair that
+	// has met no congestion yet climbs with IncreaseStart, scaled the same
+	// way. The paper's A (0.5 Mbps per 15 ms) is for its 1 Gbit/s
 	// testbed, where a pair climbs from a 450 Mbps guarantee to the link
 	// in about a second; unscaled, it needs 5 s at 10 Gbit/s and more than
-	// 10 s at 40. Not in the paper; default 1 Gbit/s (links up to 1 Gbit/s
-	// keep the paper's A); 0 keeps A at every speed.
+	// 10 s at 40. Scaled in proportion alone it needs 1.7 s at either: a
+	// guarantee of the same size is a smaller part of a faster link, so
+	// the climb is longer relative to the link, and Rate-Caution slows it
+	// to C_min sooner. Not in the paper; default 1 Gbit/s (links up to
+	// 1 Gbit/s keep the paper's A); 0 keeps A at every speed.
 	IncreaseLink float64
+	// IncreaseStart is A, before that scaling, of a pair that has met no
+	// congestion event yet on a host faster than IncreaseLink (RA's
+	// StartIncrease): the paper's "More Aggr." A (§7.2, 2.5 Mbps), with
+	// which a lone pair reaches 90% of a 10 or 40 Gbit/s link within 1 s.
+	// From its first congestion event on, the pair climbs with the
+	// paper's A scaled: with the aggressive A throughout, work
+	// conservation on the DRX scenarios' 40-56 Gbit/s fabrics fell from
+	// 93% to 72% (drx-symmetric) as pairs overshot and were cut.
+	IncreaseStart float64
 	// EdgeCeiling makes each host divide the capacity of its own access
 	// link, in both directions, among the pairs from and to other hosts
 	// that cross it, by weighted max-min (weights as RA's: the pairs'
@@ -174,9 +186,10 @@ func Defaults() Config {
 		IdleTimeout: time.Second,
 		PeerTimeout: 300 * time.Millisecond,
 
-		IncreaseLink: 1e9,
-		EdgeCeiling:  true,
-		EdgeHeadroom: 0.02,
+		IncreaseLink:  1e9,
+		IncreaseStart: ra.AggressiveIncrease,
+		EdgeCeiling:   true,
+		EdgeHeadroom:  0.02,
 
 		BestEffortWeight: 45e6,
 	}
@@ -184,7 +197,7 @@ func Defaults() Config {
 
 // gpParams are the GP parameters (see Parse).
 func gpParams() []string {
-	return []string{"gp_period", "gp_margin", "gp_initial", "gp_growth", "idle_timeout", "best_effort_weight", "peer_timeout", "increase_link", "edge_ceiling", "edge_headroom"}
+	return []string{"gp_period", "gp_margin", "gp_initial", "gp_growth", "idle_timeout", "best_effort_weight", "peer_timeout", "increase_link", "increase_start", "edge_ceiling", "edge_headroom"}
 }
 
 // ParamNames lists every parameter of the mechanism: ra.CoreParams,
@@ -213,6 +226,10 @@ func ParamNames() []string {
 //	              "300ms", at least 2 gp_period; see Config.PeerTimeout)
 //	increase_link the access-link speed the convex increase is given for
 //	              (rate, "1Gbps"; 0: no scaling; see Config.IncreaseLink)
+//	increase_start
+//	              the convex increase, before scaling, of a pair that has
+//	              met no congestion yet on a host faster than
+//	              increase_link (rate, "2.5Mbps"; see Config.IncreaseStart)
 //	edge_ceiling  divide each access link's capacity among the pairs
 //	              crossing it by weight, and cap their rates there
 //	              (true; see Config.EdgeCeiling)
@@ -234,6 +251,7 @@ func Parse(params map[string]any) (Config, error) {
 	r.Rate(&cfg.BestEffortWeight, "best_effort_weight")
 	r.Duration(&cfg.PeerTimeout, "peer_timeout")
 	r.Rate(&cfg.IncreaseLink, "increase_link")
+	r.Rate(&cfg.IncreaseStart, "increase_start")
 	r.Bool(&cfg.EdgeCeiling, "edge_ceiling")
 	r.Float(&cfg.EdgeHeadroom, "edge_headroom")
 	if err := r.Err(); err != nil {
@@ -268,6 +286,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PeerTimeout < 2*c.GPPeriod {
 		bad("peer_timeout", "must be at least 2 gp_period (%v), got %v", 2*c.GPPeriod, c.PeerTimeout)
+	}
+	if !(c.IncreaseStart >= 0) || math.IsInf(c.IncreaseStart, 0) {
+		bad("increase_start", "must be a finite rate ≥ 0, got %g", c.IncreaseStart)
 	}
 	if !(c.EdgeHeadroom >= 0 && c.EdgeHeadroom < 0.5) {
 		bad("edge_headroom", "must be in [0, 0.5), got %g", c.EdgeHeadroom)
@@ -488,6 +509,7 @@ func NewAgent(cfg Config, env mech.Env) (*Agent, error) {
 	}
 	if l := env.HostLinks[env.Host]; cfg.IncreaseLink > 0 && l > cfg.IncreaseLink && !math.IsInf(l, 0) {
 		a.cfg.RA.Increase *= l / cfg.IncreaseLink
+		a.cfg.RA.StartIncrease = cfg.IncreaseStart * l / cfg.IncreaseLink
 	}
 	return a, nil
 }

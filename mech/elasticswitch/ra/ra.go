@@ -75,6 +75,12 @@ type Config struct {
 	// Increase is the convex increase constant A in bits/s (§7: 0.5 Mbps,
 	// 2.5 Mbps "more aggressive").
 	Increase float64
+	// StartIncrease, when positive, is the convex increase A of a pair
+	// that has met no congestion event yet (bits/s; 0: Increase). Not in
+	// the paper: mech/elasticswitch sets it on hosts faster than the
+	// paper's testbed, so that a lone pair climbs to the link as fast as
+	// there, and keeps the paper's A once the network has pushed back.
+	StartIncrease float64
 	// TimeScale is T_S: Δt = (time since the last congestion) / T_S,
 	// seconds (§7: 1.5, 2.0 "more aggressive").
 	TimeScale float64
@@ -332,7 +338,11 @@ func (f *Flow) Step(c *Config, in Input) float64 {
 		v = math.Min(1, w*c.Delta) * (f.Goal - f.Rate) * math.Pow(1-dt, 3)
 	} else {
 		f.N++
-		v = float64(f.N) * w * c.Increase
+		a := c.Increase
+		if f.Goal == 0 && c.StartIncrease > 0 {
+			a = c.StartIncrease // no congestion met yet
+		}
+		v = float64(f.N) * w * a
 	}
 	if c.RateCaution && in.Floor > 0 {
 		v *= math.Max(1-c.Caution*(f.Rate-in.Floor)/in.Floor, c.CautionMin)
