@@ -470,6 +470,7 @@ func TestParams(t *testing.T) {
 		{map[string]any{"gp_period": "50ms"}, "mechanism.params.gp_period: must be a multiple of ra_period (15ms), got 50ms"},
 		{map[string]any{"gp_growth": 1}, "mechanism.params.gp_growth: must be finite and > 1, got 1"},
 		{map[string]any{"gp_initial": "-1Mbps"}, "mechanism.params.gp_initial: expected a rate"},
+		{map[string]any{"increase_start": "fast"}, "mechanism.params.increase_start: expected a rate"},
 		{map[string]any{"gp_margin": 1}, "mechanism.params.gp_margin: must be in [0, 1), got 1"},
 		{map[string]any{"idle_timeout": 5}, `mechanism.params.idle_timeout: expected a duration such as "60ms", got 5`},
 		{map[string]any{"best_effort_weight": "0Mbps"}, "mechanism.params.best_effort_weight: must be a positive finite rate, got 0"},

@@ -67,6 +67,41 @@ func TestConvexIncreaseWithoutCongestion(t *testing.T) {
 	}
 }
 
+// TestStartIncrease: a flow that has met no congestion event climbs with
+// StartIncrease; from its first event on, with Increase (once past the
+// concave approach to its goal).
+func TestStartIncrease(t *testing.T) {
+	c := plain()
+	c.StartIncrease = 2.5e6
+	s := &stepper{c: c, in: ra.Input{Floor: 100e6, Weight: 1, Demanding: true}}
+	s.step(false)
+	for i, w := range []float64{102.5e6, 107.5e6, 115e6} {
+		if r := s.step(false); !near(r, w) {
+			t.Fatalf("before any congestion, period %d: %g, want %g (n·w·StartIncrease)", i+1, r, w)
+		}
+	}
+	cut := s.step(true) // goal 115e6, rate cut to 69e6 → the floor 100e6
+	if !near(cut, 100e6) {
+		t.Fatalf("after the event: %g, want the floor 100e6", cut)
+	}
+	// Concave back towards the goal for T_S, then convex with Increase.
+	for k := 0; k < int(1.5/period.Seconds())+2; k++ {
+		s.step(false)
+	}
+	prev := s.out[len(s.out)-1]
+	r1 := s.step(false)
+	r2 := s.step(false)
+	if d1, d2 := r1-prev, r2-r1; !near(d2-d1, c.Increase) {
+		t.Errorf("convex after congestion: increments %g then %g, want them to grow by Increase (%g), not StartIncrease", d1, d2, c.Increase)
+	}
+	// Without StartIncrease the start is the paper's.
+	p := &stepper{c: plain(), in: ra.Input{Floor: 100e6, Weight: 1, Demanding: true}}
+	p.step(false)
+	if r := p.step(false); !near(r, 100.5e6) {
+		t.Errorf("StartIncrease 0: %g, want 100.5e6 (Increase)", r)
+	}
+}
+
 func TestDecreaseByAlphaNeverBelowFloor(t *testing.T) {
 	c := plain()
 	f := ra.Flow{Start: 200e6}
