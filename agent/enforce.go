@@ -86,6 +86,18 @@ func newEnforcer(a *Agent) *enforcer {
 	return e
 }
 
+// setLimit records pair id's limit in force (the model's units).
+func (e *enforcer) setLimit(id mech.PairID, r float64) {
+	e.limits[id] = r
+	e.a.setLimit(id, r, true)
+}
+
+// dropLimit forgets pair id's limit.
+func (e *enforcer) dropLimit(id mech.PairID) {
+	delete(e.limits, id)
+	e.a.setLimit(id, 0, false)
+}
+
 // wire converts a rate in the model's units to bits/s on the data path.
 func (e *enforcer) wire(r float64) float64 {
 	if math.IsInf(r, 1) {
@@ -127,7 +139,7 @@ func (e *enforcer) SetLimit(l mech.Limit) error {
 			a.met.errors.WithLabelValues("limit").Inc()
 			return err
 		}
-		e.limits[l.Pair] = l.Rate
+		e.setLimit(l.Pair, l.Rate)
 	case mech.VMEgress, mech.VMIngress:
 		dir := dirOf(l.Kind)
 		sch := a.cfg.Path.Scheduler(dir)
@@ -198,7 +210,7 @@ func (e *enforcer) SetLimits(ls []mech.Limit) []error {
 			}
 			continue
 		}
-		e.limits[l.Pair] = l.Rate
+		e.setLimit(l.Pair, l.Rate)
 		if math.IsInf(l.Rate, 1) {
 			delete(e.unheld, pointOf(l))
 		}
@@ -307,11 +319,17 @@ func settingName(l mech.Limit) string {
 func (e *enforcer) reading(l mech.Limit) (float64, bool) {
 	a := e.a
 	if l.Kind == mech.PairLimit {
+		if i, ok := a.pairByID[l.Pair]; ok {
+			info := &a.pairs[i]
+			return info.tx.Rate, a.reads > 0 && info.txRead == a.reads
+		}
+		// not indexed since the model changed: its latest reading, if
+		// it was in it
 		p, ok := a.pairAddr(l.Pair)
 		if !ok {
 			return 0, false
 		}
-		c, ok := a.prevTX[p]
+		c, ok := a.carryTX[p]
 		return c.Rate, ok
 	}
 	c, ok := a.prevSch[dirOf(l.Kind)][l.VM]
@@ -323,7 +341,11 @@ func (e *enforcer) reading(l mech.Limit) (float64, bool) {
 func (e *enforcer) observed() {
 	e.read.sched = e.sched
 	for d, m := range e.vmLimits {
-		e.read.vmLimits[d] = maps.Clone(m)
+		if e.read.vmLimits[d] == nil {
+			e.read.vmLimits[d] = map[string]float64{}
+		}
+		clear(e.read.vmLimits[d])
+		maps.Copy(e.read.vmLimits[d], m)
 	}
 }
 
@@ -332,7 +354,7 @@ func (e *enforcer) observed() {
 func (e *enforcer) forget(known, local func(vm string) bool) {
 	for id := range e.limits {
 		if !local(id.Src) || !known(id.Dst) {
-			delete(e.limits, id)
+			e.dropLimit(id)
 		}
 	}
 	for _, m := range e.vmLimits {

@@ -449,15 +449,15 @@ func TestUpdatePrunesState(t *testing.T) {
 	p.Device("a1-dev", datapath.DevCounters{Rx: 1})
 	p.Device("c1-dev", datapath.DevCounters{Rx: 1})
 	s.steps(t, 2)
-	if len(a.prevRX) != 3 || len(a.prevLoss) != 3 || len(a.prevDev) != 2 {
-		t.Fatalf("before the update: prevRX %v, prevLoss %v, prevDev %v", a.prevRX, a.prevLoss, a.prevDev)
+	if len(a.prevRX()) != 3 || len(a.prevLoss) != 3 || len(a.prevDev) != 2 {
+		t.Fatalf("before the update: prevRX %v, prevLoss %v, prevDev %v", a.prevRX(), a.prevLoss, a.prevDev)
 	}
 	// c1 and x1 (and with it host h3) leave
 	if err := a.Update(testModel(a1, b1)); err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(a.prevRX, map[datapath.Pair]uint64{b1a1: 1000}) || !maps.Equal(a.prevLoss, map[datapath.Pair]uint64{b1a1: 1}) {
-		t.Errorf("pairs kept: prevRX %v, prevLoss %v; want only b1->a1", a.prevRX, a.prevLoss)
+	if !maps.Equal(a.prevRX(), map[datapath.Pair]uint64{b1a1: 1000}) || !maps.Equal(a.prevLoss, map[datapath.Pair]uint64{b1a1: 1}) {
+		t.Errorf("pairs kept: prevRX %v, prevLoss %v; want only b1->a1", a.prevRX(), a.prevLoss)
 	}
 	if _, ok := a.prevDev["c1-dev"]; ok || len(a.prevDev) != 1 {
 		t.Errorf("devices kept: %v", a.prevDev)

@@ -53,7 +53,9 @@ type Limiter struct {
 
 	mu        sync.Mutex
 	pairs     map[Pair]*pairClass
-	free      []uint16 // minors (= u32 nodes) released by RemovePair
+	sorted    []pairMinor // the pairs in ComparePairs order (nil: to be sorted again)
+	slot      []int32     // minor → index into sorted (ReadPairs), -1: none
+	free      []uint16    // minors (= u32 nodes) released by RemovePair
 	next      uint16
 	recreated int
 }
@@ -61,6 +63,12 @@ type Limiter struct {
 type pairClass struct {
 	minor uint16
 	rate  float64 // bits/s in force; +Inf: unlimited (MaxRate)
+}
+
+// pairMinor is a pair and the minor of its class.
+type pairMinor struct {
+	p     Pair
+	minor uint16
 }
 
 // NewLimiter installs an empty limiter on cfg.Dev in ns, replacing the
@@ -296,6 +304,7 @@ func (l *Limiter) forget(p Pair, pc *pairClass) {
 	_ = l.ns.DeleteU32(l.dev, TCHandle(l.major, 0), pc.minor)
 	_ = l.ns.DeleteClass(l.dev, TCHandle(l.major, 0), TCHandle(l.major, pc.minor))
 	delete(l.pairs, p)
+	l.sorted = nil
 	l.free = append(l.free, pc.minor)
 }
 
@@ -326,6 +335,7 @@ func (l *Limiter) create(p Pair, bps float64) error {
 		return fmt.Errorf("limiter: pair %s: %w", p, err)
 	}
 	l.pairs[p] = &pairClass{minor: minor, rate: bps}
+	l.sorted = nil
 	return nil
 }
 
@@ -383,6 +393,7 @@ func (l *Limiter) removePair(p Pair, pc *pairClass) error {
 		return fmt.Errorf("limiter: pair %s: %w", p, err)
 	}
 	delete(l.pairs, p)
+	l.sorted = nil
 	l.free = append(l.free, pc.minor)
 	return nil
 }
@@ -407,4 +418,49 @@ func (l *Limiter) Counters() (map[Pair]Counters, error) {
 		out[p] = cs[TCHandle(l.major, pc.minor)]
 	}
 	return out, nil
+}
+
+var _ datapath.PairReader = (*Limiter)(nil)
+
+// ReadPairs implements datapath.PairReader: Counters into dst, with no
+// allocation once dst holds every pair (one netlink dump, parsed into
+// dst in place; the pairs' order is kept from one reading to the next
+// while they stay the same).
+func (l *Limiter) ReadPairs(dst []datapath.PairReading) ([]datapath.PairReading, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sorted == nil {
+		l.sorted = make([]pairMinor, 0, len(l.pairs))
+		for p, pc := range l.pairs {
+			l.sorted = append(l.sorted, pairMinor{p, pc.minor})
+		}
+		slices.SortFunc(l.sorted, func(a, b pairMinor) int { return datapath.ComparePairs(a.p, b.p) })
+		n := 0
+		for _, pm := range l.sorted {
+			n = max(n, int(pm.minor)+1)
+		}
+		l.slot = slices.Grow(l.slot[:0], n)[:n]
+		for i := range l.slot {
+			l.slot[i] = -1
+		}
+		for i, pm := range l.sorted {
+			l.slot[pm.minor] = int32(i)
+		}
+	}
+	dst = slices.Grow(dst[:0], len(l.sorted))[:len(l.sorted)]
+	for i, pm := range l.sorted {
+		dst[i] = datapath.PairReading{Pair: pm.p}
+	}
+	err := l.ns.dumpClasses(l.idx, l.dev, func(h uint32, c Counters) {
+		if uint16(h>>16) != l.major {
+			return
+		}
+		if m := int(h & 0xffff); m < len(l.slot) && l.slot[m] >= 0 {
+			dst[l.slot[m]].Counters = c
+		}
+	})
+	if err != nil {
+		return dst[:0], fmt.Errorf("limiter: %w", err)
+	}
+	return dst, nil
 }

@@ -131,25 +131,39 @@ func (t *traffic) show(cs map[datapath.Pair]datapath.Counters, r float64, limit 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for p, c := range cs {
-		a := t.add[p]
-		if a == nil {
-			a = &datapath.Counters{}
-			t.add[p] = a
-		}
-		rate := r
-		if limit {
-			rate = min(c.Rate, 1e9)
-		}
-		a.Bytes += uint64(rate * t.period.Seconds() / 8)
-		a.Packets += uint64(rate*t.period.Seconds()/8/1500) + 1
-		if limit {
-			a.Overlimits++
-		}
-		c.Bytes += a.Bytes
-		c.Packets += a.Packets
-		c.Overlimits += a.Overlimits
+		t.showOne(p, &c, r, limit)
 		cs[p] = c
 	}
+}
+
+// showPairs is show of a reading into a slice (datapath.PairReader).
+func (t *traffic) showPairs(rs []datapath.PairReading, r float64, limit bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range rs {
+		t.showOne(rs[i].Pair, &rs[i].Counters, r, limit)
+	}
+}
+
+// showOne adds a period of traffic to pair p's counters c (t.mu held).
+func (t *traffic) showOne(p datapath.Pair, c *datapath.Counters, r float64, limit bool) {
+	a := t.add[p]
+	if a == nil {
+		a = &datapath.Counters{}
+		t.add[p] = a
+	}
+	rate := r
+	if limit {
+		rate = min(c.Rate, 1e9)
+	}
+	a.Bytes += uint64(rate * t.period.Seconds() / 8)
+	a.Packets += uint64(rate*t.period.Seconds()/8/1500) + 1
+	if limit {
+		a.Overlimits++
+	}
+	c.Bytes += a.Bytes
+	c.Packets += a.Packets
+	c.Overlimits += a.Overlimits
 }
 
 // batchTraffic is traffic whose data path writes pairs' rates in
@@ -178,6 +192,12 @@ func (l trafficTX) Counters() (map[datapath.Pair]datapath.Counters, error) {
 	return cs, err
 }
 
+func (l trafficTX) ReadPairs(dst []datapath.PairReading) ([]datapath.PairReading, error) {
+	rs, err := datapath.ReadPairs(l.PairLimiter, dst)
+	l.t.showPairs(rs, 0, true)
+	return rs, err
+}
+
 type trafficRX struct {
 	datapath.PairCounters
 	t *traffic
@@ -187,6 +207,12 @@ func (l trafficRX) Counters() (map[datapath.Pair]datapath.Counters, error) {
 	cs, err := l.PairCounters.Counters()
 	l.t.show(cs, 100e6, false)
 	return cs, err
+}
+
+func (l trafficRX) ReadPairs(dst []datapath.PairReading) ([]datapath.PairReading, error) {
+	rs, err := datapath.ReadPairs(l.PairCounters, dst)
+	l.t.showPairs(rs, 100e6, false)
+	return rs, err
 }
 
 // BenchmarkAgentStep measures the host agent's step under ElasticSwitch
