@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"github.com/bulkhead-dc/bulkhead/datapath"
 	"net"
 	"net/netip"
 	"time"
@@ -92,6 +93,26 @@ func (n *NS) LinkIndex(name string) (int, error) {
 		return 0, err
 	}
 	return l.Attrs().Index, nil
+}
+
+// DevCounters returns every device's byte counters in the namespace, by
+// name (datapath.DevCounters: Rx received, Tx transmitted), from one
+// netlink dump parsed by hand on the namespace's hot-path socket: what
+// the netlink package's LinkList reads as a link's statistics, without
+// the rest of each link.
+func (n *NS) DevCounters() (map[string]datapath.DevCounters, error) {
+	f, err := n.fastSocket()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]datapath.DevCounters{}
+	err = f.dumpLinks(func(name []byte, rx, tx uint64) {
+		out[f.intern(name)] = datapath.DevCounters{Rx: rx, Tx: tx}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("netns %s: %w", n.Name, err)
+	}
+	return out, nil
 }
 
 // Links returns the names of the devices in the namespace.

@@ -24,8 +24,27 @@ type fastNL struct {
 	seq   uint32
 	buf   []byte
 	rbuf  []byte
-	tick  float64 // psched ticks per microsecond
-	batch int     // the most requests of one sendmsg (changeHTBClasses)
+	tick  float64           // psched ticks per microsecond
+	batch int               // the most requests of one sendmsg (changeHTBClasses)
+	names map[string]string // devices' names dumpLinks read, each one string (intern)
+}
+
+// maxNames bounds the names intern keeps.
+const maxNames = 4096
+
+// intern returns name as a string, the same string every time it reads
+// the same (f.mu held): a host agent reads the same devices' names
+// every period.
+func (f *fastNL) intern(name []byte) string {
+	if s, ok := f.names[string(name)]; ok {
+		return s
+	}
+	if f.names == nil || len(f.names) >= maxNames {
+		f.names = map[string]string{}
+	}
+	s := string(name)
+	f.names[s] = s
+	return s
 }
 
 // newFastNL opens the socket inside ns.
@@ -333,34 +352,134 @@ const (
 func (f *fastNL) dumpClasses(ifindex int, fn func(handle uint32, c Counters)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fd < 0 {
-		return errors.New("list classes: netlink socket closed")
-	}
-	f.seq++
-	seq := f.seq
 	ne := binary.NativeEndian
-	b := f.buf[:0]
-	b = ne.AppendUint32(b, unix.SizeofNlMsghdr+sizeofTcMsg)
-	b = ne.AppendUint16(b, unix.RTM_GETTCLASS)
-	b = ne.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-	b = ne.AppendUint32(b, seq)
-	b = ne.AppendUint32(b, 0)
+	b := f.request(unix.RTM_GETTCLASS, sizeofTcMsg)
 	b = append(b, unix.AF_UNSPEC, 0, 0, 0)
 	b = ne.AppendUint32(b, uint32(int32(ifindex)))
 	b = ne.AppendUint32(b, 0)
 	b = ne.AppendUint32(b, 0)
 	b = ne.AppendUint32(b, 0)
-	f.buf = b
-	if err := unix.Sendto(f.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("list classes: send: %w", err)
+	return f.dump("list classes", b, func(typ uint16, m []byte) error {
+		if typ != unix.RTM_NEWTCLASS {
+			return nil
+		}
+		if len(m) < sizeofTcMsg {
+			return errors.New("short class")
+		}
+		fn(ne.Uint32(m[8:]), parseClass(m[sizeofTcMsg:]))
+		return nil
+	})
+}
+
+// Linux uapi constants (linux/if_link.h, linux/rtnetlink.h).
+const (
+	sizeofIfInfoMsg = 16
+	iflaIfname      = 3
+	iflaStats       = 7
+	iflaStats64     = 23
+	iflaExtMask     = 29
+)
+
+// dumpLinks reads every device of the namespace in one netlink dump
+// (RTM_GETLINK), parsed by hand: each device's name and its received and
+// transmitted bytes (the 64-bit statistics, else the 32-bit ones, as the
+// netlink package's LinkList reads them), given to fn in the kernel's
+// order; name is valid during the call only. A device without
+// statistics is skipped.
+func (f *fastNL) dumpLinks(fn func(name []byte, rx, tx uint64)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ne := binary.NativeEndian
+	b := f.request(unix.RTM_GETLINK, sizeofIfInfoMsg+8)
+	b = append(b, unix.AF_UNSPEC, 0)
+	b = ne.AppendUint16(b, 0) // type
+	b = ne.AppendUint32(b, 0) // index
+	b = ne.AppendUint32(b, 0) // flags
+	b = ne.AppendUint32(b, 0) // change
+	// IFLA_EXT_MASK 0: no VF or other extended information
+	b = ne.AppendUint16(b, 8)
+	b = ne.AppendUint16(b, iflaExtMask)
+	b = ne.AppendUint32(b, 0)
+	return f.dump("list links", b, func(typ uint16, m []byte) error {
+		if typ != unix.RTM_NEWLINK {
+			return nil
+		}
+		if len(m) < sizeofIfInfoMsg {
+			return errors.New("short link")
+		}
+		var name []byte
+		var rx, tx uint64
+		stats := 0 // 64: IFLA_STATS64 read, 32: IFLA_STATS
+		attrs(m[sizeofIfInfoMsg:], func(typ uint16, v []byte) {
+			switch typ {
+			case iflaIfname:
+				name = v
+				if i := bytesIndexZero(v); i >= 0 {
+					name = v[:i]
+				}
+			case iflaStats64:
+				if len(v) >= 32 {
+					rx, tx, stats = ne.Uint64(v[16:]), ne.Uint64(v[24:]), 64
+				}
+			case iflaStats:
+				if len(v) >= 16 && stats == 0 {
+					rx, tx, stats = uint64(ne.Uint32(v[8:])), uint64(ne.Uint32(v[12:])), 32
+				}
+			}
+		})
+		if name != nil && stats != 0 {
+			fn(name, rx, tx)
+		}
+		return nil
+	})
+}
+
+// bytesIndexZero is the index of the first NUL of b, -1 if none.
+func bytesIndexZero(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// request starts a dump request of type typ whose body (after the
+// netlink header) is n bytes, in f's buffer (f.mu held).
+func (f *fastNL) request(typ uint16, n int) []byte {
+	f.seq++
+	ne := binary.NativeEndian
+	b := f.buf[:0]
+	b = ne.AppendUint32(b, uint32(unix.SizeofNlMsghdr+n))
+	b = ne.AppendUint16(b, typ)
+	b = ne.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	b = ne.AppendUint32(b, f.seq)
+	b = ne.AppendUint32(b, 0)
+	return b
+}
+
+// dump sends the dump request req (f.request's, completed) and gives
+// each message of the answer to fn (its type and body) until the dump
+// is done (f.mu held). what names the request in errors.
+func (f *fastNL) dump(what string, req []byte, fn func(typ uint16, m []byte) error) error {
+	if f.fd < 0 {
+		return fmt.Errorf("%s: netlink socket closed", what)
+	}
+	f.buf = req
+	seq := f.seq
+	ne := binary.NativeEndian
+	// to the kernel (an unconnected netlink socket's default), and read
+	// without the sender's address: neither allocates
+	if _, err := unix.Write(f.fd, req); err != nil {
+		return fmt.Errorf("%s: send: %w", what, err)
 	}
 	for {
-		n, _, err := unix.Recvfrom(f.fd, f.rbuf, 0)
+		n, err := unix.Read(f.fd, f.rbuf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("list classes: receive: %w", err)
+			return fmt.Errorf("%s: receive: %w", what, err)
 		}
 		rb := f.rbuf[:n]
 		for len(rb) >= unix.SizeofNlMsghdr {
@@ -368,7 +487,7 @@ func (f *fastNL) dumpClasses(ifindex int, fn func(handle uint32, c Counters)) er
 			typ := ne.Uint16(rb[4:])
 			mseq := ne.Uint32(rb[8:])
 			if l < unix.SizeofNlMsghdr || l > len(rb) {
-				return errors.New("list classes: malformed answer")
+				return fmt.Errorf("%s: malformed answer", what)
 			}
 			m := rb[unix.SizeofNlMsghdr:l]
 			rb = rb[min(nlmAlign(l), len(rb)):]
@@ -381,16 +500,14 @@ func (f *fastNL) dumpClasses(ifindex int, fn func(handle uint32, c Counters)) er
 			case unix.NLMSG_ERROR:
 				if len(m) >= 4 {
 					if e := int32(ne.Uint32(m)); e != 0 {
-						return fmt.Errorf("list classes: %w", syscall.Errno(-e))
+						return fmt.Errorf("%s: %w", what, syscall.Errno(-e))
 					}
 				}
 				return nil
-			case unix.RTM_NEWTCLASS:
-				if len(m) < sizeofTcMsg {
-					return errors.New("list classes: short class")
+			default:
+				if err := fn(typ, m); err != nil {
+					return fmt.Errorf("%s: %w", what, err)
 				}
-				handle := ne.Uint32(m[8:])
-				fn(handle, parseClass(m[sizeofTcMsg:]))
 			}
 		}
 	}
