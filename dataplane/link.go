@@ -96,20 +96,18 @@ func (n *NS) LinkIndex(name string) (int, error) {
 }
 
 // DevCounters returns every device's byte counters in the namespace, by
-// name (datapath.DevCounters: Rx received, Tx transmitted), from one
-// netlink dump parsed by hand on the namespace's hot-path socket: what
-// the netlink package's LinkList reads as a link's statistics, without
-// the rest of each link.
+// name (datapath.DevCounters: Rx received, Tx transmitted, what the
+// netlink package's LinkList reads as a link's statistics), on the
+// namespace's hot-path socket: one dump of the devices' statistics
+// alone, parsed by hand, named by a dump of the links made again only
+// when a link changes (fastNL.devStats).
 func (n *NS) DevCounters() (map[string]datapath.DevCounters, error) {
 	f, err := n.fastSocket()
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]datapath.DevCounters{}
-	err = f.dumpLinks(func(name []byte, rx, tx uint64) {
-		out[f.intern(name)] = datapath.DevCounters{Rx: rx, Tx: tx}
-	})
-	if err != nil {
+	if err := f.devStats(func(name string, c datapath.DevCounters) { out[name] = c }); err != nil {
 		return nil, fmt.Errorf("netns %s: %w", n.Name, err)
 	}
 	return out, nil

@@ -27,6 +27,12 @@ type fastNL struct {
 	tick  float64           // psched ticks per microsecond
 	batch int               // the most requests of one sendmsg (changeHTBClasses)
 	names map[string]string // devices' names dumpLinks read, each one string (intern)
+
+	// devStats' names of the devices by index, valid while the link
+	// monitor (mon, -1: not open yet) reports no change of a link
+	ns     *NS
+	mon    int
+	ifname map[int32]string
 }
 
 // maxNames bounds the names intern keeps.
@@ -49,7 +55,7 @@ func (f *fastNL) intern(name []byte) string {
 
 // newFastNL opens the socket inside ns.
 func newFastNL(ns *NS) (*fastNL, error) {
-	f := &fastNL{fd: -1, buf: make([]byte, 0, 128), rbuf: make([]byte, 64<<10), tick: netlink.TickInUsec()}
+	f := &fastNL{fd: -1, buf: make([]byte, 0, 128), rbuf: make([]byte, 64<<10), tick: netlink.TickInUsec(), ns: ns, mon: -1}
 	err := ns.Do(func() error {
 		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 		if err != nil {
@@ -106,6 +112,10 @@ func (f *fastNL) close() {
 	if f.fd >= 0 {
 		unix.Close(f.fd)
 		f.fd = -1
+	}
+	if f.mon >= 0 {
+		unix.Close(f.mon)
+		f.mon = -1
 	}
 }
 
@@ -375,20 +385,14 @@ func (f *fastNL) dumpClasses(ifindex int, fn func(handle uint32, c Counters)) er
 const (
 	sizeofIfInfoMsg = 16
 	iflaIfname      = 3
-	iflaStats       = 7
-	iflaStats64     = 23
 	iflaExtMask     = 29
 )
 
-// dumpLinks reads every device of the namespace in one netlink dump
-// (RTM_GETLINK), parsed by hand: each device's name and its received and
-// transmitted bytes (the 64-bit statistics, else the 32-bit ones, as the
-// netlink package's LinkList reads them), given to fn in the kernel's
-// order; name is valid during the call only. A device without
-// statistics is skipped.
-func (f *fastNL) dumpLinks(fn func(name []byte, rx, tx uint64)) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// dumpLinkNames reads every device of the namespace in one netlink dump
+// (RTM_GETLINK), parsed by hand: each device's index and name, given to
+// fn in the kernel's order; name is valid during the call only. f.mu
+// held.
+func (f *fastNL) dumpLinkNames(fn func(idx int32, name []byte)) error {
 	ne := binary.NativeEndian
 	b := f.request(unix.RTM_GETLINK, sizeofIfInfoMsg+8)
 	b = append(b, unix.AF_UNSPEC, 0)
@@ -407,29 +411,14 @@ func (f *fastNL) dumpLinks(fn func(name []byte, rx, tx uint64)) error {
 		if len(m) < sizeofIfInfoMsg {
 			return errors.New("short link")
 		}
-		var name []byte
-		var rx, tx uint64
-		stats := 0 // 64: IFLA_STATS64 read, 32: IFLA_STATS
 		attrs(m[sizeofIfInfoMsg:], func(typ uint16, v []byte) {
-			switch typ {
-			case iflaIfname:
-				name = v
+			if typ == iflaIfname {
 				if i := bytesIndexZero(v); i >= 0 {
-					name = v[:i]
+					v = v[:i]
 				}
-			case iflaStats64:
-				if len(v) >= 32 {
-					rx, tx, stats = ne.Uint64(v[16:]), ne.Uint64(v[24:]), 64
-				}
-			case iflaStats:
-				if len(v) >= 16 && stats == 0 {
-					rx, tx, stats = uint64(ne.Uint32(v[8:])), uint64(ne.Uint32(v[12:])), 32
-				}
+				fn(int32(ne.Uint32(m[4:])), v)
 			}
 		})
-		if name != nil && stats != 0 {
-			fn(name, rx, tx)
-		}
 		return nil
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/bulkhead-dc/bulkhead/datapath"
 )
 
@@ -97,9 +99,11 @@ func errorsOf(errs []error) error {
 	return nil
 }
 
-// TestDevCounters: the hand-parsed device dump reads each device's
-// bytes as the netlink package's LinkList does (counters of devices
-// with traffic, read between two readings of LinkList).
+// TestDevCounters: the device counters (statistics dump, names from
+// the link dump kept while the link monitor reports no change) read
+// each device's bytes as the netlink package's LinkList does, between
+// two readings of it, and follow the devices as they come, go and are
+// renamed.
 func TestDevCounters(t *testing.T) {
 	needRoot(t)
 	prefix := newPrefix(t)
@@ -129,9 +133,6 @@ func TestDevCounters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := ns.AddIFB(prefix + "i"); err != nil {
-		t.Fatal(err)
-	}
 	lib := func() map[string]datapath.DevCounters {
 		ls, err := ns.Netlink().LinkList()
 		if err != nil {
@@ -145,32 +146,69 @@ func TestDevCounters(t *testing.T) {
 		}
 		return out
 	}
-	for i := range 3 {
-		if i > 0 {
-			// traffic across the veth
-			if err := ns.Do(func() error { return sendUDP("10.99.0.2:9", 10) }); err != nil {
+	ifb, renamed := prefix+"i", prefix+"j"
+	tests := []struct {
+		name   string
+		change func() error
+		has    []string // devices read
+		hasnt  []string // devices not read
+	}{
+		{"first reading", func() error { return nil }, []string{"lo", a}, []string{ifb}},
+		{"traffic", func() error { return ns.Do(func() error { return sendUDP("10.99.0.2:9", 10) }) }, []string{a}, nil},
+		{"a device added", func() error { return ns.AddIFB(ifb) }, []string{a, ifb}, nil},
+		{"renamed", func() error {
+			if err := ns.Netlink().LinkSetDown(mustLink(t, ns, ifb)); err != nil {
+				return err
+			}
+			return ns.Netlink().LinkSetName(mustLink(t, ns, ifb), renamed)
+		}, []string{a, renamed}, []string{ifb}},
+		{"deleted", func() error { return ns.DeleteLink(renamed) }, []string{a}, []string{ifb, renamed}},
+		{"no change", func() error { return nil }, []string{a}, []string{ifb, renamed}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.change(); err != nil {
 				t.Fatal(err)
 			}
-		}
-		before := lib()
-		got, err := ns.DevCounters()
-		if err != nil {
-			t.Fatal(err)
-		}
-		after := lib()
-		if len(got) != len(before) || len(got) != len(after) {
-			t.Fatalf("devices %v, netlink package's %v", got, before)
-		}
-		for d, c := range got {
-			lo, hi := before[d], after[d]
-			if c.Rx < lo.Rx || c.Rx > hi.Rx || c.Tx < lo.Tx || c.Tx > hi.Tx {
-				t.Errorf("%s: %+v, netlink package's %+v then %+v", d, c, lo, hi)
+			before := lib()
+			got, err := ns.DevCounters()
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if i == 2 && got[a].Tx+got[a].Rx == 0 {
-			t.Errorf("no traffic counted on %s: %v", a, got)
-		}
+			after := lib()
+			if len(got) != len(before) || len(got) != len(after) {
+				t.Fatalf("devices %v, netlink package's %v", got, before)
+			}
+			for d, c := range got {
+				lo, hi := before[d], after[d]
+				if c.Rx < lo.Rx || c.Rx > hi.Rx || c.Tx < lo.Tx || c.Tx > hi.Tx {
+					t.Errorf("%s: %+v, netlink package's %+v then %+v", d, c, lo, hi)
+				}
+			}
+			for _, d := range tc.has {
+				if _, ok := got[d]; !ok {
+					t.Errorf("%s not read: %v", d, got)
+				}
+			}
+			for _, d := range tc.hasnt {
+				if _, ok := got[d]; ok {
+					t.Errorf("%s read: %v", d, got)
+				}
+			}
+			if tc.name == "traffic" && got[a].Tx == 0 {
+				t.Errorf("no traffic counted on %s: %v", a, got)
+			}
+		})
 	}
+}
+
+func mustLink(t *testing.T, ns *NS, name string) netlink.Link {
+	t.Helper()
+	l, err := ns.Netlink().LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // sendUDP sends n datagrams to addr (from the calling thread's
