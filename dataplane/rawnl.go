@@ -192,16 +192,28 @@ func (f *fastNL) changeHTBClasses(cs []classChange) []error {
 }
 
 // changeChunk sends one sendmsg of changes and collects their answers
-// (f.mu held).
+// (f.mu held). Only the last request asks for an ack: the kernel
+// handles the requests of one sendmsg in order before sendmsg returns
+// and answers every refused one whether or not it asked (netlink_rcv_skb),
+// so once the last one's ack is read every refusal before it has been,
+// and a request without an answer was taken. One ack per request would
+// cost a receive each (netlink hands over one answer per recvmsg).
 func (f *fastNL) changeChunk(cs []classChange, errs []error) {
 	b := f.buf[:0]
 	first := f.seq + 1
+	lastAt := -1 // where the last request starts in b
 	for i, c := range cs {
 		var err error
 		f.seq++
+		at := len(b)
 		if b, err = f.appendHTBChange(b, f.seq, c.ifindex, c.c); err != nil {
 			errs[i] = err
+			continue
 		}
+		lastAt = at
+	}
+	if lastAt >= 0 {
+		binary.NativeEndian.PutUint16(b[lastAt+6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK)
 	}
 	f.buf = b
 	pending := 0
@@ -214,7 +226,7 @@ func (f *fastNL) changeChunk(cs []classChange, errs []error) {
 	if pending == 0 {
 		return
 	}
-	if err := unix.Sendto(f.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if _, err := unix.Write(f.fd, b); err != nil {
 		for i := range cs {
 			if errs[i] == errNoAnswer {
 				errs[i] = fmt.Errorf("change htb class %s: send: %w", netlink.HandleStr(cs[i].c.Handle), err)
@@ -223,8 +235,16 @@ func (f *fastNL) changeChunk(cs []classChange, errs []error) {
 		return
 	}
 	last := f.seq
+	// the seq of the request whose ack ends the answers
+	acked := uint32(0)
+	for i := len(cs) - 1; i >= 0; i-- {
+		if errs[i] == errNoAnswer {
+			acked = first + uint32(i)
+			break
+		}
+	}
 	for pending > 0 {
-		n, _, err := unix.Recvfrom(f.fd, f.rbuf, 0)
+		n, err := unix.Read(f.fd, f.rbuf)
 		if err == unix.EINTR {
 			continue
 		}
@@ -257,14 +277,23 @@ func (f *fastNL) changeChunk(cs []classChange, errs []error) {
 				continue
 			}
 			pending--
-			h := netlink.HandleStr(cs[i].c.Handle)
 			switch {
 			case len(m.Data) < 4:
-				errs[i] = fmt.Errorf("change htb class %s: short answer", h)
+				errs[i] = fmt.Errorf("change htb class %s: short answer", netlink.HandleStr(cs[i].c.Handle))
 			case int32(binary.NativeEndian.Uint32(m.Data)) != 0:
-				errs[i] = fmt.Errorf("change htb class %s: %w", h, syscall.Errno(-int32(binary.NativeEndian.Uint32(m.Data))))
+				errs[i] = fmt.Errorf("change htb class %s: %w", netlink.HandleStr(cs[i].c.Handle), syscall.Errno(-int32(binary.NativeEndian.Uint32(m.Data))))
 			default:
 				errs[i] = nil
+			}
+			if seq == acked {
+				// every request before it that was refused has its
+				// answer: the others were taken
+				for j := range i {
+					if errs[j] == errNoAnswer {
+						errs[j] = nil
+						pending--
+					}
+				}
 			}
 		}
 	}
@@ -299,7 +328,7 @@ func (f *fastNL) appendHTBChange(b []byte, seq uint32, ifindex int, c HTBClass) 
 	// nlmsghdr; the length is patched at the end
 	b = ne.AppendUint32(b, 0)
 	b = ne.AppendUint16(b, unix.RTM_NEWTCLASS)
-	b = ne.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_ACK)
+	b = ne.AppendUint16(b, unix.NLM_F_REQUEST) // changeChunk asks the last one's ack
 	b = ne.AppendUint32(b, seq)
 	b = ne.AppendUint32(b, 0)
 	// tcmsg
