@@ -189,23 +189,28 @@ func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
 			if len(idx) == len(os) {
 				info = &a.pairs[idx[i]]
 			}
+			// (set only when its value changes: a gauge per pair and
+			// direction, apart in memory, costs the step more to write
+			// than the pair's own record, which it is compared with)
 			if info == nil || info.rate[dir] == nil {
 				g := a.met.pairRate.WithLabelValues(o.Pair.Src, o.Pair.Dst, side)
 				if info != nil {
-					info.rate[dir] = g
+					info.rate[dir], info.rateSet[dir] = g, o.Rate
 				}
 				g.Set(o.Rate)
-			} else {
+			} else if info.rateSet[dir] != o.Rate {
+				info.rateSet[dir] = o.Rate
 				info.rate[dir].Set(o.Rate)
 			}
 			if dir == mech.Egress {
 				if info == nil || info.limit == nil {
 					g := a.met.pairLimit.WithLabelValues(o.Pair.Src, o.Pair.Dst)
 					if info != nil {
-						info.limit = g
+						info.limit, info.limitSet = g, o.Limit
 					}
 					g.Set(o.Limit)
-				} else {
+				} else if info.limitSet != o.Limit {
+					info.limitSet = o.Limit
 					info.limit.Set(o.Limit)
 				}
 			}

@@ -88,9 +88,12 @@ type pairInfo struct {
 	// read once at least)
 	rx     uint64
 	rxSeen bool
-	// its metrics, made at first use: rates by direction, limit
-	rate  [2]prometheus.Gauge
-	limit prometheus.Gauge
+	// its metrics, made at first use: rates by direction, limit, and
+	// the values they were last set to
+	rate     [2]prometheus.Gauge
+	limit    prometheus.Gauge
+	rateSet  [2]float64
+	limitSet float64
 }
 
 // pairCache is a VM's latest reading of its limiter or receive counters

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -303,6 +304,7 @@ func benchStep(b *testing.B, n int, batched bool) {
 				now = now.Add(period)
 			}
 			w0 := a.Stats().Writes
+			cpu0 := cpuTime(b)
 			b.ResetTimer()
 			for b.Loop() {
 				if err := a.Step(now); err != nil {
@@ -313,6 +315,20 @@ func benchStep(b *testing.B, n int, batched bool) {
 			b.StopTimer()
 			writes := float64(a.Stats().Writes - w0)
 			b.ReportMetric(writes/float64(b.N), "updates/step")
+			// the process's CPU time (user and system, every thread: the
+			// kernel's work for the step's system calls, the garbage
+			// collector) per step: what the step costs a core, less
+			// sensitive than ns/op to other work on the machine
+			b.ReportMetric((cpuTime(b)-cpu0).Seconds()*1e3/float64(b.N), "cpu-ms/step")
 		}
 	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var r syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &r); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
 }
