@@ -58,11 +58,16 @@ type Limiter struct {
 	free      []uint16    // minors (= u32 nodes) released by RemovePair
 	next      uint16
 	recreated int
+	batches   uint64 // SetPairRates batches that locked the limiter
 }
 
 type pairClass struct {
 	minor uint16
 	rate  float64 // bits/s in force; +Inf: unlimited (MaxRate)
+	// named is how many ops of batch number batch (SetPairRates) name
+	// the pair
+	batch uint64
+	named int
 }
 
 // pairMinor is a pair and the minor of its class.
@@ -235,19 +240,22 @@ func setGroup(ops []RateOp, g []int, errs []error) {
 	slices.SortStableFunc(lims, func(a, b *Limiter) int { return a.idx - b.idx })
 	for _, l := range lims {
 		l.mu.Lock()
+		l.batches++
 	}
 	defer func() {
 		for _, l := range lims {
 			l.mu.Unlock()
 		}
 	}()
-	type key struct {
-		l *Limiter
-		p Pair
-	}
-	seen := make(map[key]int, len(g))
+	// how many ops name each pair with a class (pairClass.named, of
+	// this batch)
 	for _, i := range g {
-		seen[key{ops[i].L, ops[i].P}]++
+		if pc, ok := ops[i].L.pairs[ops[i].P]; ok {
+			if pc.batch != ops[i].L.batches {
+				pc.batch, pc.named = ops[i].L.batches, 0
+			}
+			pc.named++
+		}
 	}
 	// the class changes that go together, and the op of each
 	var changes []classChange
@@ -255,7 +263,7 @@ func setGroup(ops []RateOp, g []int, errs []error) {
 	for j, i := range g {
 		op := ops[i]
 		pc, ok := op.L.pairs[op.P]
-		if !ok || seen[key{op.L, op.P}] > 1 || indebted(pc.rate, op.Bps) {
+		if !ok || pc.named > 1 || indebted(pc.rate, op.Bps) {
 			alone[j] = true
 			continue
 		}

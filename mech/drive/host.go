@@ -102,6 +102,7 @@ type Host struct {
 	// point; failed counts the limits whose last write failed; spend
 	// marks schedulers whose last write failed
 	limits map[limitKey]*desired
+	bat    batch // a step's batch of pair limits (BatchEnforcer), reused
 	failed int
 	scheds [2]*mech.Scheduler
 	spend  [2]bool
@@ -267,7 +268,7 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		keep(h.writeScheduler(d, false))
 	}
 	be, _ := h.enf.(BatchEnforcer)
-	var b batch
+	b := &h.bat
 	for _, l := range act.Limits {
 		k := keyOf(l)
 		d := h.limits[k]
@@ -286,7 +287,7 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		}
 		if be != nil && b.has(k) {
 			// the same point twice in a step: written in order
-			keep(h.flush(be, &b))
+			keep(h.flush(be, b))
 			d = h.limits[k]
 		}
 		if d == nil {
@@ -300,9 +301,9 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		}
 		keep(h.writeDesired(k, d, false))
 	}
-	keep(h.reconcile(step, schedTouched, be, &b))
+	keep(h.reconcile(step, schedTouched, be, b))
 	if be != nil {
-		keep(h.flush(be, &b))
+		keep(h.flush(be, b))
 	}
 	for i := range act.Messages {
 		m := &act.Messages[i]
@@ -404,8 +405,17 @@ func (h *Host) flush(be BatchEnforcer, b *batch) error {
 			out = append(out, err)
 		}
 	}
-	*b = batch{}
+	b.reset()
 	return errors.Join(out...)
+}
+
+// reset empties the batch, keeping its storage for the next one.
+func (b *batch) reset() {
+	clear(b.keys)
+	clear(b.ds)
+	clear(b.limits)
+	clear(b.in)
+	b.keys, b.ds, b.retry, b.limits = b.keys[:0], b.ds[:0], b.retry[:0], b.limits[:0]
 }
 
 // writeLimit writes the desired limit k; an Unlimited one that reached the
