@@ -257,8 +257,10 @@ func setGroup(ops []RateOp, g []int, errs []error) {
 			pc.named++
 		}
 	}
-	// the class changes that go together, and the op of each
+	// the class changes that go together, and the class of each (ops
+	// written alone do not touch them)
 	var changes []classChange
+	var classes []*pairClass
 	alone := make([]bool, len(g))
 	for j, i := range g {
 		op := ops[i]
@@ -268,6 +270,7 @@ func setGroup(ops []RateOp, g []int, errs []error) {
 			continue
 		}
 		changes = append(changes, classChange{ifindex: op.L.idx, c: op.L.class(pc.minor, op.Bps)})
+		classes = append(classes, pc)
 	}
 	var cerrs []error
 	if len(changes) > 0 {
@@ -289,9 +292,8 @@ func setGroup(ops []RateOp, g []int, errs []error) {
 			errs[i] = l.setPairRate(op.P, op.Bps)
 			continue
 		}
-		cerr := cerrs[k]
+		cerr, pc := cerrs[k], classes[k]
 		k++
-		pc := l.pairs[op.P]
 		if cerr == nil {
 			pc.rate = op.Bps
 			continue
