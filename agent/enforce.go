@@ -77,6 +77,7 @@ var (
 	_ drive.Enforcer          = (*enforcer)(nil)
 	_ drive.Verifier          = (*enforcer)(nil)
 	_ drive.SchedulerVerifier = (*enforcer)(nil)
+	_ drive.HintedVerifier    = (*enforcer)(nil)
 )
 
 func newEnforcer(a *Agent) *enforcer {
@@ -251,6 +252,28 @@ func (e *enforcer) HoldsLimit(l mech.Limit) bool {
 		want = min(want, e.read.sched[dirOf(l.Kind)])
 	}
 	return e.verdict(pointOf(l), ok && datapath.Shows(c, want), func() string { return settingName(l) })
+}
+
+// HoldsLimitHint implements drive.HintedVerifier: HoldsLimit, with a
+// pair limit's pair found by the index of its record (obsState.pairs)
+// when the hint still names it.
+func (e *enforcer) HoldsLimitHint(l mech.Limit, hint *int32) bool {
+	a := e.a
+	if l.Kind != mech.PairLimit {
+		return e.HoldsLimit(l)
+	}
+	i := *hint
+	if i < 0 || int(i) >= len(a.pairs) || !a.pairs[i].named || a.pairs[i].id != l.Pair {
+		var ok bool
+		if i, ok = a.pairByID[l.Pair]; !ok {
+			*hint = -1
+			return e.HoldsLimit(l)
+		}
+		*hint = i
+	}
+	info := &a.pairs[i]
+	held := a.reads > 0 && info.txRead == a.reads && datapath.Shows(info.tx.Rate, e.wire(l.Rate))
+	return e.verdict(pointOf(l), held, func() string { return settingName(l) })
 }
 
 // HoldsScheduler implements drive.SchedulerVerifier: the latest reading
