@@ -174,6 +174,19 @@ func finite(r float64) *float64 {
 	return &r
 }
 
+// clonePairStates copies pair states, their limits with them (record
+// reuses both).
+func clonePairStates(ps []PairState) []PairState {
+	out := slices.Clone(ps)
+	for i := range out {
+		if l := out[i].Limit; l != nil {
+			v := *l
+			out[i].Limit = &v
+		}
+	}
+	return out
+}
+
 // record updates the state and gauges after a step.
 func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
 	ps := func(out []PairState, os []mech.PairObs, idx []int32, dir mech.Direction) []PairState {
@@ -183,7 +196,19 @@ func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
 		}
 		out = out[:0]
 		for i, o := range os {
-			out = append(out, PairState{Src: o.Pair.Src, Dst: o.Pair.Dst, Rate: o.Rate, Limit: finite(o.Limit), LimiterBound: o.LimiterBound, Losses: o.Losses})
+			// the limit's storage is the previous step's at this
+			// position when it had one (Snapshot copies it)
+			var lim *float64
+			if !math.IsInf(o.Limit, 0) && !math.IsNaN(o.Limit) { // finite
+				if i < cap(out) {
+					lim = out[:i+1][i].Limit
+				}
+				if lim == nil {
+					lim = new(float64)
+				}
+				*lim = o.Limit
+			}
+			out = append(out, PairState{Src: o.Pair.Src, Dst: o.Pair.Dst, Rate: o.Rate, Limit: lim, LimiterBound: o.LimiterBound, Losses: o.Losses})
 			// the pair's gauges, kept by its index once made
 			var info *pairInfo
 			if len(idx) == len(os) {
@@ -254,7 +279,7 @@ func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
 func (a *Agent) Snapshot() State {
 	a.stMu.Lock()
 	s := a.state
-	s.Egress, s.Ingress, s.VMs = slices.Clone(s.Egress), slices.Clone(s.Ingress), slices.Clone(s.VMs)
+	s.Egress, s.Ingress, s.VMs = clonePairStates(s.Egress), clonePairStates(s.Ingress), slices.Clone(s.VMs)
 	a.stMu.Unlock()
 	s.Dropped = a.Dropped()
 	return s

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -280,4 +281,44 @@ func TestHoldsLimitHint(t *testing.T) {
 
 func pl(src, dst string, r float64) mech.Limit {
 	return mech.Limit{Kind: mech.PairLimit, Pair: mech.PairID{Src: src, Dst: dst}, Rate: r}
+}
+
+// TestSnapshotKept: a snapshot keeps what the step before it recorded
+// while later steps reuse the state's storage (pairs, their limits).
+func TestSnapshotKept(t *testing.T) {
+	c1 := vmSpec{"c1", "T1", "h2", "10.0.2.3", 100e6, 100e6}
+	m := testModel(append(t1VMs, c1)...)
+	rates := []float64{5e6, 6e6, mech.Unlimited, 7e6}
+	p := fake.New(fake.Options{Limiters: true})
+	a := newTestAgent(t, Config{Host: "h1", Model: m, Path: p, Mechanism: &script{live: true, act: func(_ string, step int, _ *mech.HostObs) mech.Actions {
+		if step > len(rates) {
+			return mech.Actions{}
+		}
+		return mech.Actions{Limits: []mech.Limit{pl("a1", "b1", rates[step-1]), pl("a1", "c1", 1e6)}}
+	}}})
+	s := newStepper(a)
+	limitOf := func(st State, dst string) string {
+		for _, e := range st.Egress {
+			if e.Dst == dst {
+				if e.Limit == nil {
+					return "none"
+				}
+				return fmt.Sprint(*e.Limit)
+			}
+		}
+		return "absent"
+	}
+	var snaps []State
+	for range len(rates) + 1 {
+		s.steps(t, 1)
+		snaps = append(snaps, a.Snapshot())
+	}
+	// the limit a step observes is the one in force: the previous step's (a
+	// pair neither limited nor sending is not observed)
+	want := []string{"absent", "5e+06", "6e+06", "absent", "7e+06"}
+	for i, st := range snaps {
+		if got := limitOf(st, "b1"); got != want[i] {
+			t.Errorf("snapshot %d: a1->b1 limit %s, want %s", i, got, want[i])
+		}
+	}
 }
