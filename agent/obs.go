@@ -269,8 +269,10 @@ func (a *Agent) observe(now time.Time) (_ *mech.HostObs, err error) {
 	}()
 	first := a.last.IsZero()
 	sec := now.Sub(a.last).Seconds()
-	obs := &a.obs
-	*obs = mech.HostObs{Now: now.Sub(a.start), Period: now.Sub(a.last), Egress: obs.Egress[:0], Ingress: obs.Ingress[:0], VMs: obs.VMs[:0]}
+	// a new observation whose slices are the previous one's storage, as
+	// the simulator gives them
+	obs := &mech.HostObs{Now: now.Sub(a.start), Period: now.Sub(a.last), Egress: a.obs.Egress[:0], Ingress: a.obs.Ingress[:0], VMs: a.obs.VMs[:0]}
+	defer func() { a.obs = *obs }()
 	if first {
 		sec, obs.Period = 0, 0
 	}
