@@ -423,6 +423,10 @@ func (a *Agent) Update(m *model.Model) error {
 	if err != nil {
 		return fmt.Errorf("agent %s: update: %w", a.cfg.Host, err)
 	}
+	// While the update moves VMs and addresses, limits are set by name
+	// (enforcer.limiterOf), not through the pairs' records, which are
+	// made anew after it (their readings carried over).
+	a.resetPairs()
 	// Until the mechanism has the new model and the limits of VMs that
 	// left are removed, VMs are addressed where the data path has them:
 	// VMs that stay at their old addresses, new ones at theirs.

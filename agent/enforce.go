@@ -87,16 +87,36 @@ func newEnforcer(a *Agent) *enforcer {
 	return e
 }
 
-// setLimit records pair id's limit in force (the model's units).
-func (e *enforcer) setLimit(id mech.PairID, r float64) {
+// setLimit records pair id's limit in force (the model's units); at is
+// the index of the pair's record if known (-1: none or unknown).
+func (e *enforcer) setLimit(id mech.PairID, at int32, r float64) {
 	e.limits[id] = r
-	e.a.setLimit(id, r, true)
+	e.a.setLimit(id, at, r, true)
 }
 
 // dropLimit forgets pair id's limit.
 func (e *enforcer) dropLimit(id mech.PairID) {
 	delete(e.limits, id)
-	e.a.setLimit(id, 0, false)
+	e.a.setLimit(id, -1, 0, false)
+}
+
+// limiterOf returns the limiter and addresses of a pair limit's pair
+// (by the index of its record when the pair has one: at, else -1), or
+// why there are none.
+func (e *enforcer) limiterOf(id mech.PairID) (v *vmPath, p datapath.Pair, at int32, err error) {
+	a := e.a
+	if i, ok := a.pairByID[id]; ok && a.pairs[i].src != nil && a.pairs[i].src.TX != nil {
+		return a.pairs[i].src, a.pairs[i].pair, i, nil
+	}
+	v = a.vms[id.Src]
+	if v == nil || v.TX == nil {
+		return nil, p, -1, fmt.Errorf("pair %s->%s: no limiter for its source here", id.Src, id.Dst)
+	}
+	p, ok := a.pairAddr(id)
+	if !ok {
+		return nil, p, -1, fmt.Errorf("pair %s->%s: a VM without an address", id.Src, id.Dst)
+	}
+	return v, p, -1, nil
 }
 
 // wire converts a rate in the model's units to bits/s on the data path.
@@ -128,19 +148,15 @@ func (e *enforcer) SetLimit(l mech.Limit) error {
 	t0 := time.Now()
 	switch l.Kind {
 	case mech.PairLimit:
-		v := a.vms[l.Pair.Src]
-		if v == nil || v.TX == nil {
-			return fmt.Errorf("pair %s->%s: no limiter for its source here", l.Pair.Src, l.Pair.Dst)
-		}
-		p, ok := a.pairAddr(l.Pair)
-		if !ok {
-			return fmt.Errorf("pair %s->%s: a VM without an address", l.Pair.Src, l.Pair.Dst)
+		v, p, at, err := e.limiterOf(l.Pair)
+		if err != nil {
+			return err
 		}
 		if err := v.TX.SetPairRate(p, e.wire(l.Rate)); err != nil {
 			a.met.errors.WithLabelValues("limit").Inc()
 			return err
 		}
-		e.setLimit(l.Pair, l.Rate)
+		e.setLimit(l.Pair, at, l.Rate)
 	case mech.VMEgress, mech.VMIngress:
 		dir := dirOf(l.Kind)
 		sch := a.cfg.Path.Scheduler(dir)
@@ -177,23 +193,19 @@ func (e *enforcer) SetLimits(ls []mech.Limit) []error {
 	t0 := time.Now()
 	ops := make([]datapath.PairRate, 0, len(ls))
 	at := make([]int, 0, len(ls))
+	rec := make([]int32, 0, len(ls)) // the pairs' records' indices
 	for i, l := range ls {
 		if l.Kind != mech.PairLimit {
 			errs[i] = e.SetLimit(l)
 			continue
 		}
-		v := a.vms[l.Pair.Src]
-		if v == nil || v.TX == nil {
-			errs[i] = fmt.Errorf("pair %s->%s: no limiter for its source here", l.Pair.Src, l.Pair.Dst)
-			continue
-		}
-		p, ok := a.pairAddr(l.Pair)
-		if !ok {
-			errs[i] = fmt.Errorf("pair %s->%s: a VM without an address", l.Pair.Src, l.Pair.Dst)
+		v, p, r, err := e.limiterOf(l.Pair)
+		if err != nil {
+			errs[i] = err
 			continue
 		}
 		ops = append(ops, datapath.PairRate{TX: v.TX, Pair: p, Bps: e.wire(l.Rate)})
-		at = append(at, i)
+		at, rec = append(at, i), append(rec, r)
 	}
 	if len(ops) == 0 {
 		return errs
@@ -211,7 +223,7 @@ func (e *enforcer) SetLimits(ls []mech.Limit) []error {
 			}
 			continue
 		}
-		e.setLimit(l.Pair, l.Rate)
+		e.setLimit(l.Pair, rec[j], l.Rate)
 		if math.IsInf(l.Rate, 1) {
 			delete(e.unheld, pointOf(l))
 		}

@@ -74,9 +74,11 @@ type obsState struct {
 
 // pairInfo is what the agent knows of one pair the data path reads.
 type pairInfo struct {
-	id     mech.PairID // its VMs, as the model names them
-	named  bool        // both addresses name a VM of the model
-	tenant string      // the source VM's tenant
+	pair   datapath.Pair // its addresses
+	id     mech.PairID   // its VMs, as the model names them
+	named  bool          // both addresses name a VM of the model
+	tenant string        // the source VM's tenant
+	src    *vmPath       // its source VM, if on the host
 	// its limit in force (enforcer.limits; limited false: none)
 	lim     float64
 	limited bool
@@ -137,10 +139,11 @@ func (a *Agent) pairIndex(p datapath.Pair) int32 {
 		return i
 	}
 	id, named := a.pairName(p)
-	info := pairInfo{id: id, named: named}
+	info := pairInfo{pair: p, id: id, named: named}
 	i := int32(len(a.pairs))
 	if named {
 		info.tenant = a.tenant(id.Src)
+		info.src = a.vms[id.Src]
 		info.lim, info.limited = a.enf.limits[id]
 		a.pairByID[id] = i
 	}
@@ -189,11 +192,15 @@ func (s *obsState) prevRX() map[datapath.Pair]uint64 {
 }
 
 // setLimit records pair id's limit in force (limited false: none) where
-// observe reads it.
-func (s *obsState) setLimit(id mech.PairID, lim float64, limited bool) {
-	if i, ok := s.pairByID[id]; ok {
-		s.pairs[i].lim, s.pairs[i].limited = lim, limited
+// observe reads it; at is its index if known (-1: look it up).
+func (s *obsState) setLimit(id mech.PairID, at int32, lim float64, limited bool) {
+	if at < 0 {
+		var ok bool
+		if at, ok = s.pairByID[id]; !ok {
+			return
+		}
 	}
+	s.pairs[at].lim, s.pairs[at].limited = lim, limited
 }
 
 func newObsState() obsState {
