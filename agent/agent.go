@@ -152,9 +152,12 @@ type vmPath struct {
 	dev          string                 // the VM's device on the server, for its counters
 	iface, netns string                 // as the model names them
 	counted      map[datapath.Pair]bool // pairs its receive counters were asked to count
-	// the order of the pairs of the latest readings of its limiters and
-	// receive counters (observe reuses it while they read the same pairs)
-	txOrder, rxOrder []datapath.Pair
+	// the latest readings of its limiters and receive counters and their
+	// pairs' indices (observe reuses them while they read the same
+	// pairs)
+	tx, rx pairCache
+	// inLo and inHi delimit its pairs in the latest observation's Ingress
+	inLo, inHi int
 	datapath.VMPath
 }
 
@@ -271,6 +274,7 @@ func (a *Agent) attach(vms []model.VM) ([]string, error) {
 			dev = p.Device
 		}
 		a.vms[v.Name] = &vmPath{name: v.Name, addr: addr, dev: dev, iface: v.Interface, netns: v.Netns, VMPath: p}
+		a.vmList = nil
 		added = append(added, v.Name)
 	}
 	return added, nil
@@ -419,6 +423,10 @@ func (a *Agent) Update(m *model.Model) error {
 	if err != nil {
 		return fmt.Errorf("agent %s: update: %w", a.cfg.Host, err)
 	}
+	// While the update moves VMs and addresses, limits are set by name
+	// (enforcer.limiterOf), not through the pairs' records, which are
+	// made anew after it (their readings carried over).
+	a.resetPairs()
 	// Until the mechanism has the new model and the limits of VMs that
 	// left are removed, VMs are addressed where the data path has them:
 	// VMs that stay at their old addresses, new ones at theirs.
@@ -436,6 +444,7 @@ func (a *Agent) Update(m *model.Model) error {
 		for _, n := range added {
 			errs = append(errs, a.cfg.Path.Detach(n))
 			delete(a.vms, n)
+			a.vmList = nil
 		}
 		a.byAddr, a.addrOf = oldBy, oldOf
 		err := errors.Join(append([]error{aerr, uerr}, errs...)...)
@@ -493,6 +502,7 @@ func (a *Agent) prunePeers(m *model.Model) {
 func (a *Agent) detach(vm string) error {
 	err := a.cfg.Path.Detach(vm)
 	delete(a.vms, vm)
+	a.vmList = nil
 	a.forgetVM(vm)
 	if err != nil {
 		return fmt.Errorf("agent %s: detach VM %s: %w", a.cfg.Host, vm, err)
@@ -538,7 +548,7 @@ func (a *Agent) readdress(pairs []mech.PairID) error {
 			continue
 		}
 		if err := a.enf.SetLimit(mech.Limit{Kind: mech.PairLimit, Pair: id, Rate: r}); err != nil {
-			delete(a.enf.limits, id)
+			a.enf.dropLimit(id)
 			errs = append(errs, fmt.Errorf("agent %s: move the limit of pair %s->%s to its new addresses: %w", a.cfg.Host, id.Src, id.Dst, err))
 		}
 	}
@@ -923,9 +933,13 @@ func (a *Agent) open(b []byte, from netip.AddrPort) (Envelope, error) {
 	return e, nil
 }
 
-// sortedVMs returns the host's VMs by name.
+// sortedVMs returns the host's VMs by name (kept until a VM comes or
+// goes).
 func (a *Agent) sortedVMs() []*vmPath {
-	return slices.SortedFunc(maps.Values(a.vms), func(x, y *vmPath) int { return strings.Compare(x.name, y.name) })
+	if a.vmList == nil {
+		a.vmList = slices.SortedFunc(maps.Values(a.vms), func(x, y *vmPath) int { return strings.Compare(x.name, y.name) })
+	}
+	return a.vmList
 }
 
 // trace writes the step's egress pairs to cfg.Trace.

@@ -77,6 +77,7 @@ var (
 	_ drive.Enforcer          = (*enforcer)(nil)
 	_ drive.Verifier          = (*enforcer)(nil)
 	_ drive.SchedulerVerifier = (*enforcer)(nil)
+	_ drive.HintedVerifier    = (*enforcer)(nil)
 )
 
 func newEnforcer(a *Agent) *enforcer {
@@ -84,6 +85,38 @@ func newEnforcer(a *Agent) *enforcer {
 		sched: [2]float64{mech.Unlimited, mech.Unlimited}, unheld: map[point]*streak{}}
 	e.observed()
 	return e
+}
+
+// setLimit records pair id's limit in force (the model's units); at is
+// the index of the pair's record if known (-1: none or unknown).
+func (e *enforcer) setLimit(id mech.PairID, at int32, r float64) {
+	e.limits[id] = r
+	e.a.setLimit(id, at, r, true)
+}
+
+// dropLimit forgets pair id's limit.
+func (e *enforcer) dropLimit(id mech.PairID) {
+	delete(e.limits, id)
+	e.a.setLimit(id, -1, 0, false)
+}
+
+// limiterOf returns the limiter and addresses of a pair limit's pair
+// (by the index of its record when the pair has one: at, else -1), or
+// why there are none.
+func (e *enforcer) limiterOf(id mech.PairID) (v *vmPath, p datapath.Pair, at int32, err error) {
+	a := e.a
+	if i, ok := a.pairByID[id]; ok && a.pairs[i].src != nil && a.pairs[i].src.TX != nil {
+		return a.pairs[i].src, a.pairs[i].pair, i, nil
+	}
+	v = a.vms[id.Src]
+	if v == nil || v.TX == nil {
+		return nil, p, -1, fmt.Errorf("pair %s->%s: no limiter for its source here", id.Src, id.Dst)
+	}
+	p, ok := a.pairAddr(id)
+	if !ok {
+		return nil, p, -1, fmt.Errorf("pair %s->%s: a VM without an address", id.Src, id.Dst)
+	}
+	return v, p, -1, nil
 }
 
 // wire converts a rate in the model's units to bits/s on the data path.
@@ -115,19 +148,15 @@ func (e *enforcer) SetLimit(l mech.Limit) error {
 	t0 := time.Now()
 	switch l.Kind {
 	case mech.PairLimit:
-		v := a.vms[l.Pair.Src]
-		if v == nil || v.TX == nil {
-			return fmt.Errorf("pair %s->%s: no limiter for its source here", l.Pair.Src, l.Pair.Dst)
-		}
-		p, ok := a.pairAddr(l.Pair)
-		if !ok {
-			return fmt.Errorf("pair %s->%s: a VM without an address", l.Pair.Src, l.Pair.Dst)
+		v, p, at, err := e.limiterOf(l.Pair)
+		if err != nil {
+			return err
 		}
 		if err := v.TX.SetPairRate(p, e.wire(l.Rate)); err != nil {
 			a.met.errors.WithLabelValues("limit").Inc()
 			return err
 		}
-		e.limits[l.Pair] = l.Rate
+		e.setLimit(l.Pair, at, l.Rate)
 	case mech.VMEgress, mech.VMIngress:
 		dir := dirOf(l.Kind)
 		sch := a.cfg.Path.Scheduler(dir)
@@ -164,23 +193,19 @@ func (e *enforcer) SetLimits(ls []mech.Limit) []error {
 	t0 := time.Now()
 	ops := make([]datapath.PairRate, 0, len(ls))
 	at := make([]int, 0, len(ls))
+	rec := make([]int32, 0, len(ls)) // the pairs' records' indices
 	for i, l := range ls {
 		if l.Kind != mech.PairLimit {
 			errs[i] = e.SetLimit(l)
 			continue
 		}
-		v := a.vms[l.Pair.Src]
-		if v == nil || v.TX == nil {
-			errs[i] = fmt.Errorf("pair %s->%s: no limiter for its source here", l.Pair.Src, l.Pair.Dst)
-			continue
-		}
-		p, ok := a.pairAddr(l.Pair)
-		if !ok {
-			errs[i] = fmt.Errorf("pair %s->%s: a VM without an address", l.Pair.Src, l.Pair.Dst)
+		v, p, r, err := e.limiterOf(l.Pair)
+		if err != nil {
+			errs[i] = err
 			continue
 		}
 		ops = append(ops, datapath.PairRate{TX: v.TX, Pair: p, Bps: e.wire(l.Rate)})
-		at = append(at, i)
+		at, rec = append(at, i), append(rec, r)
 	}
 	if len(ops) == 0 {
 		return errs
@@ -198,7 +223,7 @@ func (e *enforcer) SetLimits(ls []mech.Limit) []error {
 			}
 			continue
 		}
-		e.limits[l.Pair] = l.Rate
+		e.setLimit(l.Pair, rec[j], l.Rate)
 		if math.IsInf(l.Rate, 1) {
 			delete(e.unheld, pointOf(l))
 		}
@@ -239,6 +264,28 @@ func (e *enforcer) HoldsLimit(l mech.Limit) bool {
 		want = min(want, e.read.sched[dirOf(l.Kind)])
 	}
 	return e.verdict(pointOf(l), ok && datapath.Shows(c, want), func() string { return settingName(l) })
+}
+
+// HoldsLimitHint implements drive.HintedVerifier: HoldsLimit, with a
+// pair limit's pair found by the index of its record (obsState.pairs)
+// when the hint still names it.
+func (e *enforcer) HoldsLimitHint(l mech.Limit, hint *int32) bool {
+	a := e.a
+	if l.Kind != mech.PairLimit {
+		return e.HoldsLimit(l)
+	}
+	i := *hint
+	if i < 0 || int(i) >= len(a.pairs) || !a.pairs[i].named || a.pairs[i].id != l.Pair {
+		var ok bool
+		if i, ok = a.pairByID[l.Pair]; !ok {
+			*hint = -1
+			return e.HoldsLimit(l)
+		}
+		*hint = i
+	}
+	info := &a.pairs[i]
+	held := a.reads > 0 && info.txRead == a.reads && datapath.Shows(info.tx.Rate, e.wire(l.Rate))
+	return e.verdict(pointOf(l), held, func() string { return settingName(l) })
 }
 
 // HoldsScheduler implements drive.SchedulerVerifier: the latest reading
@@ -307,11 +354,17 @@ func settingName(l mech.Limit) string {
 func (e *enforcer) reading(l mech.Limit) (float64, bool) {
 	a := e.a
 	if l.Kind == mech.PairLimit {
+		if i, ok := a.pairByID[l.Pair]; ok {
+			info := &a.pairs[i]
+			return info.tx.Rate, a.reads > 0 && info.txRead == a.reads
+		}
+		// not indexed since the model changed: its latest reading, if
+		// it was in it
 		p, ok := a.pairAddr(l.Pair)
 		if !ok {
 			return 0, false
 		}
-		c, ok := a.prevTX[p]
+		c, ok := a.carryTX[p]
 		return c.Rate, ok
 	}
 	c, ok := a.prevSch[dirOf(l.Kind)][l.VM]
@@ -323,7 +376,11 @@ func (e *enforcer) reading(l mech.Limit) (float64, bool) {
 func (e *enforcer) observed() {
 	e.read.sched = e.sched
 	for d, m := range e.vmLimits {
-		e.read.vmLimits[d] = maps.Clone(m)
+		if e.read.vmLimits[d] == nil {
+			e.read.vmLimits[d] = map[string]float64{}
+		}
+		clear(e.read.vmLimits[d])
+		maps.Copy(e.read.vmLimits[d], m)
 	}
 }
 
@@ -332,7 +389,7 @@ func (e *enforcer) observed() {
 func (e *enforcer) forget(known, local func(vm string) bool) {
 	for id := range e.limits {
 		if !local(id.Src) || !known(id.Dst) {
-			delete(e.limits, id)
+			e.dropLimit(id)
 		}
 	}
 	for _, m := range e.vmLimits {

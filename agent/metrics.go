@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -173,46 +174,87 @@ func finite(r float64) *float64 {
 	return &r
 }
 
+// clonePairStates copies pair states, their limits with them (record
+// reuses both).
+func clonePairStates(ps []PairState) []PairState {
+	out := slices.Clone(ps)
+	for i := range out {
+		if l := out[i].Limit; l != nil {
+			v := *l
+			out[i].Limit = &v
+		}
+	}
+	return out
+}
+
 // record updates the state and gauges after a step.
 func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
-	ps := func(os []mech.PairObs, idx []int32, dir mech.Direction) []PairState {
+	ps := func(out []PairState, os []mech.PairObs, idx []int32, dir mech.Direction) []PairState {
 		side := dirName(dir)
-		out := make([]PairState, 0, len(os))
+		if out == nil {
+			out = make([]PairState, 0, len(os)) // never null in /state
+		}
+		out = out[:0]
 		for i, o := range os {
-			out = append(out, PairState{Src: o.Pair.Src, Dst: o.Pair.Dst, Rate: o.Rate, Limit: finite(o.Limit), LimiterBound: o.LimiterBound, Losses: o.Losses})
+			// the limit's storage is the previous step's at this
+			// position when it had one (Snapshot copies it)
+			var lim *float64
+			if !math.IsInf(o.Limit, 0) && !math.IsNaN(o.Limit) { // finite
+				if i < cap(out) {
+					lim = out[:i+1][i].Limit
+				}
+				if lim == nil {
+					lim = new(float64)
+				}
+				*lim = o.Limit
+			}
+			out = append(out, PairState{Src: o.Pair.Src, Dst: o.Pair.Dst, Rate: o.Rate, Limit: lim, LimiterBound: o.LimiterBound, Losses: o.Losses})
 			// the pair's gauges, kept by its index once made
 			var info *pairInfo
 			if len(idx) == len(os) {
 				info = &a.pairs[idx[i]]
 			}
+			// (set only when its value changes: a gauge per pair and
+			// direction, apart in memory, costs the step more to write
+			// than the pair's own record, which it is compared with)
 			if info == nil || info.rate[dir] == nil {
 				g := a.met.pairRate.WithLabelValues(o.Pair.Src, o.Pair.Dst, side)
 				if info != nil {
-					info.rate[dir] = g
+					info.rate[dir], info.rateSet[dir] = g, o.Rate
 				}
 				g.Set(o.Rate)
-			} else {
+			} else if info.rateSet[dir] != o.Rate {
+				info.rateSet[dir] = o.Rate
 				info.rate[dir].Set(o.Rate)
 			}
 			if dir == mech.Egress {
 				if info == nil || info.limit == nil {
 					g := a.met.pairLimit.WithLabelValues(o.Pair.Src, o.Pair.Dst)
 					if info != nil {
-						info.limit = g
+						info.limit, info.limitSet = g, o.Limit
 					}
 					g.Set(o.Limit)
-				} else {
+				} else if info.limitSet != o.Limit {
+					info.limitSet = o.Limit
 					info.limit.Set(o.Limit)
 				}
 			}
 		}
 		return out
 	}
-	eg, in := ps(obs.Egress, a.egIdx, mech.Egress), ps(obs.Ingress, a.inIdx, mech.Ingress)
-	vms := make([]VMState, 0, len(obs.VMs))
 	if a.totals == nil {
 		a.totals = map[string][2]float64{}
 	}
+	// The state's slices are reused from step to step (Snapshot copies
+	// them).
+	a.stMu.Lock()
+	defer a.stMu.Unlock()
+	st := &a.state
+	st.Egress, st.Ingress = ps(st.Egress, obs.Egress, a.egIdx, mech.Egress), ps(st.Ingress, obs.Ingress, a.inIdx, mech.Ingress)
+	if st.VMs == nil {
+		st.VMs = make([]VMState, 0, len(obs.VMs))
+	}
+	st.VMs = st.VMs[:0]
 	for _, v := range obs.VMs {
 		t := a.totals[v.VM]
 		t[0] += v.InRate * obs.Period.Seconds()
@@ -226,20 +268,18 @@ func (a *Agent) record(obs *mech.HostObs, inbox, outbox int) {
 		if l, ok := a.enf.vmLimits[mech.Ingress][v.VM]; ok {
 			s.IngressLimit = finite(l)
 		}
-		vms = append(vms, s)
+		st.VMs = append(st.VMs, s)
 	}
-	a.stMu.Lock()
-	defer a.stMu.Unlock()
-	a.state.Steps++
-	a.state.Updated = time.Now().UTC()
-	a.state.Inbox, a.state.Outbox = inbox, outbox
-	a.state.Egress, a.state.Ingress, a.state.VMs = eg, in, vms
+	st.Steps++
+	st.Updated = time.Now().UTC()
+	st.Inbox, st.Outbox = inbox, outbox
 }
 
 // Snapshot returns the agent's state after its latest step.
 func (a *Agent) Snapshot() State {
 	a.stMu.Lock()
 	s := a.state
+	s.Egress, s.Ingress, s.VMs = clonePairStates(s.Egress), clonePairStates(s.Ingress), slices.Clone(s.VMs)
 	a.stMu.Unlock()
 	s.Dropped = a.Dropped()
 	return s

@@ -39,8 +39,7 @@ import (
 type obsState struct {
 	start     time.Time
 	last      time.Time
-	prevTX    map[datapath.Pair]datapath.Counters // the latest reading of the pair limiters
-	prevRX    map[datapath.Pair]uint64
+	reads     uint64 // the pair limiters' readings so far (pairInfo.txRead)
 	prevLoss  map[datapath.Pair]uint64
 	prevDev   map[string]datapath.DevCounters // device → counters
 	prevSch   [2]map[string]datapath.Counters // the latest reading of the schedulers' classes
@@ -49,23 +48,88 @@ type obsState struct {
 
 	// pairAt indexes the pairs the data path reads into pairs, from
 	// their first reading until the model changes (resetPairs): the hot
-	// path names a pair, finds its tenant and its metrics by integer
-	// index rather than by maps of names
-	pairAt map[datapath.Pair]int32
-	pairs  []pairInfo
+	// path names a pair, finds its tenant, its limit, its previous
+	// reading and its metrics by integer index rather than by maps of
+	// names; pairByID indexes the named ones by their VMs
+	pairAt   map[datapath.Pair]int32
+	pairByID map[mech.PairID]int32
+	pairs    []pairInfo
+	// pairGen counts the indexings (resetPairs): a VM's cached indices
+	// (pairCache) are of the generation they were made in
+	pairGen uint64
+	// carryTX and carryRX are the previous readings of pairs across a
+	// resetPairs, until each pair is indexed again (carryTX: only until
+	// the next reading, which replaces the limiters' latest)
+	carryTX map[datapath.Pair]datapath.Counters
+	carryRX map[datapath.Pair]uint64
 	// egIdx and inIdx are the pairs' indices of the latest observation's
 	// Egress and Ingress, in order (for record)
 	egIdx, inIdx []int32
+
+	// reused from one observation to the next (the simulator, too,
+	// gives mechanisms observations whose slices it reuses)
+	obs    mech.HostObs
+	vmList []*vmPath // the host's VMs by name (nil: to be sorted again)
 }
 
 // pairInfo is what the agent knows of one pair the data path reads.
 type pairInfo struct {
-	id     mech.PairID // its VMs, as the model names them
-	named  bool        // both addresses name a VM of the model
-	tenant string      // the source VM's tenant
-	// its metrics, made at first use: rates by direction, limit
-	rate  [2]prometheus.Gauge
-	limit prometheus.Gauge
+	pair   datapath.Pair // its addresses
+	id     mech.PairID   // its VMs, as the model names them
+	named  bool          // both addresses name a VM of the model
+	tenant string        // the source VM's tenant
+	src    *vmPath       // its source VM, if on the host
+	// its limit in force (enforcer.limits; limited false: none)
+	lim     float64
+	limited bool
+	// the latest reading of its limiter, from reading number txRead
+	// (obsState.reads; 0: never read)
+	tx     datapath.Counters
+	txRead uint64
+	// the bytes of its receive counter at its latest reading (rxSeen:
+	// read once at least)
+	rx     uint64
+	rxSeen bool
+	// its metrics, made at first use: rates by direction, limit, and
+	// the values they were last set to
+	rate     [2]prometheus.Gauge
+	limit    prometheus.Gauge
+	rateSet  [2]float64
+	limitSet float64
+}
+
+// pairCache is a VM's latest reading of its limiter or receive counters
+// (buf, reused) and the pairs' indices, kept while the reading names the
+// same pairs in the same order.
+type pairCache struct {
+	buf  []datapath.PairReading
+	keys []datapath.Pair
+	idx  []int32
+	gen  uint64
+}
+
+// indices returns the pairs' indices of c's reading, indexing new ones.
+func (a *Agent) indices(c *pairCache) []int32 {
+	rs := c.buf
+	if c.gen == a.pairGen && len(c.keys) == len(rs) {
+		same := true
+		for k := range rs {
+			if rs[k].Pair != c.keys[k] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return c.idx
+		}
+	}
+	c.keys, c.idx = c.keys[:0], c.idx[:0]
+	for _, r := range rs {
+		c.keys = append(c.keys, r.Pair)
+		c.idx = append(c.idx, a.pairIndex(r.Pair))
+	}
+	c.gen = a.pairGen
+	return c.idx
 }
 
 // pairIndex returns the index of a pair the data path reads, indexing it
@@ -75,47 +139,75 @@ func (a *Agent) pairIndex(p datapath.Pair) int32 {
 		return i
 	}
 	id, named := a.pairName(p)
-	info := pairInfo{id: id, named: named}
+	info := pairInfo{pair: p, id: id, named: named}
+	i := int32(len(a.pairs))
 	if named {
 		info.tenant = a.tenant(id.Src)
+		info.src = a.vms[id.Src]
+		info.lim, info.limited = a.enf.limits[id]
+		a.pairByID[id] = i
 	}
-	i := int32(len(a.pairs))
+	if c, ok := a.carryTX[p]; ok {
+		info.tx, info.txRead = c, a.reads
+	}
+	if c, ok := a.carryRX[p]; ok {
+		info.rx, info.rxSeen = c, true
+		delete(a.carryRX, p)
+	}
 	a.pairs = append(a.pairs, info)
 	a.pairAt[p] = i
 	return i
 }
 
 // resetPairs forgets the pairs' indices: the model, which names them,
-// changed.
+// changed. Their latest readings are carried over to their next
+// indexing.
 func (s *obsState) resetPairs() {
+	for p, i := range s.pairAt {
+		info := &s.pairs[i]
+		if info.txRead == s.reads && s.reads > 0 {
+			s.carryTX[p] = info.tx
+		}
+		if info.rxSeen {
+			s.carryRX[p] = info.rx
+		}
+	}
 	clear(s.pairAt)
+	clear(s.pairByID)
 	s.pairs = s.pairs[:0]
+	s.pairGen++
 	s.egIdx, s.inIdx = s.egIdx[:0], s.inIdx[:0]
 }
 
-// ordered returns the pairs of cs in datapath.ComparePairs order,
-// reusing the order of the previous reading (*cache) when the pairs are
-// the same.
-func ordered(cache *[]datapath.Pair, cs map[datapath.Pair]datapath.Counters) []datapath.Pair {
-	if len(*cache) == len(cs) {
-		same := true
-		for _, p := range *cache {
-			if _, ok := cs[p]; !ok {
-				same = false
-				break
-			}
-		}
-		if same {
-			return *cache
+// prevRX returns the bytes of every pair's receive counter at its latest
+// reading (for tests).
+func (s *obsState) prevRX() map[datapath.Pair]uint64 {
+	out := maps.Clone(s.carryRX)
+	for p, i := range s.pairAt {
+		if s.pairs[i].rxSeen {
+			out[p] = s.pairs[i].rx
 		}
 	}
-	*cache = datapath.SortedPairs(cs)
-	return *cache
+	return out
+}
+
+// setLimit records pair id's limit in force (limited false: none) where
+// observe reads it; at is its index if known (-1: look it up).
+func (s *obsState) setLimit(id mech.PairID, at int32, lim float64, limited bool) {
+	if at < 0 {
+		var ok bool
+		if at, ok = s.pairByID[id]; !ok {
+			return
+		}
+	}
+	s.pairs[at].lim, s.pairs[at].limited = lim, limited
 }
 
 func newObsState() obsState {
-	return obsState{prevTX: map[datapath.Pair]datapath.Counters{}, prevRX: map[datapath.Pair]uint64{}, prevLoss: map[datapath.Pair]uint64{},
-		prevDev: map[string]datapath.DevCounters{}, prevArr: map[string]uint64{}, dropCarry: map[string]float64{}, pairAt: map[datapath.Pair]int32{}}
+	return obsState{prevLoss: map[datapath.Pair]uint64{},
+		prevDev: map[string]datapath.DevCounters{}, prevArr: map[string]uint64{}, dropCarry: map[string]float64{},
+		pairAt: map[datapath.Pair]int32{}, pairByID: map[mech.PairID]int32{}, pairGen: 1,
+		carryTX: map[datapath.Pair]datapath.Counters{}, carryRX: map[datapath.Pair]uint64{}}
 }
 
 // forgetVM drops what observe keeps of a VM that left the host.
@@ -132,7 +224,7 @@ func (s *obsState) forgetVM(vm string) {
 func (a *Agent) prune(oldBy map[netip.Addr]string) {
 	same := func(ad netip.Addr) bool { n, ok := a.byAddr[ad]; return ok && oldBy[ad] == n }
 	here := func(ad netip.Addr) bool { return a.vms[a.byAddr[ad]] != nil }
-	maps.DeleteFunc(a.prevRX, func(p datapath.Pair, _ uint64) bool {
+	maps.DeleteFunc(a.carryRX, func(p datapath.Pair, _ uint64) bool {
 		return !same(p.Src) || !same(p.Dst) || !here(p.Dst)
 	})
 	maps.DeleteFunc(a.prevLoss, func(p datapath.Pair, _ uint64) bool {
@@ -184,7 +276,10 @@ func (a *Agent) observe(now time.Time) (_ *mech.HostObs, err error) {
 	}()
 	first := a.last.IsZero()
 	sec := now.Sub(a.last).Seconds()
-	obs := &mech.HostObs{Now: now.Sub(a.start), Period: now.Sub(a.last)}
+	// a new observation whose slices are the previous one's storage, as
+	// the simulator gives them
+	obs := &mech.HostObs{Now: now.Sub(a.start), Period: now.Sub(a.last), Egress: a.obs.Egress[:0], Ingress: a.obs.Ingress[:0], VMs: a.obs.VMs[:0]}
+	defer func() { a.obs = *obs }()
 	if first {
 		sec, obs.Period = 0, 0
 	}
@@ -221,37 +316,35 @@ func (a *Agent) observe(now time.Time) (_ *mech.HostObs, err error) {
 	}
 
 	vms := a.sortedVMs()
-	inBy := map[string][]int{} // VM → indices into obs.Ingress
-	tx := make(map[datapath.Pair]datapath.Counters, len(a.prevTX))
 	a.egIdx, a.inIdx = a.egIdx[:0], a.inIdx[:0]
 	for _, v := range vms {
 		if v.TX != nil {
-			cs, err := v.TX.Counters()
+			rs, err := datapath.ReadPairs(v.TX, v.tx.buf)
+			v.tx.buf = rs
 			if err != nil {
 				return nil, fmt.Errorf("pair limiters of %s: %w", v.name, err)
 			}
-			for _, p := range ordered(&v.txOrder, cs) {
-				c := cs[p]
-				tx[p] = c
-				pi := a.pairIndex(p)
+			idx := a.indices(&v.tx)
+			for k := range rs {
+				c := &rs[k].Counters
+				pi := idx[k]
 				info := &a.pairs[pi]
 				if !info.named {
 					continue
 				}
-				id := info.id
-				prev, seen := a.prevTX[p]
-				if !seen {
-					prev = c
+				prev := c
+				if a.reads > 0 && info.txRead == a.reads {
+					prev = &info.tx
 				}
-				lim, limited := a.enf.limits[id]
+				lim, limited := info.lim, info.limited
 				if !limited {
 					lim = mech.Unlimited
 				}
 				limited = limited && !math.IsInf(lim, 1)
-				o := mech.PairObs{Pair: id, Tenant: info.tenant, Rate: rate(delta(c.Bytes, prev.Bytes)), Limit: lim}
+				o := mech.PairObs{Pair: info.id, Tenant: info.tenant, Rate: rate(delta(c.Bytes, prev.Bytes)), Limit: lim}
 				o.LimiterBound = limited && (c.Backlog > 0 || delta32(c.Overlimits, prev.Overlimits) > 0 || delta32(c.Drops, prev.Drops) > 0)
 				if lossSide == mech.LossAtSource {
-					o.Losses = newLoss(p)
+					o.Losses = newLoss(rs[k].Pair)
 				}
 				if o.Rate > 0 || limited || o.Losses > 0 {
 					obs.Egress = append(obs.Egress, o)
@@ -259,40 +352,52 @@ func (a *Agent) observe(now time.Time) (_ *mech.HostObs, err error) {
 				}
 			}
 		}
+		v.inLo = len(obs.Ingress)
 		if v.RX != nil {
-			cs, err := v.RX.Counters()
+			rs, err := datapath.ReadPairs(v.RX, v.rx.buf)
+			v.rx.buf = rs
 			if err != nil {
 				return nil, fmt.Errorf("receive counters of %s: %w", v.name, err)
 			}
-			for _, p := range ordered(&v.rxOrder, cs) {
-				c := cs[p]
-				pi := a.pairIndex(p)
+			idx := a.indices(&v.rx)
+			for k := range rs {
+				c := &rs[k].Counters
+				pi := idx[k]
 				info := &a.pairs[pi]
 				if !info.named {
 					continue
 				}
-				id := info.id
-				prev, seen := a.prevRX[p]
-				a.prevRX[p] = c.Bytes
-				if !seen {
-					prev = c.Bytes
+				prev := c.Bytes
+				if info.rxSeen {
+					prev = info.rx
 				}
-				o := mech.PairObs{Pair: id, Tenant: info.tenant, Rate: rate(delta(c.Bytes, prev)), Limit: mech.Unlimited}
-				if l, ok := a.enf.limits[id]; ok {
-					o.Limit = l
+				info.rx, info.rxSeen = c.Bytes, true
+				o := mech.PairObs{Pair: info.id, Tenant: info.tenant, Rate: rate(delta(c.Bytes, prev)), Limit: mech.Unlimited}
+				if info.limited {
+					o.Limit = info.lim
 				}
 				if lossSide == mech.LossAtDestination {
-					o.Losses = newLoss(p)
+					o.Losses = newLoss(rs[k].Pair)
 				}
 				if o.Rate > 0 || o.Losses > 0 {
-					inBy[v.name] = append(inBy[v.name], len(obs.Ingress))
 					obs.Ingress = append(obs.Ingress, o)
 					a.inIdx = append(a.inIdx, pi)
 				}
 			}
 		}
+		v.inHi = len(obs.Ingress)
 	}
-	a.prevTX = tx
+	// the limiters' reading is now the latest
+	a.reads++
+	clear(a.carryTX)
+	for _, v := range vms {
+		if v.TX == nil {
+			continue
+		}
+		for k, i := range v.tx.idx {
+			a.pairs[i].tx, a.pairs[i].txRead = v.tx.buf[k].Counters, a.reads
+		}
+	}
 
 	dev, err := a.cfg.Path.Devices()
 	if err != nil {
@@ -335,9 +440,9 @@ func (a *Agent) observe(now time.Time) (_ *mech.HostObs, err error) {
 		o.InArrival = o.InRate + o.InDrops
 		if o.InDrops > 0 {
 			best := -1.0
-			for _, i := range inBy[v.name] {
-				if r := obs.Ingress[i].Rate; r > best {
-					best, o.DropSrc = r, obs.Ingress[i].Pair.Src
+			for _, in := range obs.Ingress[v.inLo:v.inHi] {
+				if in.Rate > best {
+					best, o.DropSrc = in.Rate, in.Pair.Src
 				}
 			}
 		}

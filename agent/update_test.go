@@ -449,15 +449,15 @@ func TestUpdatePrunesState(t *testing.T) {
 	p.Device("a1-dev", datapath.DevCounters{Rx: 1})
 	p.Device("c1-dev", datapath.DevCounters{Rx: 1})
 	s.steps(t, 2)
-	if len(a.prevRX) != 3 || len(a.prevLoss) != 3 || len(a.prevDev) != 2 {
-		t.Fatalf("before the update: prevRX %v, prevLoss %v, prevDev %v", a.prevRX, a.prevLoss, a.prevDev)
+	if len(a.prevRX()) != 3 || len(a.prevLoss) != 3 || len(a.prevDev) != 2 {
+		t.Fatalf("before the update: prevRX %v, prevLoss %v, prevDev %v", a.prevRX(), a.prevLoss, a.prevDev)
 	}
 	// c1 and x1 (and with it host h3) leave
 	if err := a.Update(testModel(a1, b1)); err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(a.prevRX, map[datapath.Pair]uint64{b1a1: 1000}) || !maps.Equal(a.prevLoss, map[datapath.Pair]uint64{b1a1: 1}) {
-		t.Errorf("pairs kept: prevRX %v, prevLoss %v; want only b1->a1", a.prevRX, a.prevLoss)
+	if !maps.Equal(a.prevRX(), map[datapath.Pair]uint64{b1a1: 1000}) || !maps.Equal(a.prevLoss, map[datapath.Pair]uint64{b1a1: 1}) {
+		t.Errorf("pairs kept: prevRX %v, prevLoss %v; want only b1->a1", a.prevRX(), a.prevLoss)
 	}
 	if _, ok := a.prevDev["c1-dev"]; ok || len(a.prevDev) != 1 {
 		t.Errorf("devices kept: %v", a.prevDev)
@@ -503,5 +503,63 @@ func TestUpdateRemovePairRefused(t *testing.T) {
 	s.steps(t, 2)
 	if p.Writes() != w {
 		t.Error("a removal the data path took is retried")
+	}
+}
+
+// TestUpdateKeepsReadings: the pairs' readings before a model update
+// are the previous readings of the first observation after it (the
+// pairs' records are indexed anew): a pair's rate over that period is
+// its rate, not zero or two periods' worth, at its source and at its
+// destination; a limit's verdict (held) stands across the update.
+func TestUpdateKeepsReadings(t *testing.T) {
+	a1, b1 := vmSpec{"a1", "T", "h1", "10.0.1.1", 1e9, 1e9}, vmSpec{"b1", "T", "h1", "10.0.1.2", 1e9, 1e9}
+	c1 := vmSpec{"c1", "T", "h2", "10.0.2.1", 1e9, 1e9}
+	p := fakePath(mech.LossAtDestination)
+	mc := &script{live: true, act: func(_ string, step int, _ *mech.HostObs) mech.Actions {
+		if step == 1 {
+			return mech.Actions{Limits: []mech.Limit{pl("a1", "b1", 500e6)}}
+		}
+		return mech.Actions{}
+	}}
+	a := newTestAgent(t, Config{Host: "h1", Model: testModel(a1, b1), Mechanism: mc, Path: p})
+	s := newStepper(a)
+	ab := pair("10.0.1.1", "10.0.1.2")
+	const perStep = 125000 // bytes per 10 ms: 100 Mbit/s
+	sent := uint64(0)
+	step := func() {
+		sent += perStep
+		p.Send(ab, datapath.Counters{Bytes: sent})
+		p.Receive(ab, sent)
+		s.steps(t, 1)
+	}
+	for range 3 {
+		step()
+	}
+	tests := []struct {
+		name   string
+		update *model.Model
+	}{
+		{"same model", testModel(a1, b1)},
+		{"a VM added", testModel(a1, b1, c1)},
+		{"a VM removed", testModel(a1, b1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := a.Update(tc.update); err != nil {
+				t.Fatal(err)
+			}
+			retries := a.Stats().Retries
+			step()
+			obs := mc.agent("h1").obs
+			last := obs[len(obs)-1]
+			eg, ok1 := findPair(last.Egress, "a1", "b1")
+			in, ok2 := findPair(last.Ingress, "a1", "b1")
+			if !ok1 || !ok2 || !near(eg.Rate, 100e6) || !near(in.Rate, 100e6) || eg.Limit != 500e6 {
+				t.Errorf("after the update: egress %+v (%v), ingress %+v (%v), want 100 Mbit/s, limit 500 Mbit/s", eg, ok1, in, ok2)
+			}
+			if got := a.Stats().Retries; got != retries {
+				t.Errorf("%d retries: the limit was found not held after the update", got-retries)
+			}
+		})
 	}
 }

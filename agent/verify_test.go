@@ -2,10 +2,12 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/datapath/fake"
@@ -221,5 +223,102 @@ func TestSchedulerRemovalKeepsVMLimits(t *testing.T) {
 	}
 	if r, ok := p.Sched(mech.Egress).Limit("a"); ok && !math.IsInf(r, 1) {
 		t.Errorf("a's limit %v left after Restore", r)
+	}
+}
+
+// TestHoldsLimitHint: the verdict the driver core gets with a hint (the
+// index of the pair's record) is the one it gets without, for limits
+// held, pinned at another rate, lost, of pairs never read, VM limits,
+// and whatever the hint: none, right, another pair's, out of range.
+func TestHoldsLimitHint(t *testing.T) {
+	c1 := vmSpec{"c1", "T1", "h2", "10.0.2.3", 100e6, 100e6}
+	d1 := vmSpec{"d1", "T1", "h2", "10.0.2.4", 100e6, 100e6}
+	m := testModel(append(t1VMs, c1, d1)...)
+	ab, ac := pl("a1", "b1", 5e6), pl("a1", "c1", 6e6)
+	p := fake.New(fake.Options{Limiters: true})
+	a := newTestAgent(t, Config{Host: "h1", Model: m, Mechanism: once(mech.Actions{Limits: []mech.Limit{ab, ac}}, nil), Path: p})
+	s := newStepper(a)
+	s.steps(t, 3)
+	tests := []struct {
+		name   string
+		change func()
+		l      mech.Limit
+		held   bool
+	}{
+		{"held", func() {}, ab, true},
+		{"another rate", func() {}, pl("a1", "b1", 7e6), false},
+		{"pinned", func() { p.Pin(pair("10.0.1.1", "10.0.2.3"), 1e6) }, ac, false},
+		{"lost", func() { p.LoseClass(pair("10.0.1.1", "10.0.2.1")) }, ab, false},
+		{"never limited", func() {}, pl("a1", "d1", 8e6), false},
+		{"a VM's", func() {}, mech.Limit{Kind: mech.VMEgress, VM: "a1", Rate: 1e6}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.change()
+			if _, err := a.observe(s.now.Add(10 * time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			want := a.enf.HoldsLimit(tc.l)
+			if want != tc.held {
+				t.Fatalf("HoldsLimit %v, want %v", want, tc.held)
+			}
+			other := int32(-1)
+			if i, ok := a.pairByID[mech.PairID{Src: "a1", Dst: "c1"}]; ok && tc.l.Pair.Dst != "c1" {
+				other = i
+			}
+			for _, h := range []int32{-1, a.pairByID[tc.l.Pair], other, int32(len(a.pairs)), 1 << 30} {
+				hint := h
+				if got := a.enf.HoldsLimitHint(tc.l, &hint); got != want {
+					t.Errorf("hint %d: %v, want %v", h, got, want)
+				}
+				if i, ok := a.pairByID[tc.l.Pair]; ok && tc.l.Kind == mech.PairLimit && hint != i {
+					t.Errorf("hint %d left %d, want the pair's index %d", h, hint, i)
+				}
+			}
+		})
+	}
+}
+
+func pl(src, dst string, r float64) mech.Limit {
+	return mech.Limit{Kind: mech.PairLimit, Pair: mech.PairID{Src: src, Dst: dst}, Rate: r}
+}
+
+// TestSnapshotKept: a snapshot keeps what the step before it recorded
+// while later steps reuse the state's storage (pairs, their limits).
+func TestSnapshotKept(t *testing.T) {
+	c1 := vmSpec{"c1", "T1", "h2", "10.0.2.3", 100e6, 100e6}
+	m := testModel(append(t1VMs, c1)...)
+	rates := []float64{5e6, 6e6, mech.Unlimited, 7e6}
+	p := fake.New(fake.Options{Limiters: true})
+	a := newTestAgent(t, Config{Host: "h1", Model: m, Path: p, Mechanism: &script{live: true, act: func(_ string, step int, _ *mech.HostObs) mech.Actions {
+		if step > len(rates) {
+			return mech.Actions{}
+		}
+		return mech.Actions{Limits: []mech.Limit{pl("a1", "b1", rates[step-1]), pl("a1", "c1", 1e6)}}
+	}}})
+	s := newStepper(a)
+	limitOf := func(st State, dst string) string {
+		for _, e := range st.Egress {
+			if e.Dst == dst {
+				if e.Limit == nil {
+					return "none"
+				}
+				return fmt.Sprint(*e.Limit)
+			}
+		}
+		return "absent"
+	}
+	var snaps []State
+	for range len(rates) + 1 {
+		s.steps(t, 1)
+		snaps = append(snaps, a.Snapshot())
+	}
+	// the limit a step observes is the one in force: the previous step's (a
+	// pair neither limited nor sending is not observed)
+	want := []string{"absent", "5e+06", "6e+06", "absent", "7e+06"}
+	for i, st := range snaps {
+		if got := limitOf(st, "b1"); got != want[i] {
+			t.Errorf("snapshot %d: a1->b1 limit %s, want %s", i, got, want[i])
+		}
 	}
 }

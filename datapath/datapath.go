@@ -130,6 +130,37 @@ type PairCounters interface {
 	Counters() (map[Pair]Counters, error)
 }
 
+// PairReading is one pair's counters in a reading (PairReader).
+type PairReading struct {
+	Pair Pair
+	Counters
+}
+
+// PairReader is a PairLimiter or PairCounters that reads into storage
+// its caller reuses from one reading to the next: a host agent reads
+// every pair every period, and a map made per reading is most of what
+// it allocates.
+type PairReader interface {
+	// ReadPairs reads every pair's counters, as Counters does, into
+	// dst[:0] (grown if needed), in ComparePairs order, and returns it.
+	ReadPairs(dst []PairReading) ([]PairReading, error)
+}
+
+// ReadPairs reads src's pairs into dst[:0] in ComparePairs order:
+// through PairReader when src is one, else from the map Counters
+// returns.
+func ReadPairs(src PairCounters, dst []PairReading) ([]PairReading, error) {
+	if r, ok := src.(PairReader); ok {
+		return r.ReadPairs(dst)
+	}
+	cs, err := src.Counters()
+	dst = dst[:0]
+	for _, p := range SortedPairs(cs) {
+		dst = append(dst, PairReading{Pair: p, Counters: cs[p]})
+	}
+	return dst, err
+}
+
 // SchedQueue is the queue of each VM's class in a server's per-VM
 // scheduler, bytes: Gatekeeper's 160 packets of 1514 bytes (§3.1).
 const SchedQueue = 160 * 1514

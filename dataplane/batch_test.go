@@ -118,3 +118,82 @@ func TestSetPairRates(t *testing.T) {
 		t.Errorf("lost pair at %g, want 400e6", got)
 	}
 }
+
+// TestChangeHTBClassesRefusals: with only the last request of a sendmsg
+// asking for an ack, every refused change is still reported for itself
+// and every other one is in force, wherever the refused ones are in the
+// batch and its chunks.
+func TestChangeHTBClassesRefusals(t *testing.T) {
+	needRoot(t)
+	prefix := newPrefix(t)
+	ns, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Close)
+	dev := prefix + "a"
+	if err := ns.AddIFB(dev); err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLimiter(ns, LimiterConfig{Dev: dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 7
+	var handles []uint32
+	for i := range n {
+		p := Pair{Src: netip.AddrFrom4([4]byte{10, 1, 0, 1}), Dst: netip.AddrFrom4([4]byte{10, 2, 0, byte(i + 1)})}
+		if err := l.SetPairRate(p, 1e6); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := l.ClassOf(p)
+		handles = append(handles, h)
+	}
+	f, err := ns.fastSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := TCHandle(1, 0x7000) // no such class: its change is refused
+	tests := []struct {
+		name    string
+		batch   int
+		refused []bool // per change: to a class that does not exist
+	}{
+		{"none", 64, []bool{false, false, false}},
+		{"first", 64, []bool{true, false, false, false}},
+		{"middle", 64, []bool{false, true, false, true, false}},
+		{"last", 64, []bool{false, false, true}},
+		{"all", 64, []bool{true, true, true}},
+		{"chunks of two", 2, []bool{false, true, true, false, false, true, false}},
+	}
+	rate := 2e6
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f.batch = tc.batch
+			rate += 1e6
+			var cs []classChange
+			for i, r := range tc.refused {
+				h := handles[i%n]
+				if r {
+					h = missing
+				}
+				cs = append(cs, classChange{ifindex: l.idx, c: HTBClass{Parent: TCHandle(1, 0), Handle: h, Rate: rate, Ceil: rate}})
+			}
+			errs := f.changeHTBClasses(cs)
+			read, err := ns.classCounters(l.idx, dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range tc.refused {
+				switch {
+				case r && errs[i] == nil:
+					t.Errorf("change %d (no class) not refused", i)
+				case !r && errs[i] != nil:
+					t.Errorf("change %d: %v", i, errs[i])
+				case !r && math.Abs(read[cs[i].c.Handle].Rate-rate) > 8:
+					t.Errorf("change %d: class at %g, want %g", i, read[cs[i].c.Handle].Rate, rate)
+				}
+			}
+		})
+	}
+}

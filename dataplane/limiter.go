@@ -53,14 +53,27 @@ type Limiter struct {
 
 	mu        sync.Mutex
 	pairs     map[Pair]*pairClass
-	free      []uint16 // minors (= u32 nodes) released by RemovePair
+	sorted    []pairMinor // the pairs in ComparePairs order (nil: to be sorted again)
+	slot      []int32     // minor → index into sorted (ReadPairs), -1: none
+	free      []uint16    // minors (= u32 nodes) released by RemovePair
 	next      uint16
 	recreated int
+	batches   uint64 // SetPairRates batches that locked the limiter
 }
 
 type pairClass struct {
 	minor uint16
 	rate  float64 // bits/s in force; +Inf: unlimited (MaxRate)
+	// named is how many ops of batch number batch (SetPairRates) name
+	// the pair
+	batch uint64
+	named int
+}
+
+// pairMinor is a pair and the minor of its class.
+type pairMinor struct {
+	p     Pair
+	minor uint16
 }
 
 // NewLimiter installs an empty limiter on cfg.Dev in ns, replacing the
@@ -227,31 +240,37 @@ func setGroup(ops []RateOp, g []int, errs []error) {
 	slices.SortStableFunc(lims, func(a, b *Limiter) int { return a.idx - b.idx })
 	for _, l := range lims {
 		l.mu.Lock()
+		l.batches++
 	}
 	defer func() {
 		for _, l := range lims {
 			l.mu.Unlock()
 		}
 	}()
-	type key struct {
-		l *Limiter
-		p Pair
-	}
-	seen := make(map[key]int, len(g))
+	// how many ops name each pair with a class (pairClass.named, of
+	// this batch)
 	for _, i := range g {
-		seen[key{ops[i].L, ops[i].P}]++
+		if pc, ok := ops[i].L.pairs[ops[i].P]; ok {
+			if pc.batch != ops[i].L.batches {
+				pc.batch, pc.named = ops[i].L.batches, 0
+			}
+			pc.named++
+		}
 	}
-	// the class changes that go together, and the op of each
+	// the class changes that go together, and the class of each (ops
+	// written alone do not touch them)
 	var changes []classChange
+	var classes []*pairClass
 	alone := make([]bool, len(g))
 	for j, i := range g {
 		op := ops[i]
 		pc, ok := op.L.pairs[op.P]
-		if !ok || seen[key{op.L, op.P}] > 1 || indebted(pc.rate, op.Bps) {
+		if !ok || pc.named > 1 || indebted(pc.rate, op.Bps) {
 			alone[j] = true
 			continue
 		}
 		changes = append(changes, classChange{ifindex: op.L.idx, c: op.L.class(pc.minor, op.Bps)})
+		classes = append(classes, pc)
 	}
 	var cerrs []error
 	if len(changes) > 0 {
@@ -273,9 +292,8 @@ func setGroup(ops []RateOp, g []int, errs []error) {
 			errs[i] = l.setPairRate(op.P, op.Bps)
 			continue
 		}
-		cerr := cerrs[k]
+		cerr, pc := cerrs[k], classes[k]
 		k++
-		pc := l.pairs[op.P]
 		if cerr == nil {
 			pc.rate = op.Bps
 			continue
@@ -296,6 +314,7 @@ func (l *Limiter) forget(p Pair, pc *pairClass) {
 	_ = l.ns.DeleteU32(l.dev, TCHandle(l.major, 0), pc.minor)
 	_ = l.ns.DeleteClass(l.dev, TCHandle(l.major, 0), TCHandle(l.major, pc.minor))
 	delete(l.pairs, p)
+	l.sorted = nil
 	l.free = append(l.free, pc.minor)
 }
 
@@ -326,6 +345,7 @@ func (l *Limiter) create(p Pair, bps float64) error {
 		return fmt.Errorf("limiter: pair %s: %w", p, err)
 	}
 	l.pairs[p] = &pairClass{minor: minor, rate: bps}
+	l.sorted = nil
 	return nil
 }
 
@@ -383,6 +403,7 @@ func (l *Limiter) removePair(p Pair, pc *pairClass) error {
 		return fmt.Errorf("limiter: pair %s: %w", p, err)
 	}
 	delete(l.pairs, p)
+	l.sorted = nil
 	l.free = append(l.free, pc.minor)
 	return nil
 }
@@ -407,4 +428,49 @@ func (l *Limiter) Counters() (map[Pair]Counters, error) {
 		out[p] = cs[TCHandle(l.major, pc.minor)]
 	}
 	return out, nil
+}
+
+var _ datapath.PairReader = (*Limiter)(nil)
+
+// ReadPairs implements datapath.PairReader: Counters into dst, with no
+// allocation once dst holds every pair (one netlink dump, parsed into
+// dst in place; the pairs' order is kept from one reading to the next
+// while they stay the same).
+func (l *Limiter) ReadPairs(dst []datapath.PairReading) ([]datapath.PairReading, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sorted == nil {
+		l.sorted = make([]pairMinor, 0, len(l.pairs))
+		for p, pc := range l.pairs {
+			l.sorted = append(l.sorted, pairMinor{p, pc.minor})
+		}
+		slices.SortFunc(l.sorted, func(a, b pairMinor) int { return datapath.ComparePairs(a.p, b.p) })
+		n := 0
+		for _, pm := range l.sorted {
+			n = max(n, int(pm.minor)+1)
+		}
+		l.slot = slices.Grow(l.slot[:0], n)[:n]
+		for i := range l.slot {
+			l.slot[i] = -1
+		}
+		for i, pm := range l.sorted {
+			l.slot[pm.minor] = int32(i)
+		}
+	}
+	dst = slices.Grow(dst[:0], len(l.sorted))[:len(l.sorted)]
+	for i, pm := range l.sorted {
+		dst[i] = datapath.PairReading{Pair: pm.p}
+	}
+	err := l.ns.dumpClasses(l.idx, l.dev, func(h uint32, c Counters) {
+		if uint16(h>>16) != l.major {
+			return
+		}
+		if m := int(h & 0xffff); m < len(l.slot) && l.slot[m] >= 0 {
+			dst[l.slot[m]].Counters = c
+		}
+	})
+	if err != nil {
+		return dst[:0], fmt.Errorf("limiter: %w", err)
+	}
+	return dst, nil
 }

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"github.com/bulkhead-dc/bulkhead/datapath"
 	"net"
 	"net/netip"
 	"time"
@@ -92,6 +93,24 @@ func (n *NS) LinkIndex(name string) (int, error) {
 		return 0, err
 	}
 	return l.Attrs().Index, nil
+}
+
+// DevCounters returns every device's byte counters in the namespace, by
+// name (datapath.DevCounters: Rx received, Tx transmitted, what the
+// netlink package's LinkList reads as a link's statistics), on the
+// namespace's hot-path socket: one dump of the devices' statistics
+// alone, parsed by hand, named by a dump of the links made again only
+// when a link changes (fastNL.devStats).
+func (n *NS) DevCounters() (map[string]datapath.DevCounters, error) {
+	f, err := n.fastSocket()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]datapath.DevCounters{}
+	if err := f.devStats(func(name string, c datapath.DevCounters) { out[name] = c }); err != nil {
+		return nil, fmt.Errorf("netns %s: %w", n.Name, err)
+	}
+	return out, nil
 }
 
 // Links returns the names of the devices in the namespace.

@@ -24,13 +24,38 @@ type fastNL struct {
 	seq   uint32
 	buf   []byte
 	rbuf  []byte
-	tick  float64 // psched ticks per microsecond
-	batch int     // the most requests of one sendmsg (changeHTBClasses)
+	tick  float64           // psched ticks per microsecond
+	batch int               // the most requests of one sendmsg (changeHTBClasses)
+	names map[string]string // devices' names dumpLinks read, each one string (intern)
+
+	// devStats' names of the devices by index, valid while the link
+	// monitor (mon, -1: not open yet) reports no change of a link
+	ns     *NS
+	mon    int
+	ifname map[int32]string
+}
+
+// maxNames bounds the names intern keeps.
+const maxNames = 4096
+
+// intern returns name as a string, the same string every time it reads
+// the same (f.mu held): a host agent reads the same devices' names
+// every period.
+func (f *fastNL) intern(name []byte) string {
+	if s, ok := f.names[string(name)]; ok {
+		return s
+	}
+	if f.names == nil || len(f.names) >= maxNames {
+		f.names = map[string]string{}
+	}
+	s := string(name)
+	f.names[s] = s
+	return s
 }
 
 // newFastNL opens the socket inside ns.
 func newFastNL(ns *NS) (*fastNL, error) {
-	f := &fastNL{fd: -1, buf: make([]byte, 0, 128), rbuf: make([]byte, 64<<10), tick: netlink.TickInUsec()}
+	f := &fastNL{fd: -1, buf: make([]byte, 0, 128), rbuf: make([]byte, 64<<10), tick: netlink.TickInUsec(), ns: ns, mon: -1}
 	err := ns.Do(func() error {
 		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 		if err != nil {
@@ -87,6 +112,10 @@ func (f *fastNL) close() {
 	if f.fd >= 0 {
 		unix.Close(f.fd)
 		f.fd = -1
+	}
+	if f.mon >= 0 {
+		unix.Close(f.mon)
+		f.mon = -1
 	}
 }
 
@@ -163,16 +192,28 @@ func (f *fastNL) changeHTBClasses(cs []classChange) []error {
 }
 
 // changeChunk sends one sendmsg of changes and collects their answers
-// (f.mu held).
+// (f.mu held). Only the last request asks for an ack: the kernel
+// handles the requests of one sendmsg in order before sendmsg returns
+// and answers every refused one whether or not it asked (netlink_rcv_skb),
+// so once the last one's ack is read every refusal before it has been,
+// and a request without an answer was taken. One ack per request would
+// cost a receive each (netlink hands over one answer per recvmsg).
 func (f *fastNL) changeChunk(cs []classChange, errs []error) {
 	b := f.buf[:0]
 	first := f.seq + 1
+	lastAt := -1 // where the last request starts in b
 	for i, c := range cs {
 		var err error
 		f.seq++
+		at := len(b)
 		if b, err = f.appendHTBChange(b, f.seq, c.ifindex, c.c); err != nil {
 			errs[i] = err
+			continue
 		}
+		lastAt = at
+	}
+	if lastAt >= 0 {
+		binary.NativeEndian.PutUint16(b[lastAt+6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK)
 	}
 	f.buf = b
 	pending := 0
@@ -185,7 +226,7 @@ func (f *fastNL) changeChunk(cs []classChange, errs []error) {
 	if pending == 0 {
 		return
 	}
-	if err := unix.Sendto(f.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if _, err := unix.Write(f.fd, b); err != nil {
 		for i := range cs {
 			if errs[i] == errNoAnswer {
 				errs[i] = fmt.Errorf("change htb class %s: send: %w", netlink.HandleStr(cs[i].c.Handle), err)
@@ -194,8 +235,16 @@ func (f *fastNL) changeChunk(cs []classChange, errs []error) {
 		return
 	}
 	last := f.seq
+	// the seq of the request whose ack ends the answers
+	acked := uint32(0)
+	for i := len(cs) - 1; i >= 0; i-- {
+		if errs[i] == errNoAnswer {
+			acked = first + uint32(i)
+			break
+		}
+	}
 	for pending > 0 {
-		n, _, err := unix.Recvfrom(f.fd, f.rbuf, 0)
+		n, err := unix.Read(f.fd, f.rbuf)
 		if err == unix.EINTR {
 			continue
 		}
@@ -228,14 +277,23 @@ func (f *fastNL) changeChunk(cs []classChange, errs []error) {
 				continue
 			}
 			pending--
-			h := netlink.HandleStr(cs[i].c.Handle)
 			switch {
 			case len(m.Data) < 4:
-				errs[i] = fmt.Errorf("change htb class %s: short answer", h)
+				errs[i] = fmt.Errorf("change htb class %s: short answer", netlink.HandleStr(cs[i].c.Handle))
 			case int32(binary.NativeEndian.Uint32(m.Data)) != 0:
-				errs[i] = fmt.Errorf("change htb class %s: %w", h, syscall.Errno(-int32(binary.NativeEndian.Uint32(m.Data))))
+				errs[i] = fmt.Errorf("change htb class %s: %w", netlink.HandleStr(cs[i].c.Handle), syscall.Errno(-int32(binary.NativeEndian.Uint32(m.Data))))
 			default:
 				errs[i] = nil
+			}
+			if seq == acked {
+				// every request before it that was refused has its
+				// answer: the others were taken
+				for j := range i {
+					if errs[j] == errNoAnswer {
+						errs[j] = nil
+						pending--
+					}
+				}
 			}
 		}
 	}
@@ -270,7 +328,7 @@ func (f *fastNL) appendHTBChange(b []byte, seq uint32, ifindex int, c HTBClass) 
 	// nlmsghdr; the length is patched at the end
 	b = ne.AppendUint32(b, 0)
 	b = ne.AppendUint16(b, unix.RTM_NEWTCLASS)
-	b = ne.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_ACK)
+	b = ne.AppendUint16(b, unix.NLM_F_REQUEST) // changeChunk asks the last one's ack
 	b = ne.AppendUint32(b, seq)
 	b = ne.AppendUint32(b, 0)
 	// tcmsg
@@ -333,34 +391,113 @@ const (
 func (f *fastNL) dumpClasses(ifindex int, fn func(handle uint32, c Counters)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fd < 0 {
-		return errors.New("list classes: netlink socket closed")
-	}
-	f.seq++
-	seq := f.seq
 	ne := binary.NativeEndian
-	b := f.buf[:0]
-	b = ne.AppendUint32(b, unix.SizeofNlMsghdr+sizeofTcMsg)
-	b = ne.AppendUint16(b, unix.RTM_GETTCLASS)
-	b = ne.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-	b = ne.AppendUint32(b, seq)
-	b = ne.AppendUint32(b, 0)
+	b := f.request(unix.RTM_GETTCLASS, sizeofTcMsg)
 	b = append(b, unix.AF_UNSPEC, 0, 0, 0)
 	b = ne.AppendUint32(b, uint32(int32(ifindex)))
 	b = ne.AppendUint32(b, 0)
 	b = ne.AppendUint32(b, 0)
 	b = ne.AppendUint32(b, 0)
-	f.buf = b
-	if err := unix.Sendto(f.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("list classes: send: %w", err)
+	return f.dump("list classes", b, func(typ uint16, m []byte) error {
+		if typ != unix.RTM_NEWTCLASS {
+			return nil
+		}
+		if len(m) < sizeofTcMsg {
+			return errors.New("short class")
+		}
+		fn(ne.Uint32(m[8:]), parseClass(m[sizeofTcMsg:]))
+		return nil
+	})
+}
+
+// Linux uapi constants (linux/if_link.h, linux/rtnetlink.h).
+const (
+	sizeofIfInfoMsg = 16
+	iflaIfname      = 3
+	iflaExtMask     = 29
+)
+
+// dumpLinkNames reads every device of the namespace in one netlink dump
+// (RTM_GETLINK), parsed by hand: each device's index and name, given to
+// fn in the kernel's order; name is valid during the call only. f.mu
+// held.
+func (f *fastNL) dumpLinkNames(fn func(idx int32, name []byte)) error {
+	ne := binary.NativeEndian
+	b := f.request(unix.RTM_GETLINK, sizeofIfInfoMsg+8)
+	b = append(b, unix.AF_UNSPEC, 0)
+	b = ne.AppendUint16(b, 0) // type
+	b = ne.AppendUint32(b, 0) // index
+	b = ne.AppendUint32(b, 0) // flags
+	b = ne.AppendUint32(b, 0) // change
+	// IFLA_EXT_MASK 0: no VF or other extended information
+	b = ne.AppendUint16(b, 8)
+	b = ne.AppendUint16(b, iflaExtMask)
+	b = ne.AppendUint32(b, 0)
+	return f.dump("list links", b, func(typ uint16, m []byte) error {
+		if typ != unix.RTM_NEWLINK {
+			return nil
+		}
+		if len(m) < sizeofIfInfoMsg {
+			return errors.New("short link")
+		}
+		attrs(m[sizeofIfInfoMsg:], func(typ uint16, v []byte) {
+			if typ == iflaIfname {
+				if i := bytesIndexZero(v); i >= 0 {
+					v = v[:i]
+				}
+				fn(int32(ne.Uint32(m[4:])), v)
+			}
+		})
+		return nil
+	})
+}
+
+// bytesIndexZero is the index of the first NUL of b, -1 if none.
+func bytesIndexZero(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// request starts a dump request of type typ whose body (after the
+// netlink header) is n bytes, in f's buffer (f.mu held).
+func (f *fastNL) request(typ uint16, n int) []byte {
+	f.seq++
+	ne := binary.NativeEndian
+	b := f.buf[:0]
+	b = ne.AppendUint32(b, uint32(unix.SizeofNlMsghdr+n))
+	b = ne.AppendUint16(b, typ)
+	b = ne.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	b = ne.AppendUint32(b, f.seq)
+	b = ne.AppendUint32(b, 0)
+	return b
+}
+
+// dump sends the dump request req (f.request's, completed) and gives
+// each message of the answer to fn (its type and body) until the dump
+// is done (f.mu held). what names the request in errors.
+func (f *fastNL) dump(what string, req []byte, fn func(typ uint16, m []byte) error) error {
+	if f.fd < 0 {
+		return fmt.Errorf("%s: netlink socket closed", what)
+	}
+	f.buf = req
+	seq := f.seq
+	ne := binary.NativeEndian
+	// to the kernel (an unconnected netlink socket's default), and read
+	// without the sender's address: neither allocates
+	if _, err := unix.Write(f.fd, req); err != nil {
+		return fmt.Errorf("%s: send: %w", what, err)
 	}
 	for {
-		n, _, err := unix.Recvfrom(f.fd, f.rbuf, 0)
+		n, err := unix.Read(f.fd, f.rbuf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("list classes: receive: %w", err)
+			return fmt.Errorf("%s: receive: %w", what, err)
 		}
 		rb := f.rbuf[:n]
 		for len(rb) >= unix.SizeofNlMsghdr {
@@ -368,7 +505,7 @@ func (f *fastNL) dumpClasses(ifindex int, fn func(handle uint32, c Counters)) er
 			typ := ne.Uint16(rb[4:])
 			mseq := ne.Uint32(rb[8:])
 			if l < unix.SizeofNlMsghdr || l > len(rb) {
-				return errors.New("list classes: malformed answer")
+				return fmt.Errorf("%s: malformed answer", what)
 			}
 			m := rb[unix.SizeofNlMsghdr:l]
 			rb = rb[min(nlmAlign(l), len(rb)):]
@@ -381,16 +518,14 @@ func (f *fastNL) dumpClasses(ifindex int, fn func(handle uint32, c Counters)) er
 			case unix.NLMSG_ERROR:
 				if len(m) >= 4 {
 					if e := int32(ne.Uint32(m)); e != 0 {
-						return fmt.Errorf("list classes: %w", syscall.Errno(-e))
+						return fmt.Errorf("%s: %w", what, syscall.Errno(-e))
 					}
 				}
 				return nil
-			case unix.RTM_NEWTCLASS:
-				if len(m) < sizeofTcMsg {
-					return errors.New("list classes: short class")
+			default:
+				if err := fn(typ, m); err != nil {
+					return fmt.Errorf("%s: %w", what, err)
 				}
-				handle := ne.Uint32(m[8:])
-				fn(handle, parseClass(m[sizeofTcMsg:]))
 			}
 		}
 	}

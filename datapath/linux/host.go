@@ -243,16 +243,9 @@ func (h *Host) Detach(vm string) error {
 // Devices implements datapath.Host: one netlink dump of the server's
 // links.
 func (h *Host) Devices() (map[string]datapath.DevCounters, error) {
-	links, err := h.cfg.NS.Netlink().LinkList()
+	out, err := h.cfg.NS.DevCounters()
 	if err != nil {
-		return nil, fmt.Errorf("linux data path: netns %s: list links: %w", h.cfg.NS.Name, err)
-	}
-	out := make(map[string]datapath.DevCounters, len(links))
-	for _, l := range links {
-		at := l.Attrs()
-		if s := at.Statistics; s != nil {
-			out[at.Name] = datapath.DevCounters{Rx: s.RxBytes, Tx: s.TxBytes}
-		}
+		return nil, fmt.Errorf("linux data path: %w", err)
 	}
 	return out, nil
 }

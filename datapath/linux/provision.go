@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -109,9 +110,16 @@ type RXCounters struct {
 	c    *pairbytes.Counter
 	mu   sync.Mutex
 	want map[datapath.Pair]bool
+	// sorted is want in ComparePairs order and at its index (nil: to be
+	// sorted again), for ReadPairs
+	sorted []datapath.Pair
+	at     map[datapath.Pair]int
 }
 
-var _ datapath.PairCounterSet = (*RXCounters)(nil)
+var (
+	_ datapath.PairCounterSet = (*RXCounters)(nil)
+	_ datapath.PairReader     = (*RXCounters)(nil)
+)
 
 // NewRXCounters attaches receive counters to dev (in ns), the VM's device
 // on the server: a counter a process that died left there is replaced.
@@ -128,7 +136,10 @@ func NewRXCounters(ns *dataplane.NS, dev string) (*RXCounters, error) {
 func (r *RXCounters) CountPair(p datapath.Pair) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.want[p] = true
+	if !r.want[p] {
+		r.want[p] = true
+		r.sorted = nil
+	}
 	return nil
 }
 
@@ -136,7 +147,10 @@ func (r *RXCounters) CountPair(p datapath.Pair) error {
 func (r *RXCounters) RemovePair(p datapath.Pair) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.want, p)
+	if r.want[p] {
+		delete(r.want, p)
+		r.sorted = nil
+	}
 	return nil
 }
 
@@ -155,6 +169,34 @@ func (r *RXCounters) Counters() (map[datapath.Pair]datapath.Counters, error) {
 		out[p] = datapath.Counters{Bytes: c.SegBytes, Packets: c.Segments}
 	}
 	return out, nil
+}
+
+// ReadPairs implements datapath.PairReader: Counters into dst, one
+// batched read of the program's map with no allocation once dst holds
+// every pair.
+func (r *RXCounters) ReadPairs(dst []datapath.PairReading) ([]datapath.PairReading, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sorted == nil {
+		r.sorted = datapath.SortedPairs(r.want)
+		r.at = make(map[datapath.Pair]int, len(r.sorted))
+		for i, p := range r.sorted {
+			r.at[p] = i
+		}
+	}
+	dst = slices.Grow(dst[:0], len(r.sorted))[:len(r.sorted)]
+	for i, p := range r.sorted {
+		dst[i] = datapath.PairReading{Pair: p}
+	}
+	err := r.c.Each(func(p datapath.Pair, c pairbytes.Counts) {
+		if i, ok := r.at[p]; ok {
+			dst[i].Counters = datapath.Counters{Bytes: c.SegBytes, Packets: c.Segments}
+		}
+	})
+	if err != nil {
+		return dst[:0], err
+	}
+	return dst, nil
 }
 
 // Close removes the counters' program (and the clsact qdisc if it added

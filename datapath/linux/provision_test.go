@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -251,6 +252,9 @@ func TestProvisionNetns(t *testing.T) {
 	if math.Abs(txr-provisionLimit) > 0.1*provisionLimit || math.Abs(rxr-provisionLimit) > 0.1*provisionLimit {
 		t.Errorf("rates %.1f and %.1f Mbit/s, want %.0f ±10%%", txr/1e6, rxr/1e6, provisionLimit/1e6)
 	}
+	// under traffic, the readings into kept storage are the maps'
+	readsAsCounters(t, "limiter", pa.TX, v.pair)
+	readsAsCounters(t, "receive counters", pb.RX, v.pair)
 	// a second VM in a's namespace, on a veth of its own
 	if err := v.srv.AddVeth(v.prefix+"sc", v.a, v.prefix+"c"); err != nil {
 		t.Fatal(err)
@@ -488,5 +492,45 @@ func TestCloseLeavesLimitsAdopted(t *testing.T) {
 			pristine(t, v.a, v.aDev)
 			noIFB(t, v.srv)
 		})
+	}
+}
+
+// readsAsCounters checks, while pair p's traffic runs, that src's
+// ReadPairs (datapath.PairReader) reads the pairs Counters reads, in
+// order, each counter between two readings of Counters, the rates the
+// same.
+func readsAsCounters(t *testing.T, what string, src datapath.PairCounters, p datapath.Pair) {
+	t.Helper()
+	r, ok := src.(datapath.PairReader)
+	if !ok {
+		t.Fatalf("%s: not a datapath.PairReader", what)
+	}
+	for range 3 {
+		before, err := src.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := r.ReadPairs(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := src.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(rs), len(before); got != want || !slices.IsSortedFunc(rs, func(a, b datapath.PairReading) int { return datapath.ComparePairs(a.Pair, b.Pair) }) {
+			t.Fatalf("%s: %d pairs read (sorted: %v), Counters %d", what, got, slices.IsSortedFunc(rs, func(a, b datapath.PairReading) int { return datapath.ComparePairs(a.Pair, b.Pair) }), want)
+		}
+		for _, c := range rs {
+			lo, hi := before[c.Pair], after[c.Pair]
+			if c.Bytes < lo.Bytes || c.Bytes > hi.Bytes || c.Packets < lo.Packets || c.Packets > hi.Packets ||
+				c.Overlimits < lo.Overlimits || c.Overlimits > hi.Overlimits || c.Drops < lo.Drops || c.Drops > hi.Drops ||
+				c.Rate != lo.Rate || c.Ceil != lo.Ceil {
+				t.Errorf("%s: %s read %+v, Counters %+v then %+v", what, c.Pair, c.Counters, lo, hi)
+			}
+		}
+		if c := after[p]; c.Bytes == 0 {
+			t.Errorf("%s: no traffic counted for %s: %+v", what, p, c)
+		}
 	}
 }

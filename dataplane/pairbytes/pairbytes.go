@@ -105,6 +105,10 @@ type Counter struct {
 	mu     sync.RWMutex // readers of the maps hold it shared, so Close waits for them
 	objs   *pairbytesObjects
 	closed bool
+
+	bufMu sync.Mutex // the batches' buffers (Each)
+	keys  []pairbytesPair
+	vals  []pairbytesCounts
 }
 
 // Attach counts what dev (in ns) receives, with the default Config.
@@ -358,44 +362,61 @@ const batchSize = 256
 // a reading taken while a packet is being counted may have its bytes and
 // not yet its packet; the next reading has both.
 func (c *Counter) Read() (map[Pair]Counts, error) {
+	out := make(map[Pair]Counts)
+	if err := c.Each(func(p Pair, n Counts) { out[p] = n }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Each reads the map as Read does and gives each pair's counts to fn, in
+// the map's order, with no allocation after the first reading (the
+// batches' buffers are kept). A failed batch read may have given fn
+// some pairs already.
+func (c *Counter) Each(fn func(Pair, Counts)) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
-		return nil, errors.New("pairbytes: counter closed")
+		return errors.New("pairbytes: counter closed")
 	}
+	c.bufMu.Lock()
+	defer c.bufMu.Unlock()
 	m := c.objs.PairbytesPairs
-	out := make(map[Pair]Counts)
 	chunk := int(min(m.MaxEntries(), batchSize))
-	keys := make([]pairbytesPair, chunk)
-	vals := make([]pairbytesCounts, chunk)
+	if len(c.keys) < chunk {
+		c.keys, c.vals = make([]pairbytesPair, chunk), make([]pairbytesCounts, chunk)
+	}
+	keys, vals := c.keys[:chunk], c.vals[:chunk]
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := m.BatchLookup(&cursor, keys, vals, nil)
 		for i := range n {
-			out[pairOf(keys[i])] = countsOf(vals[i])
+			fn(pairOf(keys[i]), countsOf(vals[i]))
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return out, nil
+			return nil
 		}
 		if errors.Is(err, ebpf.ErrNotSupported) {
+			if n > 0 {
+				return fmt.Errorf("pairbytes: read %s: batch lookup unsupported after %d pairs", c.dev, n)
+			}
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("pairbytes: read %s: %w", c.dev, err)
+			return fmt.Errorf("pairbytes: read %s: %w", c.dev, err)
 		}
 	}
 	// No batch operations: iterate.
-	clear(out)
 	var k pairbytesPair
 	var v pairbytesCounts
 	it := m.Iterate()
 	for it.Next(&k, &v) {
-		out[pairOf(k)] = countsOf(v)
+		fn(pairOf(k), countsOf(v))
 	}
 	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("pairbytes: read %s: %w", c.dev, err)
+		return fmt.Errorf("pairbytes: read %s: %w", c.dev, err)
 	}
-	return out, nil
+	return nil
 }
 
 // Stats returns the counts of the packets not counted under a pair,

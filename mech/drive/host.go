@@ -52,6 +52,18 @@ type SchedulerVerifier interface {
 	HoldsScheduler(s mech.Scheduler) bool
 }
 
+// HintedVerifier is a Verifier that finds a limit's enforcement point
+// faster from a hint it left for it: Host keeps one hint per desired
+// limit, -1 until the enforcer sets it.
+type HintedVerifier interface {
+	Verifier
+	// HoldsLimitHint is HoldsLimit(l), given what the enforcer stored
+	// at *hint when last asked about l's enforcement point (-1: never);
+	// it may store a new hint there. A hint is only a hint: a wrong one
+	// must not change the answer.
+	HoldsLimitHint(l mech.Limit, hint *int32) bool
+}
+
 // BatchEnforcer is implemented by enforcers that write many pair limits
 // at once (one round trip to the data path rather than one per limit).
 // Host then gives it, every step, the pair limits the mechanism asked
@@ -102,6 +114,8 @@ type Host struct {
 	// point; failed counts the limits whose last write failed; spend
 	// marks schedulers whose last write failed
 	limits map[limitKey]*desired
+	order  []*desired // the desired limits, in no order (reconcile walks them)
+	bat    batch      // a step's batch of pair limits (BatchEnforcer), reused
 	failed int
 	scheds [2]*mech.Scheduler
 	spend  [2]bool
@@ -122,7 +136,35 @@ type desired struct {
 	l      mech.Limit
 	step   int64
 	failed bool
-	gen    int64 // Host.gen when its VMs were last checked
+	gen    int64    // Host.gen when its VMs were last checked
+	key    limitKey // its enforcement point
+	pos    int      // its index in Host.order
+	hint   int32    // the enforcer's (HintedVerifier)
+}
+
+// want returns the desired limit of point k, made if there is none.
+func (h *Host) want(k limitKey) *desired {
+	d := h.limits[k]
+	if d == nil {
+		d = &desired{key: k, pos: len(h.order), hint: -1}
+		h.limits[k] = d
+		h.order = append(h.order, d)
+	}
+	return d
+}
+
+// unwant forgets the desired limit of point k.
+func (h *Host) unwant(k limitKey) {
+	d := h.limits[k]
+	if d == nil {
+		return
+	}
+	last := len(h.order) - 1
+	h.order[d.pos] = h.order[last]
+	h.order[d.pos].pos = d.pos
+	h.order[last] = nil
+	h.order = h.order[:last]
+	delete(h.limits, k)
 }
 
 // limitKey is one enforcement point.
@@ -267,7 +309,7 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		keep(h.writeScheduler(d, false))
 	}
 	be, _ := h.enf.(BatchEnforcer)
-	var b batch
+	b := &h.bat
 	for _, l := range act.Limits {
 		k := keyOf(l)
 		d := h.limits[k]
@@ -286,12 +328,11 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		}
 		if be != nil && b.has(k) {
 			// the same point twice in a step: written in order
-			keep(h.flush(be, &b))
+			keep(h.flush(be, b))
 			d = h.limits[k]
 		}
 		if d == nil {
-			d = &desired{}
-			h.limits[k] = d
+			d = h.want(k)
 		}
 		d.l, d.step, d.gen = l, step, h.gen
 		if be != nil && l.Kind == mech.PairLimit {
@@ -300,9 +341,9 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		}
 		keep(h.writeDesired(k, d, false))
 	}
-	keep(h.reconcile(step, schedTouched, be, &b))
+	keep(h.reconcile(step, schedTouched, be, b))
 	if be != nil {
-		keep(h.flush(be, &b))
+		keep(h.flush(be, b))
 	}
 	for i := range act.Messages {
 		m := &act.Messages[i]
@@ -348,11 +389,7 @@ func (h *Host) Failsafe() (int, error) {
 			continue
 		}
 		k := keyOf(l)
-		d := h.limits[k]
-		if d == nil {
-			d = &desired{}
-			h.limits[k] = d
-		}
+		d := h.want(k)
 		d.l = l
 		n++
 		if err := h.writeLimit(k, false); err != nil {
@@ -404,8 +441,17 @@ func (h *Host) flush(be BatchEnforcer, b *batch) error {
 			out = append(out, err)
 		}
 	}
-	*b = batch{}
+	b.reset()
 	return errors.Join(out...)
+}
+
+// reset empties the batch, keeping its storage for the next one.
+func (b *batch) reset() {
+	clear(b.keys)
+	clear(b.ds)
+	clear(b.limits)
+	clear(b.in)
+	b.keys, b.ds, b.retry, b.limits = b.keys[:0], b.ds[:0], b.retry[:0], b.limits[:0]
 }
 
 // writeLimit writes the desired limit k; an Unlimited one that reached the
@@ -428,7 +474,7 @@ func (h *Host) wrote(k limitKey, d *desired, retry bool, err error) error {
 		return h.errf("set %s: %w", describe(d.l, retry), err)
 	}
 	if math.IsInf(d.l.Rate, 1) {
-		delete(h.limits, k)
+		h.unwant(k)
 	}
 	return nil
 }
@@ -515,14 +561,22 @@ func (h *Host) reconcile(step int64, schedTouched [2]bool, be BatchEnforcer, b *
 	if h.failed == 0 && ver == nil {
 		return errors.Join(errs...)
 	}
+	hver, _ := h.enf.(HintedVerifier)
 	var redo []limitKey
-	for k, d := range h.limits {
+	for _, d := range h.order {
 		if d.step == step {
 			continue
 		}
-		if d.failed || (ver != nil && !ver.HoldsLimit(d.l)) {
-			redo = append(redo, k)
+		switch {
+		case d.failed:
+		case hver != nil:
+			if hver.HoldsLimitHint(d.l, &d.hint) {
+				continue
+			}
+		case ver == nil || ver.HoldsLimit(d.l):
+			continue
 		}
+		redo = append(redo, d.key)
 	}
 	slices.SortFunc(redo, compareKeys)
 	for _, k := range redo {
@@ -609,7 +663,7 @@ func (h *Host) Update(env mech.Env) error {
 			errs = append(errs, err)
 		}
 		h.markFailed(d, false)
-		delete(h.limits, k)
+		h.unwant(k)
 	}
 	// Desired schedulers lose the weights of VMs that left.
 	for _, s := range h.scheds {

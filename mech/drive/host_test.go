@@ -2,6 +2,7 @@ package drive_test
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -327,5 +328,78 @@ func TestHostReappliesLostScheduler(t *testing.T) {
 	}
 	if s, ok := f.scheds[mech.Ingress]; !ok || s.Rate != 9.5e8 || h.Stats().Retries != 1 {
 		t.Errorf("lost scheduler: in force %v (%+v), stats %+v", ok, s, h.Stats())
+	}
+}
+
+// hinted is a fakeEnforcer that is a drive.HintedVerifier: it gives
+// each enforcement point the hint 100+n (n: the points hinted before)
+// and records the points asked about and the hints they came with.
+type hinted struct {
+	*fakeEnforcer
+	hints map[string]int32
+	asked map[string]int32 // point → hint given in the latest step
+}
+
+func (f *hinted) HoldsLimitHint(l mech.Limit, hint *int32) bool {
+	k := key(l)
+	f.asked[k] = *hint
+	if *hint < 0 {
+		if _, ok := f.hints[k]; !ok {
+			f.hints[k] = int32(100 + len(f.hints))
+		}
+		*hint = f.hints[k]
+	}
+	return f.HoldsLimit(l)
+}
+
+// TestHostHintedVerifier: every desired limit not written in a step is
+// checked once per step, with the hint the enforcer left for its point
+// (-1 the first time), whatever limits come and go around it; a limit
+// its check finds lost is re-applied.
+func TestHostHintedVerifier(t *testing.T) {
+	env := mech.Env{Host: "h1"}
+	for _, n := range []string{"a", "b", "c", "d", "x"} {
+		env.VMs = append(env.VMs, mech.VM{Name: n, Tenant: "T", Host: "h1", In: 1e8, Out: 1e8})
+	}
+	tests := []struct {
+		name   string
+		limits []mech.Limit
+		lose   string
+		asked  map[string]int32 // points checked and the hints they came with
+	}{
+		{"four limits", []mech.Limit{pl("x", "a", 1e6), pl("x", "b", 1e6), pl("x", "c", 1e6), pl("x", "d", 1e6)}, "", map[string]int32{}},
+		{"first check", nil, "", map[string]int32{"x->a": -1, "x->b": -1, "x->c": -1, "x->d": -1}},
+		{"hints kept", nil, "", map[string]int32{"x->a": 100, "x->b": 101, "x->c": 102, "x->d": 103}},
+		{"one removed, one changed", []mech.Limit{pl("x", "a", mech.Unlimited), pl("x", "c", 2e6)}, "", map[string]int32{"x->b": 101, "x->d": 103}},
+		{"after the removal", nil, "x->d", map[string]int32{"x->b": 101, "x->c": 102, "x->d": 103}},
+		{"re-added", []mech.Limit{pl("x", "a", 3e6)}, "", map[string]int32{"x->b": 101, "x->c": 102, "x->d": 103}},
+		{"a new point's hint", nil, "", map[string]int32{"x->a": -1, "x->b": 101, "x->c": 102, "x->d": 103}},
+	}
+	m := &scripted{}
+	for _, tc := range tests {
+		m.steps = append(m.steps, mech.Actions{Limits: tc.limits})
+	}
+	f := &hinted{fakeEnforcer: newFake(), hints: map[string]int32{}}
+	h, err := drive.NewHost(m, env, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range tests {
+		f.asked = map[string]int32{}
+		f.lose = tc.lose
+		if _, err := h.Step(&mech.HostObs{Now: time.Duration(i) * 10 * time.Millisecond}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !maps.Equal(f.asked, tc.asked) {
+			t.Errorf("%s: checked %v, want %v", tc.name, f.asked, tc.asked)
+		}
+		if tc.lose != "" {
+			if _, ok := f.limits[tc.lose]; !ok {
+				t.Errorf("%s: lost limit %s not re-applied: %v", tc.name, tc.lose, f.limits)
+			}
+		}
+	}
+	if got := len(h.Desired()); got != 4 {
+		t.Errorf("%d limits desired, want 4", got)
 	}
 }
