@@ -249,7 +249,7 @@ func windowsAt(in *eval.Input, tenant string, from time.Duration, g, frac float6
 
 // TestPulsarRealClosedLoop: a closed-loop tenant (A, 32 outstanding
 // requests, guarantee 40 MT/s) beside two open-loop tenants at a real
-// redis-server at 0.4 of a CPU (scenarios/real-closed-loop.yaml). Under
+// redis-server at 0.35 of a CPU (scenarios/real-closed-loop.yaml). Under
 // none the open-loop tenants' queue holds A below its guarantee in some of
 // its 1-s windows; under pulsar A gets its guarantee from the fifth
 // control interval on (mean, and 90% of its 1-s windows at 95% of it), and
