@@ -18,20 +18,10 @@ import (
 func TestSetPairRates(t *testing.T) {
 	needRoot(t)
 	prefix := newPrefix(t)
-	ns, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Close)
+	ns := testNS(t, prefix, "h")
 	var lims []*Limiter
 	for _, dev := range []string{prefix + "a", prefix + "b"} {
-		if err := ns.AddIFB(dev); err != nil {
-			t.Fatal(err)
-		}
-		l, err := NewLimiter(ns, LimiterConfig{Dev: dev})
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := ifbLimiter(t, ns, dev)
 		lims = append(lims, l)
 	}
 	pair := func(i int) Pair {
@@ -126,19 +116,9 @@ func TestSetPairRates(t *testing.T) {
 func TestChangeHTBClassesRefusals(t *testing.T) {
 	needRoot(t)
 	prefix := newPrefix(t)
-	ns, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Close)
+	ns := testNS(t, prefix, "h")
 	dev := prefix + "a"
-	if err := ns.AddIFB(dev); err != nil {
-		t.Fatal(err)
-	}
-	l, err := NewLimiter(ns, LimiterConfig{Dev: dev})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := ifbLimiter(t, ns, dev)
 	const n = 7
 	var handles []uint32
 	for i := range n {

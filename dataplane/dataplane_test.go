@@ -372,18 +372,8 @@ func TestMatchSelector(t *testing.T) {
 func BenchmarkClassChange(b *testing.B) {
 	needRoot(b)
 	prefix := newPrefix(b)
-	n, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(n.Close)
-	if err := n.AddIFB(prefix + "x"); err != nil {
-		b.Fatal(err)
-	}
-	lim, err := NewLimiter(n, LimiterConfig{Dev: prefix + "x"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	n := testNS(b, prefix, "h")
+	lim := ifbLimiter(b, n, prefix+"x")
 	pair := Pair{Src: netip.MustParseAddr("10.200.0.1"), Dst: netip.MustParseAddr("10.200.0.3")}
 	if err := lim.SetPairRate(pair, 100e6); err != nil {
 		b.Fatal(err)
@@ -402,18 +392,8 @@ func BenchmarkClassChange(b *testing.B) {
 func BenchmarkClassChangeNetlinkLib(b *testing.B) {
 	needRoot(b)
 	prefix := newPrefix(b)
-	n, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(n.Close)
-	if err := n.AddIFB(prefix + "x"); err != nil {
-		b.Fatal(err)
-	}
-	lim, err := NewLimiter(n, LimiterConfig{Dev: prefix + "x"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	n := testNS(b, prefix, "h")
+	lim := ifbLimiter(b, n, prefix+"x")
 	pair := Pair{Src: netip.MustParseAddr("10.200.0.1"), Dst: netip.MustParseAddr("10.200.0.3")}
 	if err := lim.SetPairRate(pair, 100e6); err != nil {
 		b.Fatal(err)
@@ -443,18 +423,8 @@ func BenchmarkClassDump(b *testing.B) {
 	needRoot(b)
 	for _, n := range []int{64, 1024} {
 		prefix := newPrefix(b)
-		ns, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(ns.Close)
-		if err := ns.AddIFB(prefix + "x"); err != nil {
-			b.Fatal(err)
-		}
-		lim, err := NewLimiter(ns, LimiterConfig{Dev: prefix + "x"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		ns := testNS(b, prefix, "h")
+		lim := ifbLimiter(b, ns, prefix+"x")
 		for i := 0; i < n; i++ {
 			p := Pair{Src: netip.AddrFrom4([4]byte{10, 1, 0, 1}), Dst: netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)})}
 			if err := lim.SetPairRate(p, 100e6); err != nil {
@@ -482,4 +452,28 @@ func BenchmarkClassDump(b *testing.B) {
 			})
 		}
 	}
+}
+
+// testNS creates the namespace name of run prefix, closed at cleanup.
+func testNS(tb testing.TB, prefix, name string) *NS {
+	tb.Helper()
+	ns, err := CreateNS(NSPrefix(prefix)+name, NSOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(ns.Close)
+	return ns
+}
+
+// ifbLimiter adds the IFB dev to ns and returns a pair limiter on it.
+func ifbLimiter(tb testing.TB, ns *NS, dev string) *Limiter {
+	tb.Helper()
+	if err := ns.AddIFB(dev); err != nil {
+		tb.Fatal(err)
+	}
+	l, err := NewLimiter(ns, LimiterConfig{Dev: dev})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
 }

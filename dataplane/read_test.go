@@ -18,19 +18,9 @@ import (
 func TestReadPairs(t *testing.T) {
 	needRoot(t)
 	prefix := newPrefix(t)
-	ns, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Close)
+	ns := testNS(t, prefix, "h")
 	dev := prefix + "a"
-	if err := ns.AddIFB(dev); err != nil {
-		t.Fatal(err)
-	}
-	l, err := NewLimiter(ns, LimiterConfig{Dev: dev})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := ifbLimiter(t, ns, dev)
 	pair := func(i int) Pair {
 		// the order pairs are made in is not theirs
 		return Pair{Src: netip.AddrFrom4([4]byte{10, 1, 0, byte(7 - i%7)}), Dst: netip.AddrFrom4([4]byte{10, 2, 0, byte(i)})}
@@ -107,16 +97,8 @@ func errorsOf(errs []error) error {
 func TestDevCounters(t *testing.T) {
 	needRoot(t)
 	prefix := newPrefix(t)
-	ns, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Close)
-	peer, err := CreateNS(NSPrefix(prefix)+"p", NSOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(peer.Close)
+	ns := testNS(t, prefix, "h")
+	peer := testNS(t, prefix, "p")
 	a, b := prefix+"va", prefix+"vb"
 	if err := ns.AddVeth(a, peer, b); err != nil {
 		t.Fatal(err)

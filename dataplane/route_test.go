@@ -14,16 +14,8 @@ import (
 func TestRouteMetrics(t *testing.T) {
 	needRoot(t)
 	prefix := newPrefix(t)
-	a, err := CreateNS(NSPrefix(prefix)+"a", NSOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	h, err := CreateNS(NSPrefix(prefix)+"h", NSOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
+	a := testNS(t, prefix, "a")
+	h := testNS(t, prefix, "h")
 	if err := h.AddVeth(prefix+"h", a, prefix+"a"); err != nil {
 		t.Fatal(err)
 	}
