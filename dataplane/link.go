@@ -2,10 +2,11 @@ package dataplane
 
 import (
 	"fmt"
-	"github.com/bulkhead-dc/bulkhead/datapath"
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/bulkhead-dc/bulkhead/datapath"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
