@@ -353,3 +353,39 @@ func TestFrontSurvivesRestarts(t *testing.T) {
 		t.Errorf("%d requests executed without an answer over %d closed connections (at most one each)", lost, breaks)
 	}
 }
+
+// TestReportsFollowControllerSteps: under a central controller (Pulsar,
+// stepping every 100 ms) an agent configured to report every second
+// reports once per step instead, timed after each step's actions, so that
+// every report measures one allocation's interval and reaches the
+// controller before its next step.
+func TestReportsFollowControllerSteps(t *testing.T) {
+	cl := pulsarCluster(t)
+	tc, err := pki.ClientTLS(cl.pki, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := agentd.New(agentd.Config{
+		Host: "s1", Controllers: []string{cl.addr}, TLS: tc, ReportEvery: time.Second,
+		Mechanism: all.New, Version: "test",
+		Path: func(*model.Model, mech.Mechanism) (datapath.Host, error) {
+			return fake.New(fake.Options{Limiters: true}), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "two actions", func() bool { return d.ActionsReceived() >= 2 })
+	a0, r0 := d.ActionsReceived(), d.ReportsSent()
+	waitFor(t, "ten more actions", func() bool { return d.ActionsReceived() >= a0+10 })
+	a, r := d.ActionsReceived()-a0, d.ReportsSent()-r0
+	// One report per step (a step's actions may come late or be
+	// missed now and then); on the 1 s timer alone it would be one.
+	if r < a*7/10 || r > a+1 {
+		t.Errorf("%d reports over %d steps' actions, want about one per step", r, a)
+	}
+}

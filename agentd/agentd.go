@@ -66,7 +66,10 @@ type Config struct {
 	Listen func(addr netip.AddrPort) (net.PacketConn, error)
 	// Scale multiplies rates on the data path (default 1).
 	Scale float64
-	// ReportEvery is the report interval (default 1 s).
+	// ReportEvery is the report interval (default 1 s). While a central
+	// controller sends actions, reports follow its steps instead: each
+	// goes a tenth of the controller's period (at most 100 ms) before its
+	// next step and measures the time since the latest actions came.
 	ReportEvery time.Duration
 	// Version is reported to the controller.
 	Version string
@@ -111,6 +114,10 @@ type Daemon struct {
 	actMu   sync.Mutex
 	actions Allocations // the central controller's latest actions
 	nact    atomic.Uint64
+	nrep    atomic.Uint64
+	// stepped carries the central controller's step period when a step's
+	// actions have all arrived (capacity 1: the latest).
+	stepped chan time.Duration
 	// central enforces the actions on the running agent's VM pairs when
 	// the mechanism has a central controller (nil otherwise).
 	central atomic.Pointer[drive.CentralPairs]
@@ -150,7 +157,7 @@ func New(cfg Config) (*Daemon, error) {
 			return net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
 		}
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger.With("host", cfg.Host)}
+	d := &Daemon{cfg: cfg, log: cfg.Logger.With("host", cfg.Host), stepped: make(chan time.Duration, 1)}
 	d.peers.Store(&map[string]netip.AddrPort{})
 	d.keys.Store(&map[string][]byte{})
 	return d, nil
@@ -221,7 +228,10 @@ func (d *Daemon) session(ctx context.Context, addr string) error {
 			}
 		}
 	}()
-	t := time.NewTicker(d.cfg.ReportEvery)
+	// Reports go every ReportEvery; while a central controller sends
+	// actions, each report is timed to reach it just before its next step
+	// and to measure the interval under its latest actions alone.
+	t := time.NewTimer(d.cfg.ReportEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -229,13 +239,36 @@ func (d *Daemon) session(ctx context.Context, addr string) error {
 			return fmt.Errorf("controller %s: %w", addr, err)
 		case <-ctx.Done():
 			return nil
+		case p := <-d.stepped:
+			d.restartWindow()
+			t.Reset(p - reportLead(p))
 		case <-t.C:
+			t.Reset(d.cfg.ReportEvery)
 			if r := d.report(); r != nil {
 				if err := stream.Send(&controlpb.AgentMessage{Msg: &controlpb.AgentMessage_Report{Report: r}}); err != nil {
 					return fmt.Errorf("controller %s: report: %w", addr, err)
 				}
+				d.nrep.Add(1)
 			}
 		}
+	}
+}
+
+// maxStepPeriod bounds the step period a controller's actions may give.
+const maxStepPeriod = time.Minute
+
+// reportLead is how long before a central controller's next step (period
+// p after its actions arrived) the agent reports: a tenth of the period,
+// at most 100 ms, for the report to arrive in time.
+func reportLead(p time.Duration) time.Duration { return min(p/10, 100*time.Millisecond) }
+
+// restartWindow starts the appliance front's measurement period afresh
+// (what it measured before the actions in force came is dropped), so that
+// the next report speaks of those actions only — as the simulator's
+// controller sees each interval under one allocation.
+func (d *Daemon) restartWindow() {
+	if f := d.front.Load(); f != nil {
+		f.Collect()
 	}
 }
 
@@ -466,6 +499,14 @@ func (d *Daemon) takeActions(a *controlpb.Actions) {
 		st.Flows[id] = r
 	}
 	if a.Last {
+		if p := time.Duration(a.Period * float64(time.Second)); a.Period > 0 && p <= maxStepPeriod {
+			// The latest step's period wins over one not yet taken.
+			select {
+			case <-d.stepped:
+			default:
+			}
+			d.stepped <- p
+		}
 		if cp := d.central.Load(); cp != nil {
 			cp.SetActions(st.Flows, st.DefaultRate, st.DefaultBySrc)
 		}
@@ -488,6 +529,9 @@ func (d *Daemon) Allocations() Allocations {
 
 // ActionsReceived counts the Actions messages received from controllers.
 func (d *Daemon) ActionsReceived() uint64 { return d.nact.Load() }
+
+// ReportsSent counts the reports sent to controllers.
+func (d *Daemon) ReportsSent() uint64 { return d.nrep.Load() }
 
 // mechanism makes the snapshot's mechanism with its parameters.
 func (d *Daemon) mechanism(s *controlpb.Snapshot) (mech.Mechanism, error) {

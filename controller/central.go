@@ -578,6 +578,7 @@ func (c *Controller) sendActions(act *mech.ControllerActions) (sent, dropped, by
 		}
 	}
 	rev := c.CentralStats().Revision
+	period := cen.drv.Period().Seconds()
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()
 	for host, s := range c.rt.sessions {
@@ -585,7 +586,7 @@ func (c *Controller) sendActions(act *mech.ControllerActions) (sent, dropped, by
 		for part := 0; part == 0 || len(fa) > 0; part++ {
 			n := min(len(fa), MaxActionAllocations)
 			a := &controlpb.Actions{Seq: cen.seq, Allocations: fa[:n], DefaultRate: act.DefaultRate, Part: uint32(part),
-				Last: n == len(fa), Revision: rev}
+				Last: n == len(fa), Revision: rev, Period: period}
 			if part == 0 {
 				a.DefaultBySrc = defaults[host]
 			}

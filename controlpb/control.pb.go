@@ -1090,7 +1090,11 @@ type Actions struct {
 	Part         uint32             `protobuf:"varint,6,opt,name=part,proto3" json:"part,omitempty"`
 	Last         bool               `protobuf:"varint,7,opt,name=last,proto3" json:"last,omitempty"`
 	// revision is the model revision the controller allocated for.
-	Revision      int64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision int64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
+	// period is the controller's step period, seconds (0: unknown). An
+	// agent sends its next report a little before the next step, so that
+	// the report measures the interval under these actions alone.
+	Period        float64 `protobuf:"fixed64,9,opt,name=period,proto3" json:"period,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1177,6 +1181,13 @@ func (x *Actions) GetLast() bool {
 func (x *Actions) GetRevision() int64 {
 	if x != nil {
 		return x.Revision
+	}
+	return 0
+}
+
+func (x *Actions) GetPeriod() float64 {
+	if x != nil {
+		return x.Period
 	}
 	return 0
 }
@@ -1396,7 +1407,7 @@ const file_control_proto_rawDesc = "" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\rR\x04port\x12\x10\n" +
-	"\x03key\x18\x04 \x01(\fR\x03key\"\x98\x03\n" +
+	"\x03key\x18\x04 \x01(\fR\x03key\"\xb0\x03\n" +
 	"\aActions\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x126\n" +
 	"\x06limits\x18\x02 \x03(\v2\x1e.bulkhead.control.v1.PairLimitR\x06limits\x12E\n" +
@@ -1405,7 +1416,8 @@ const file_control_proto_rawDesc = "" +
 	"\x0edefault_by_src\x18\x05 \x03(\v2..bulkhead.control.v1.Actions.DefaultBySrcEntryR\fdefaultBySrc\x12\x12\n" +
 	"\x04part\x18\x06 \x01(\rR\x04part\x12\x12\n" +
 	"\x04last\x18\a \x01(\bR\x04last\x12\x1a\n" +
-	"\brevision\x18\b \x01(\x03R\brevision\x1a?\n" +
+	"\brevision\x18\b \x01(\x03R\brevision\x12\x16\n" +
+	"\x06period\x18\t \x01(\x01R\x06period\x1a?\n" +
 	"\x11DefaultBySrcEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"J\n" +
