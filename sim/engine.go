@@ -821,16 +821,28 @@ type enforcer struct {
 
 // SetLimit implements drive.Enforcer.
 func (en *enforcer) SetLimit(l mech.Limit) error {
+	hint := int32(-1)
+	return en.SetLimitHint(l, &hint)
+}
+
+// SetLimitHint implements drive.HintedEnforcer: a pair limit's hint is
+// the pair's index in e.pairs.
+func (en *enforcer) SetLimitHint(l mech.Limit, hint *int32) error {
 	e := en.e
 	var rate *float64
 	switch l.Kind {
 	case mech.PairLimit:
+		if i := int(*hint); i >= 0 && i < len(e.pairs) && e.pairs[i].id == l.Pair {
+			rate = &e.pairs[i].limRate
+			break
+		}
 		// The driver core has checked that the pair's source is here:
 		// the pair is one of the host's (a smaller map than e.pairIx).
 		i, ok := en.h.egIx[l.Pair]
 		if !ok {
 			return fmt.Errorf("limited pair %s->%s, which has no traffic in the scenario", l.Pair.Src, l.Pair.Dst)
 		}
+		*hint = int32(i)
 		rate = &e.pairs[i].limRate
 	case mech.VMEgress:
 		rate = &e.vms[e.vmIdx[l.VM]].egRate

@@ -64,6 +64,19 @@ type HintedVerifier interface {
 	HoldsLimitHint(l mech.Limit, hint *int32) bool
 }
 
+// HintedEnforcer is an Enforcer that finds a limit's enforcement point
+// faster from a hint it left for it, in the same hint Host keeps for a
+// HintedVerifier (one per desired limit, -1 until the enforcer sets it).
+// Host writes a single limit through it.
+type HintedEnforcer interface {
+	Enforcer
+	// SetLimitHint is SetLimit(l), given what the enforcer stored at
+	// *hint when last given l's enforcement point (-1: never); it may
+	// store a new hint there. A hint is only a hint: a wrong one must not
+	// change what is set.
+	SetLimitHint(l mech.Limit, hint *int32) error
+}
+
 // BatchEnforcer is implemented by enforcers that write many pair limits
 // at once (one round trip to the data path rather than one per limit).
 // Host then gives it, every step, the pair limits the mechanism asked
@@ -115,6 +128,10 @@ type Host struct {
 	// marks schedulers whose last write failed
 	limits map[limitKey]*desired
 	order  []*desired // the desired limits, in no order (reconcile walks them)
+	// seen[i] is the desired limit of the i-th limit of the last step's
+	// actions (nil: none): a mechanism that says its limits in the same
+	// order from step to step finds them here rather than in the map
+	seen []*desired
 	bat    batch      // a step's batch of pair limits (BatchEnforcer), reused
 	failed int
 	scheds [2]*mech.Scheduler
@@ -139,7 +156,8 @@ type desired struct {
 	gen    int64    // Host.gen when its VMs were last checked
 	key    limitKey // its enforcement point
 	pos    int      // its index in Host.order
-	hint   int32    // the enforcer's (HintedVerifier)
+	hint   int32    // the enforcer's (HintedVerifier, HintedEnforcer)
+	gone   bool     // no longer desired (unwant)
 }
 
 // want returns the desired limit of point k, made if there is none.
@@ -164,7 +182,27 @@ func (h *Host) unwant(k limitKey) {
 	h.order[d.pos].pos = d.pos
 	h.order[last] = nil
 	h.order = h.order[:last]
+	d.gone = true
 	delete(h.limits, k)
+}
+
+// lookup returns the desired limit of point k (nil: none), trying first
+// the one the i-th limit of the last step had.
+func (h *Host) lookup(i int, k limitKey) *desired {
+	if i < len(h.seen) {
+		if d := h.seen[i]; d != nil && !d.gone && d.key == k {
+			return d
+		}
+	}
+	return h.limits[k]
+}
+
+// remember notes d as the desired limit of the step's i-th limit.
+func (h *Host) remember(i int, d *desired) {
+	for len(h.seen) <= i {
+		h.seen = append(h.seen, nil)
+	}
+	h.seen[i] = d
 }
 
 // limitKey is one enforcement point.
@@ -310,9 +348,9 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 	}
 	be, _ := h.enf.(BatchEnforcer)
 	b := &h.bat
-	for _, l := range act.Limits {
+	for i, l := range act.Limits {
 		k := keyOf(l)
-		d := h.limits[k]
+		d := h.lookup(i, k)
 		// A point already desired under this environment passed the
 		// checks of its VMs: only the rate is new.
 		var err error
@@ -334,6 +372,7 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		if d == nil {
 			d = h.want(k)
 		}
+		h.remember(i, d)
 		d.l, d.step, d.gen = l, step, h.gen
 		if be != nil && l.Kind == mech.PairLimit {
 			b.add(k, d, false)
@@ -462,6 +501,9 @@ func (h *Host) writeLimit(k limitKey, retry bool) error {
 
 // writeDesired is writeLimit of k's desired limit d.
 func (h *Host) writeDesired(k limitKey, d *desired, retry bool) error {
+	if he, ok := h.enf.(HintedEnforcer); ok {
+		return h.wrote(k, d, retry, he.SetLimitHint(d.l, &d.hint))
+	}
 	return h.wrote(k, d, retry, h.enf.SetLimit(d.l))
 }
 

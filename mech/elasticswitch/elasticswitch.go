@@ -463,6 +463,7 @@ type Agent struct {
 
 	// scratch for GP
 	demands, shares, weights []float64
+	mm                       maxMinScratch
 
 	// egHint[i] and inHint[i] are the pairs of the i-th egress and
 	// ingress observations of the last step (nil: none); every pair in
@@ -645,7 +646,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	}
 	a.clearFresh()
 
-	act.Limits = a.allocate(now, act.Limits)
+	act.Limits = a.allocate(now, make([]mech.Limit, 0, len(a.outList)))
 	a.forget(now, &act)
 	a.det.EndStep()
 	return act
@@ -752,16 +753,25 @@ func (a *Agent) earlyDemands(now time.Duration) {
 // unbounded"), and it gives its share back as soon as it stops sending
 // or at the next GP. Every VM's shares still sum to at most its hose.
 func (a *Agent) repartition() map[string]bool {
-	outs, ins := map[string]bool{}, map[string]bool{}
+	var outs, ins map[string]bool
 	for _, p := range a.outList {
 		if p.fresh {
+			if outs == nil {
+				outs = map[string]bool{}
+			}
 			outs[p.id.Src] = true
 		}
 	}
 	for _, p := range a.inList {
 		if p.fresh {
+			if ins == nil {
+				ins = map[string]bool{}
+			}
 			ins[p.id.Dst] = true
 		}
+	}
+	if outs == nil && ins == nil {
+		return nil // nothing appeared or stopped early: no side to re-split
 	}
 	var ends []*end
 	runs(a.outList, func(p *outPair) string { return p.id.Src }, func(src string, run []*outPair) {

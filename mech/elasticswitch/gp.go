@@ -2,7 +2,8 @@ package elasticswitch
 
 import (
 	"math"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
@@ -14,11 +15,8 @@ import (
 // sum of out is min(capacity, Σ demands). out must be as long as demands.
 // It is WeightedMaxMin with equal weights.
 func MaxMin(capacity float64, demands, out []float64) {
-	ones := make([]float64, len(demands))
-	for i := range ones {
-		ones[i] = 1
-	}
-	WeightedMaxMin(capacity, ones, demands, out)
+	var m maxMinScratch
+	m.equal(capacity, demands, out)
 }
 
 // estimate returns a pair end's demand estimate for the next GP period from
@@ -83,7 +81,7 @@ func (a *Agent) divide(hose float64, ends []*end, demands []float64) {
 // to at most hose. It changes no state.
 func (a *Agent) split(hose float64, ends []*end, demands []float64) []float64 {
 	shares := grow(&a.shares, len(ends))
-	MaxMin(hose, demands, shares)
+	a.mm.equal(hose, demands, shares)
 	allBounded := true
 	sumShare, sumDemand := 0.0, 0.0
 	for i, e := range ends {
@@ -169,8 +167,10 @@ func (a *Agent) partition(now time.Duration) []mech.Message {
 // message per host, in host order; pairs whose source is on this host
 // take the share directly.
 func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
+	// The pairs of each source host, hosts in order of first appearance.
 	byHost := map[string]int{}
-	var msgs []mech.Message
+	var hosts []string
+	var pairs [][]RemoteGuarantee
 	for _, p := range a.inList {
 		if only != nil && !only(p) {
 			continue
@@ -188,14 +188,20 @@ func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
 		}
 		k, ok := byHost[h]
 		if !ok {
-			k = len(msgs)
+			k = len(hosts)
 			byHost[h] = k
-			msgs = append(msgs, mech.Message{To: h, Body: Guarantees{}})
+			hosts = append(hosts, h)
+			pairs = append(pairs, nil)
 		}
-		g := msgs[k].Body.(Guarantees)
-		g.Pairs = append(g.Pairs, rg)
-		msgs[k].Body = g
+		pairs[k] = append(pairs[k], rg)
 	}
-	sort.Slice(msgs, func(i, j int) bool { return msgs[i].To < msgs[j].To })
+	if len(hosts) == 0 {
+		return nil
+	}
+	msgs := make([]mech.Message, len(hosts))
+	for k, h := range hosts {
+		msgs[k] = mech.Message{To: h, Body: Guarantees{Pairs: pairs[k]}}
+	}
+	slices.SortFunc(msgs, func(x, y mech.Message) int { return strings.Compare(x.To, y.To) })
 	return msgs
 }
