@@ -131,8 +131,8 @@ type Host struct {
 	// seen[i] is the desired limit of the i-th limit of the last step's
 	// actions (nil: none): a mechanism that says its limits in the same
 	// order from step to step finds them here rather than in the map
-	seen []*desired
-	bat    batch      // a step's batch of pair limits (BatchEnforcer), reused
+	seen   []*desired
+	bat    batch // a step's batch of pair limits (BatchEnforcer), reused
 	failed int
 	scheds [2]*mech.Scheduler
 	spend  [2]bool
