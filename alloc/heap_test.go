@@ -1,0 +1,56 @@
+package alloc
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestQueueSortedPartSameOrder: a queue whose fixed-key items wait in the
+// sorted part pops, removes and re-keys exactly as one heap of them all.
+func TestQueueSortedPartSameOrder(t *testing.T) {
+	for seed := uint64(0); seed < 200; seed++ {
+		r := rand.New(rand.NewPCG(seed, 1))
+		n := 1 + r.IntN(60)
+		var both, heap idxHeap
+		both.reset(n)
+		heap.reset(n)
+		for i := range int32(n) {
+			k := float64(r.IntN(8)) // ties are common
+			if r.IntN(3) > 0 {
+				both.pushSorted(i, k)
+			} else {
+				both.push(i, k)
+			}
+			heap.push(i, k)
+		}
+		both.heapify()
+		heap.heapify()
+		for heap.len() > 0 {
+			if both.len() != heap.len() || both.minKey() != heap.minKey() {
+				t.Fatalf("seed %d: len %d/%d, min %g/%g", seed, both.len(), heap.len(), both.minKey(), heap.minKey())
+			}
+			i := int32(r.IntN(n))
+			switch op := r.IntN(4); {
+			case op == 0 && heap.contains(i):
+				both.remove(i)
+				heap.remove(i)
+			case op == 1 && heap.contains(i):
+				k := float64(r.IntN(8))
+				both.fix(i, k)
+				heap.fix(i, k)
+			default:
+				if a, b := both.pop(), heap.pop(); a != b {
+					t.Fatalf("seed %d: popped %d, one heap pops %d", seed, a, b)
+				}
+			}
+			for j := range int32(n) {
+				if both.contains(j) != heap.contains(j) {
+					t.Fatalf("seed %d: item %d queued %v, in one heap %v", seed, j, both.contains(j), heap.contains(j))
+				}
+			}
+		}
+		if both.len() != 0 {
+			t.Fatalf("seed %d: %d left", seed, both.len())
+		}
+	}
+}
