@@ -1,21 +1,25 @@
 package alloc
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
+
+// queueKeys are keys with ties, both zeros, fractions and +Inf.
+var queueKeys = []float64{0, math.Copysign(0, -1), 0.5, 1, 1.5, 2, 3, 1e-300, 1e300, math.Inf(1)}
 
 // TestQueueSortedPartSameOrder: a queue whose fixed-key items wait in the
 // sorted part pops, removes and re-keys exactly as one heap of them all.
 func TestQueueSortedPartSameOrder(t *testing.T) {
 	for seed := uint64(0); seed < 200; seed++ {
 		r := rand.New(rand.NewPCG(seed, 1))
-		n := 1 + r.IntN(60)
+		n := 1 + r.IntN(300) // radixSort from 64
 		var both, heap idxHeap
 		both.reset(n)
 		heap.reset(n)
 		for i := range int32(n) {
-			k := float64(r.IntN(8)) // ties are common
+			k := queueKeys[r.IntN(len(queueKeys))] // ties are common
 			if r.IntN(3) > 0 {
 				both.pushSorted(i, k)
 			} else {
@@ -35,7 +39,7 @@ func TestQueueSortedPartSameOrder(t *testing.T) {
 				both.remove(i)
 				heap.remove(i)
 			case op == 1 && heap.contains(i):
-				k := float64(r.IntN(8))
+				k := queueKeys[r.IntN(len(queueKeys))]
 				both.fix(i, k)
 				heap.fix(i, k)
 			default:

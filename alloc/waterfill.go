@@ -396,6 +396,7 @@ type idxHeap struct {
 	sorted  []heapEntry
 	head    int
 	nSorted int
+	spare   []heapEntry // radixSort's other buffer
 }
 
 // inSorted is the position of an item in the sorted part.
@@ -471,15 +472,64 @@ func (h *idxHeap) heapify() {
 	for j := len(h.items)/2 - 1; j >= 0; j-- {
 		h.down(j)
 	}
-	slices.SortFunc(h.sorted, func(a, b heapEntry) int {
-		if less(a, b) {
-			return -1
+	if !h.radixSort() {
+		slices.SortFunc(h.sorted, func(a, b heapEntry) int {
+			if less(a, b) {
+				return -1
+			}
+			if less(b, a) {
+				return 1
+			}
+			return 0
+		})
+	}
+}
+
+// radixSort sorts the sorted part by less when it can: every key ≥ 0
+// (not NaN) and the items in increasing order, as run pushes them. A key
+// ≥ 0 orders as its bits do (with -0 as +0, which compares equal), and a
+// stable sort by key keeps equal keys in item order. It reports whether
+// it sorted.
+func (h *idxHeap) radixSort() bool {
+	a := h.sorted
+	if len(a) < 64 {
+		return false
+	}
+	for j, x := range a {
+		if !(x.key >= 0) || j > 0 && x.i <= a[j-1].i {
+			return false
 		}
-		if less(b, a) {
-			return 1
+	}
+	bits := func(k float64) uint64 {
+		if k == 0 {
+			return 0
 		}
-		return 0
-	})
+		return math.Float64bits(k)
+	}
+	h.spare = grow(h.spare, len(a))
+	tmp := h.spare
+	for shift := 0; shift < 64; shift += 8 {
+		var count [256]int
+		for _, x := range a {
+			count[byte(bits(x.key)>>shift)]++
+		}
+		if count[byte(bits(a[0].key)>>shift)] == len(a) {
+			continue // one digit for all: the order stays
+		}
+		at := 0
+		for d, c := range count {
+			count[d] = at
+			at += c
+		}
+		for _, x := range a {
+			d := byte(bits(x.key) >> shift)
+			tmp[count[d]] = x
+			count[d]++
+		}
+		a, tmp = tmp, a
+	}
+	h.sorted, h.spare = a, tmp
+	return true
 }
 
 // insert adds i with key k to the heap (i must not be queued).
