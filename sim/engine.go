@@ -249,6 +249,7 @@ type engine struct {
 
 	out        *eval.Input
 	sampleTick int // ticks since the last sample
+	pend       pending // ticks accounted, not yet added up (account)
 	now        time.Duration
 }
 
@@ -396,6 +397,7 @@ func (e *engine) checkModels() error {
 // controller.
 func (e *engine) applyUpdates() error {
 	for len(e.updates) > 0 && e.updates[0].At <= e.now {
+		e.catchUp()
 		u := e.updates[0]
 		e.updates = e.updates[1:]
 		e.model = e.withHosts(u.Model)
@@ -656,6 +658,7 @@ func (e *engine) run(ctx context.Context) error {
 			}
 		}
 	}
+	e.catchUp()
 	return nil
 }
 
@@ -690,6 +693,7 @@ func (e *engine) stepAgents() error {
 	if len(due) == 0 {
 		return nil
 	}
+	e.catchUp() // observations read the accumulators
 	step := func(h *hostAgent) {
 		h.obs = e.observe(h)
 		h.msgs, h.err = h.drv.Step(h.obs)

@@ -24,6 +24,7 @@ func (e *engine) physics() {
 	if !e.dirty {
 		return
 	}
+	e.catchUp() // the ticks pending had the state about to change
 	e.dirty = false
 	e.buildResources()
 	e.solveUDP()
@@ -525,8 +526,203 @@ func (e *engine) markSaturation() {
 }
 
 // account advances one tick: bits delivered per pair, sized flows that
-// finish, and the accumulators agents and samples read.
+// finish, and the accumulators agents and samples read. When no flow is
+// sized and no request flows run, a tick changes nothing but those
+// accumulators, by the same amounts as the tick before as long as
+// nothing changes the per-tick state: the tick is then left pending
+// and added with the others by catchUp before anything reads the
+// accumulators or changes that state, with the same additions in the
+// same order for every accumulator.
 func (e *engine) account() {
+	if !e.sized && len(e.rflows) == 0 {
+		if e.pend.ticks == 0 {
+			e.pend.from = e.sampleTick
+		}
+		e.pend.ticks++
+		e.pend.now = e.now
+		e.sampleTick++
+		return
+	}
+	e.catchUp()
+	e.accountTick()
+}
+
+// pending is the ticks accounted but not yet added to the accumulators
+// (account).
+type pending struct {
+	ticks int
+	from  int           // e.sampleTick at the first of them
+	now   time.Duration // e.now at the last of them
+	// per pair, its bits delivered and sent in one tick, its bits
+	// dropped at the receiver's ingress, and its offered load if bounded
+	// (accountVMIO's; 0: none)
+	bits, sent, drop, offer []float64
+	// the pairs of each VM as source and as destination, in pair order
+	outOf, inOf [][]int32
+	unb         []bool // per pair: an unbounded connection is active
+}
+
+// catchUp adds the pending ticks to the accumulators as accountTick
+// would have, tick by tick: an accumulator of one pair takes the same
+// amount once per tick, one of a VM takes, in every tick, the amounts of
+// its pairs in pair order.
+func (e *engine) catchUp() {
+	n := e.pend.ticks
+	if n == 0 {
+		return
+	}
+	e.pend.ticks = 0
+	pd := &e.pend
+	if len(pd.outOf) != len(e.vms) || len(pd.bits) != len(e.pairs) {
+		pd.outOf, pd.inOf = make([][]int32, len(e.vms)), make([][]int32, len(e.vms))
+		for i := range e.pairs {
+			p := &e.pairs[i]
+			pd.outOf[p.src] = append(pd.outOf[p.src], int32(i))
+			pd.inOf[p.dst] = append(pd.inOf[p.dst], int32(i))
+		}
+		n := len(e.pairs)
+		pd.bits, pd.sent, pd.drop, pd.offer = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+		pd.unb = make([]bool, n)
+	}
+	dt := e.dtSec
+	ctl := e.ctl != nil
+	anyDrop, anyOffer := false, false
+	for i := range e.pairs {
+		p := &e.pairs[i]
+		bits := p.rate*dt + p.partial
+		sentBits := p.sentRate*dt + p.partial
+		pd.bits[i], pd.sent[i] = bits, sentBits
+		pd.drop[i], pd.offer[i] = 0, 0
+		if p.inDrop != 0 {
+			pd.drop[i] = p.inDrop * dt
+			anyDrop = true
+		}
+		pd.unb[i] = p.unboundedActive > 0
+		if d := p.boundedOffered * e.dtSec; !pd.unb[i] && d > 0 {
+			pd.offer[i] = d
+			anyOffer = true
+		}
+		unbounded := p.unboundedActive > 0 || p.partial > 0
+		if unbounded || p.boundedOffered > 0 {
+			if p.activeTicks == 0 {
+				p.firstActive = pd.from
+			}
+			p.activeTicks += n
+		}
+		p.partial = 0
+		if p.lossRate != 0 {
+			for range n {
+				lost := wholePackets(&p.lossAcc, p.lossRate*dt/MTU)
+				p.txLoss += lost
+				p.rxLoss += lost
+			}
+		}
+		if p.markRate != 0 {
+			for range n {
+				marked := wholePackets(&p.markAcc, p.markRate*dt/MTU)
+				p.txMark += marked
+				p.rxMark += marked
+			}
+		}
+		if p.inDrop != 0 {
+			for range n {
+				p.inDropAcc += p.inDrop * dt
+			}
+		}
+		tx, rx, smp, cb := p.txBits, p.rxBits, p.sampleBits, p.ctlBits
+		for range n {
+			tx += bits
+			rx += bits
+			smp += bits
+		}
+		if ctl {
+			for range n {
+				cb += bits
+			}
+			p.ctlTicks += n
+			if p.bound {
+				p.ctlBound += n
+			}
+		}
+		p.txBits, p.rxBits, p.sampleBits, p.ctlBits = tx, rx, smp, cb
+		p.srcTicks += n
+		if p.bound {
+			p.boundTicks += n
+		}
+		if unbounded {
+			p.unboundedTicks += n
+		} else {
+			d := p.boundedDemandDT
+			for range n {
+				d += p.boundedOffered * dt
+			}
+			p.boundedDemandDT = d
+		}
+	}
+	// The VMs' accumulators (and accountVMIO's), pairs in pair order
+	// within every tick; an amount of 0 is not added, as accountTick
+	// does not add it.
+	a := e.vmioInit()
+	for vi := range e.vms {
+		v := &e.vms[vi]
+		outs, ins := pd.outOf[vi], pd.inOf[vi]
+		v.outBits = addTicks(v.outBits, n, outs, pd.sent, false)
+		v.inBits = addTicks(v.inBits, n, ins, pd.bits, false)
+		if anyDrop {
+			v.inDropBits = addTicks(v.inDropBits, n, ins, pd.drop, true)
+		}
+		if ctl {
+			a.ctlOut[vi] = addTicks(a.ctlOut[vi], n, outs, pd.sent, false)
+			a.ctlIn[vi] = addTicks(a.ctlIn[vi], n, ins, pd.bits, false)
+		}
+		// accountVMIO: a tick with an unbounded pair counts once per VM
+		// and side; the others add their offered load.
+		outUnb, inUnb := false, false
+		for _, i := range outs {
+			outUnb = outUnb || pd.unb[i]
+		}
+		for _, i := range ins {
+			inUnb = inUnb || pd.unb[i]
+		}
+		if outUnb {
+			a.outStamp[vi] = pd.now
+			a.agent[vi].outUnb += n
+			a.ctl[vi].outUnb += n
+		}
+		if inUnb {
+			a.inStamp[vi] = pd.now
+			a.agent[vi].inUnb += n
+			a.ctl[vi].inUnb += n
+		}
+		if anyOffer {
+			a.agent[vi].out = addTicks(a.agent[vi].out, n, outs, pd.offer, true)
+			a.agent[vi].in = addTicks(a.agent[vi].in, n, ins, pd.offer, true)
+			if ctl {
+				a.ctl[vi].out = addTicks(a.ctl[vi].out, n, outs, pd.offer, true)
+				a.ctl[vi].in = addTicks(a.ctl[vi].in, n, ins, pd.offer, true)
+			}
+		}
+	}
+}
+
+// addTicks returns acc after n ticks each adding amount[i] for every i
+// of pairs, in order (skipping amounts of 0 if skipZero).
+func addTicks(acc float64, n int, pairs []int32, amount []float64, skipZero bool) float64 {
+	if len(pairs) == 0 {
+		return acc
+	}
+	for range n {
+		for _, i := range pairs {
+			if x := amount[i]; x != 0 || !skipZero {
+				acc += x
+			}
+		}
+	}
+	return acc
+}
+
+// accountTick is account of one tick, at once.
+func (e *engine) accountTick() {
 	dt := e.dtSec
 	for i := range e.conns {
 		if !e.sized {
@@ -613,6 +809,7 @@ func (e *engine) account() {
 
 // takeSample records every pair's mean rate and demand over the last span.
 func (e *engine) takeSample(t, span time.Duration) {
+	e.catchUp()
 	sec := span.Seconds()
 	ticks := e.sampleTick
 	s := eval.Sample{T: t, Pairs: make([]eval.PairSample, len(e.pairs))}

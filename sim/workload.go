@@ -198,6 +198,9 @@ func (e *engine) finishConn(i int) {
 }
 
 func (e *engine) fireEvents() error {
+	if e.events.Len() > 0 && e.events.items[0].t <= e.now {
+		e.catchUp() // connections come and go
+	}
 	for e.events.Len() > 0 && e.events.items[0].t <= e.now {
 		ev := heap.Pop(&e.events).(event)
 		g := e.gens[ev.gen]
