@@ -248,7 +248,7 @@ type engine struct {
 	vmio vmIO
 
 	out        *eval.Input
-	sampleTick int // ticks since the last sample
+	sampleTick int     // ticks since the last sample
 	pend       pending // ticks accounted, not yet added up (account)
 	now        time.Duration
 }
