@@ -177,6 +177,7 @@ func (g *engine) run() int {
 		// A NaN key orders nothing: keep the one heap it always had.
 		g.h.unsort()
 	}
+	g.h.lazy = fixed
 	g.h.heapify()
 
 	// Flows by demand level (flows with equal levels in index order).
@@ -397,6 +398,14 @@ type idxHeap struct {
 	head    int
 	nSorted int
 	spare   []heapEntry // radixSort's other buffer
+	// With lazy, fix raises no key in the heap at once: it keeps the new
+	// key in later[i] (stale[i] set) and the entry's key below it, and
+	// settle raises the keys of the entries that reach the top. Every
+	// entry's key is then at most its own, so a top whose key is its own
+	// is the least of them all by less, as in a heap raised at once.
+	lazy  bool
+	later []float64
+	stale []bool
 }
 
 // inSorted is the position of an item in the sorted part.
@@ -415,12 +424,30 @@ func (h *idxHeap) reset(n int) {
 	for i := range h.pos {
 		h.pos[i] = -1
 	}
+	h.lazy = false
+	h.later = grow(h.later, n)
+	h.stale = grow(h.stale, n)
+	clear(h.stale)
+}
+
+// settle gives the heap's top entry its own key until it has it (lazy).
+func (h *idxHeap) settle() {
+	for len(h.items) > 0 {
+		x := h.items[0].i
+		if !h.stale[x] {
+			return
+		}
+		h.stale[x] = false
+		h.items[0].key = h.later[x]
+		h.down(0)
+	}
 }
 
 func (h *idxHeap) len() int              { return len(h.items) + h.nSorted }
 func (h *idxHeap) contains(i int32) bool { return h.pos[i] != -1 }
 
 func (h *idxHeap) minKey() float64 {
+	h.settle()
 	if h.sortedFirst() {
 		return h.sorted[h.head].key
 	}
@@ -433,6 +460,7 @@ func (h *idxHeap) sortedFirst() bool {
 	if h.nSorted == 0 {
 		return false
 	}
+	h.settle()
 	for h.pos[h.sorted[h.head].i] != inSorted {
 		h.head++ // removed
 	}
@@ -539,6 +567,7 @@ func (h *idxHeap) insert(i int32, k float64) {
 }
 
 func (h *idxHeap) pop() int32 {
+	h.settle()
 	if h.sortedFirst() {
 		top := h.sorted[h.head].i
 		h.head++
@@ -570,6 +599,7 @@ func (h *idxHeap) removeAt(p int) {
 	}
 	h.items = h.items[:last]
 	h.pos[i] = -1
+	h.stale[i] = false
 	if p != last {
 		if !h.down(p) {
 			h.up(p)
@@ -586,6 +616,11 @@ func (h *idxHeap) fix(i int32, k float64) {
 	}
 	p := int(h.pos[i])
 	old := h.items[p].key
+	if h.lazy && k > old {
+		h.later[i], h.stale[i] = k, true
+		return
+	}
+	h.stale[i] = false
 	h.items[p].key = k
 	if k < old {
 		h.up(p)
