@@ -370,9 +370,9 @@ type end struct {
 	heldNow bool    // held back by its limiter in this step (source only)
 	// what the environment says of the pair, kept from its creation or
 	// the last UpdateEnv (see annotate): whether it is best-effort, and
-	// the host of its source VM
-	bestEffort bool
-	srcHost    string
+	// the hosts of its source and destination VMs
+	bestEffort       bool
+	srcHost, dstHost string
 }
 
 // outPair is a pair whose source VM is on this host.
@@ -553,13 +553,21 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			continue
 		}
 		for _, rg := range g.Pairs {
-			if h := a.env.HostOf(rg.Dst); h != m.From {
+			// The host of a known pair's destination is kept with it.
+			p := a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]
+			h := ""
+			if p != nil {
+				h = p.dstHost
+			} else {
+				h = a.env.HostOf(rg.Dst)
+			}
+			if h != m.From {
 				if h != "" { // only the destination's host knows its share
 					a.foreign++
 				}
 				continue
 			}
-			if p := a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]; p != nil && rg.Share >= 0 {
+			if p != nil && rg.Share >= 0 {
 				p.remote, p.remoteUnbounded, p.remoteKnown = rg.Share, rg.Unbounded, true
 				p.heard = now
 				p.remoteCeiling = 0
@@ -660,10 +668,11 @@ func (a *Agent) newEnd(id mech.PairID, hose float64, now time.Duration) end {
 }
 
 // annotate sets what the environment says of a pair end (end.bestEffort,
-// end.srcHost), so that a step looks none of it up.
+// end.srcHost, end.dstHost), so that a step looks none of it up.
 func (a *Agent) annotate(e *end) {
 	e.bestEffort = a.bestEffort(e.id)
 	e.srcHost = a.env.HostOf(e.id.Src)
+	e.dstHost = a.env.HostOf(e.id.Dst)
 }
 
 // resplit sets the shares of one VM side's pairs for their demands (see
