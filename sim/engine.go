@@ -200,26 +200,32 @@ type engine struct {
 	events eventQueue
 
 	// physics; per-resource slices are indexed links first, then limiters
-	dirty     bool
-	solver    alloc.Solver
-	prob      alloc.Problem
-	uses      []alloc.Use
-	tcpRates  []float64
-	tcpConns  []int // conn index of each TCP problem flow
-	capacity  []float64
-	udpLoad   []float64 // UDP passing each resource
-	load      []float64 // total passing each resource
-	udpScale  []float64 // fraction of arriving UDP that passes
-	udpIn     []float64
-	sat       []bool
-	congested []bool // per link: saturated and overflowing
-	scheds    []schedState
-	ports     []portState
-	portOf    []int          // per link: port index, -1
-	dscp      map[string]int // tenant → DSCP code point its packets carry
-	classedAt []*classedRes  // per resource: its classes, nil if flat
-	classed   bool           // some resource has classes
-	hops      []hop
+	dirty bool
+	// shape counts the changes of the network problem's flows and their
+	// paths: connections coming and going, limiters coming and going
+	// (setActive, setLimiter); built is shape when the problem was last
+	// built, and builtOK whether it may be solved again as it is
+	shape, built int
+	builtOK      bool
+	solver       alloc.Solver
+	prob         alloc.Problem
+	uses         []alloc.Use
+	tcpRates     []float64
+	tcpConns     []int // conn index of each TCP problem flow
+	capacity     []float64
+	udpLoad      []float64 // UDP passing each resource
+	load         []float64 // total passing each resource
+	udpScale     []float64 // fraction of arriving UDP that passes
+	udpIn        []float64
+	sat          []bool
+	congested    []bool // per link: saturated and overflowing
+	scheds       []schedState
+	ports        []portState
+	portOf       []int          // per link: port index, -1
+	dscp         map[string]int // tenant → DSCP code point its packets carry
+	classedAt    []*classedRes  // per resource: its classes, nil if flat
+	classed      bool           // some resource has classes
+	hops         []hop
 
 	// appliances and request flows
 	apps      []applianceState
@@ -876,6 +882,9 @@ func (en *enforcer) SetScheduler(s mech.Scheduler) error {
 // setLimiter sets a limiter's rate (+Inf removes it).
 func (e *engine) setLimiter(rate *float64, r float64) {
 	if *rate != r {
+		if math.IsInf(*rate, 1) != math.IsInf(r, 1) {
+			e.shape++ // a limiter comes or goes
+		}
 		*rate = r
 		e.dirty = true
 	}

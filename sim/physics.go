@@ -369,6 +369,16 @@ const maxApplianceRounds = 8
 // solveNetwork builds and solves the max-min problem of TCP connections and
 // request flows.
 func (e *engine) solveNetwork() {
+	// The flows and their uses are those of the last time unless a
+	// connection or a limiter came or went since. (Schedulers, switch
+	// ports' queues and request flows change them in other ways: with
+	// any of those the problem is built every time.)
+	same := len(e.rflows) == 0 && len(e.scheds) == 0 && len(e.ports) == 0 && !e.classed
+	if same && e.builtOK && e.built == e.shape {
+		e.solveBuilt()
+		return
+	}
+	e.built, e.builtOK = e.shape, same
 	flows := e.prob.Flows[:0]
 	e.tcpConns = e.tcpConns[:0]
 	e.rflowSlot = e.rflowSlot[:0]
@@ -401,6 +411,12 @@ func (e *engine) solveNetwork() {
 	}
 	e.uses = uses
 	e.prob.Flows = flows
+	e.solveBuilt()
+}
+
+// solveBuilt solves the network problem as built (solveNetwork).
+func (e *engine) solveBuilt() {
+	flows := e.prob.Flows
 	e.tcpRates = grow(e.tcpRates, len(flows))
 	if len(flows) > 0 {
 		if err := e.solver.Solve(&e.prob, e.tcpRates); err != nil {

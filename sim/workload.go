@@ -172,6 +172,7 @@ func (e *engine) setActive(i int, on bool) {
 	}
 	c.active = on
 	e.dirty = true
+	e.shape++
 	p := &e.pairs[c.pair]
 	d := 1
 	if !on {
