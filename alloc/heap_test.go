@@ -60,3 +60,59 @@ func TestQueueSortedPartSameOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestSolveAgainSameRates: SolveAgain, after Solve of a problem with the
+// same flows and uses, gives the rates of a fresh Solve bit for bit, with
+// capacities, demands and weights changed between the two, and with a
+// limiter (a resource of one flow) on most flows.
+func TestSolveAgainSameRates(t *testing.T) {
+	for seed := uint64(0); seed < 40; seed++ {
+		r := rand.New(rand.NewPCG(seed, 3))
+		p := smallProblem(seed, false)
+		for i := range p.Flows {
+			if r.IntN(4) == 0 {
+				continue
+			}
+			p.Resources = append(p.Resources, Resource{ID: "lim" + itoa(i), Capacity: 1e6 + r.Float64()*1e9})
+			p.Flows[i].Uses = append(p.Flows[i].Uses, Use{Resource: len(p.Resources) - 1, Coef: 1})
+		}
+		again := Solver{Trusted: true}
+		rates := make([]float64, len(p.Flows))
+		for round := 0; round < 4; round++ {
+			if round > 0 {
+				for k := range p.Resources {
+					if r.IntN(2) == 0 {
+						p.Resources[k].Capacity *= 0.5 + r.Float64()
+					}
+				}
+				for k := range p.Flows {
+					switch r.IntN(4) {
+					case 0:
+						p.Flows[k].Demand = 1e7 + r.Float64()*3e8
+					case 1:
+						p.Flows[k].Weight = float64(1 + r.IntN(4))
+					}
+				}
+			}
+			var err error
+			if round == 0 {
+				err = again.Solve(p, rates)
+			} else {
+				err = again.SolveAgain(p, rates)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh := Solver{Trusted: true}
+			want := make([]float64, len(p.Flows))
+			if err := fresh.Solve(p, want); err != nil {
+				t.Fatal(err)
+			}
+			for k := range want {
+				if math.Float64bits(rates[k]) != math.Float64bits(want[k]) {
+					t.Fatalf("seed %d round %d flow %d: %v again, %v fresh", seed, round, k, rates[k], want[k])
+				}
+			}
+		}
+	}
+}

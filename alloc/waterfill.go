@@ -58,6 +58,10 @@ type engine struct {
 
 	mark    []bool  // per sub-resource: in touched
 	touched []int32 // sub-resources whose heap key is stale
+
+	// sameUses: the uses are those of the last run, and so is the
+	// sub-resource → flows index (subStart, subFlow, subCoef)
+	sameUses bool
 }
 
 // tieTol is the relative difference under which two saturation levels are
@@ -117,8 +121,10 @@ func (g *engine) run() int {
 	g.satList = g.satList[:0]
 
 	// Sub-resource → flows (CSR), initial slopes.
-	for s := 0; s <= nS; s++ {
-		g.subStart[s] = 0
+	if !g.sameUses {
+		for s := 0; s <= nS; s++ {
+			g.subStart[s] = 0
+		}
 	}
 	for s := 0; s < nS; s++ {
 		g.used[s] = 0
@@ -128,12 +134,15 @@ func (g *engine) run() int {
 		g.mark[s] = false
 	}
 	g.touched = g.touched[:0]
-	for _, s := range g.useSub {
-		g.subStart[s+1]++
+	if !g.sameUses {
+		for _, s := range g.useSub {
+			g.subStart[s+1]++
+		}
+		for s := 0; s < nS; s++ {
+			g.subStart[s+1] += g.subStart[s]
+		}
 	}
-	for s := 0; s < nS; s++ {
-		g.subStart[s+1] += g.subStart[s]
-	}
+	same := g.sameUses
 	// Locals keep the compiler from reloading the slice headers after
 	// every store.
 	useStart, useSub, useCoef := g.useStart, g.useSub, g.useCoef
@@ -146,9 +155,11 @@ func (g *engine) run() int {
 		wf := w[f]
 		for k := useStart[f]; k < useStart[f+1]; k++ {
 			s, c := useSub[k], useCoef[k]
-			pos := subStart[s] + cnt[s]
-			subFlow[pos] = int32(f)
-			subCoef[pos] = c
+			if !same {
+				pos := subStart[s] + cnt[s]
+				subFlow[pos] = int32(f)
+				subCoef[pos] = c
+			}
 			cnt[s]++
 			slope[s] += c * wf
 		}

@@ -375,7 +375,7 @@ func (e *engine) solveNetwork() {
 	// any of those the problem is built every time.)
 	same := len(e.rflows) == 0 && len(e.scheds) == 0 && len(e.ports) == 0 && !e.classed
 	if same && e.builtOK && e.built == e.shape {
-		e.solveBuilt()
+		e.solveBuilt(true)
 		return
 	}
 	e.built, e.builtOK = e.shape, same
@@ -411,15 +411,20 @@ func (e *engine) solveNetwork() {
 	}
 	e.uses = uses
 	e.prob.Flows = flows
-	e.solveBuilt()
+	e.solveBuilt(false)
 }
 
-// solveBuilt solves the network problem as built (solveNetwork).
-func (e *engine) solveBuilt() {
+// solveBuilt solves the network problem as built (solveNetwork), again if
+// its flows and their uses are those of the last solve.
+func (e *engine) solveBuilt(again bool) {
 	flows := e.prob.Flows
 	e.tcpRates = grow(e.tcpRates, len(flows))
 	if len(flows) > 0 {
-		if err := e.solver.Solve(&e.prob, e.tcpRates); err != nil {
+		solve := e.solver.Solve
+		if again {
+			solve = e.solver.SolveAgain
+		}
+		if err := solve(&e.prob, e.tcpRates); err != nil {
 			// The problem is built from validated inputs; an error here is
 			// a bug, not bad input.
 			panic(fmt.Sprintf("sim: network allocation failed: %v", err))
