@@ -95,6 +95,45 @@ type vmInfo struct {
 }
 
 type pairState struct {
+	// The fields a tick's accounting reads and adds to come first,
+	// together (catchUp, takeSample, observe walk every pair).
+
+	// per tick
+	rate     float64 // delivered bits/s this tick
+	sentRate float64 // bits/s leaving the source host this tick
+	partial  float64 // correction for flows that finished mid-tick (bits)
+	lossRate float64 // bits/s lost in the network this tick
+	markRate float64 // bits/s ECN-marked this tick
+	inDrop   float64 // bits/s of it dropped at the receiver host's ingress
+
+	// offered load of the active connections
+	boundedOffered  float64 // Σ rates of active capped TCP and UDP connections
+	unboundedActive int     // active TCP connections with no rate cap
+
+	// since the source / destination agent's last step
+	txBits, rxBits float64
+	// since the last sample
+	sampleBits      float64
+	boundedDemandDT float64 // Σ offered·dt of bounded connections
+	unboundedTicks  int
+	activeTicks     int // ticks with traffic to offer
+	firstActive     int // the sample's tick at which it first had
+	boundTicks      int
+	srcTicks        int
+	bound           bool // held back by its own limiter this tick
+
+	txLoss, rxLoss float64
+	txMark, rxMark float64
+	// fractions of a packet lost or marked and not yet counted: a host
+	// sees whole packets, so a slow pair sees a loss only every few
+	// periods while a fast one through the same queue sees one in each
+	lossAcc, markAcc float64
+	inDropAcc        float64 // since the destination agent's last step
+
+	// since the controller's last step
+	ctlBits            float64
+	ctlBound, ctlTicks int
+
 	id     mech.PairID
 	tenant string
 	src    int // vm index
@@ -106,42 +145,6 @@ type pairState struct {
 	limRes  int
 	limID   string // the limiter's resource ID (made when first in force)
 	nconn   int    // connections ever made, for ECMP hashing
-
-	// per tick
-	rate      float64 // delivered bits/s this tick
-	lossRate  float64 // bits/s lost in the network this tick
-	inDrop    float64 // bits/s of it dropped at the receiver host's ingress
-	inDropAcc float64 // since the destination agent's last step
-	bound     bool    // held back by its own limiter this tick
-	partial   float64 // correction for flows that finished mid-tick (bits)
-	sentRate  float64 // bits/s leaving the source host this tick
-
-	// offered load of the active connections
-	unboundedActive int     // active TCP connections with no rate cap
-	boundedOffered  float64 // Σ rates of active capped TCP and UDP connections
-
-	// since the source / destination agent's last step
-	txBits, rxBits float64
-	txLoss, rxLoss float64
-	txMark, rxMark float64
-	markRate       float64 // bits/s ECN-marked this tick
-	// fractions of a packet lost or marked and not yet counted: a host
-	// sees whole packets, so a slow pair sees a loss only every few
-	// periods while a fast one through the same queue sees one in each
-	lossAcc, markAcc float64
-	boundTicks       int
-	srcTicks         int
-
-	// since the controller's last step
-	ctlBits            float64
-	ctlBound, ctlTicks int
-
-	// since the last sample
-	sampleBits      float64
-	unboundedTicks  int
-	boundedDemandDT float64 // Σ offered·dt of bounded connections
-	activeTicks     int     // ticks with traffic to offer
-	firstActive     int     // the sample's tick at which it first had
 }
 
 type connState struct {
@@ -780,8 +783,10 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 		p.txBits, p.txLoss, p.txMark, p.boundTicks, p.srcTicks = 0, 0, 0, 0, 0
 	}
 	h.obsIngr = h.obsIngr[:0]
+	drops := false // some pair was dropped at a VM's ingress
 	for _, i := range h.ingress {
 		p := &e.pairs[i]
+		drops = drops || p.inDropAcc > 0
 		if (p.rxBits > 0 || p.rxLoss > 0 || p.rxMark > 0) && !e.undeclared(p) {
 			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.rxLoss, Marks: p.rxMark}
 			if sec > 0 {
@@ -807,6 +812,9 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 		o.OutDemand, o.InDemand = e.agentDemand(vi, sec)
 		most := 0.0
 		for _, i := range h.ingress {
+			if !drops {
+				break
+			}
 			p := &e.pairs[i]
 			if p.dst == vi && p.inDropAcc > most && !e.undeclared(p) {
 				most, o.DropSrc = p.inDropAcc, p.id.Src
@@ -815,8 +823,10 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 		v.inBits, v.outBits, v.inDropBits = 0, 0, 0
 		h.obsVMs = append(h.obsVMs, o)
 	}
-	for _, i := range h.ingress {
-		e.pairs[i].inDropAcc = 0
+	if drops {
+		for _, i := range h.ingress {
+			e.pairs[i].inDropAcc = 0
+		}
 	}
 	obs.VMs = h.obsVMs
 	return obs
