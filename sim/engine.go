@@ -900,6 +900,42 @@ func (e *engine) setLimiter(rate *float64, r float64) {
 	}
 }
 
+// splitMin is the least work split gives a worker (below it, starting
+// workers costs more than it saves).
+const splitMin = 2048
+
+// maxSplit bounds the parts of split.
+const maxSplit = 64
+
+// split calls fn on parts k (< maxSplit) of [0, n), [lo, hi), in parallel
+// when there are several workers (Options.Workers, GOMAXPROCS by default)
+// and the work (in items of about a pair's cost) is large, and returns
+// when all have returned. Every index is in one part; fn must not write
+// what another part reads.
+func (e *engine) split(n, work int, fn func(k, lo, hi int)) {
+	w := e.opts.Workers
+	if w <= 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
+	w = min(w, work/splitMin, n, maxSplit)
+	if w <= 1 {
+		if n > 0 {
+			fn(0, 0, n)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for k := range w {
+		lo, hi := k*n/w, (k+1)*n/w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(k, lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
 // workers is how many agents step at once when n are due.
 func (e *engine) workers(n int) int {
 	if !e.concurrent {

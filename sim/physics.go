@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
@@ -605,10 +606,27 @@ func (e *engine) catchUp() {
 		pd.bits, pd.sent, pd.drop, pd.offer = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 		pd.unb = make([]bool, n)
 	}
+	// Pairs, then VMs (which read what the pairs' pass wrote), each
+	// split between the workers: every pair and every VM is added up by
+	// one of them, the same way whatever their number.
+	var anyDrop, anyOffer [maxSplit]bool
+	e.split(len(e.pairs), len(e.pairs), func(k, lo, hi int) {
+		anyDrop[k], anyOffer[k] = e.catchUpPairs(n, lo, hi)
+	})
+	a := e.vmioInit()
+	drop, offer := slices.Contains(anyDrop[:], true), slices.Contains(anyOffer[:], true)
+	e.split(len(e.vms), len(e.pairs), func(_, lo, hi int) { e.catchUpVMs(n, lo, hi, a, drop, offer) })
+}
+
+// catchUpPairs is catchUp of pairs [lo, hi) (n ticks): their own
+// accumulators, and their amounts per tick for the VMs' (pend). It says
+// whether some pair dropped bits at its destination's ingress, and
+// whether some offered a bounded load.
+func (e *engine) catchUpPairs(n, lo, hi int) (anyDrop, anyOffer bool) {
+	pd := &e.pend
 	dt := e.dtSec
 	ctl := e.ctl != nil
-	anyDrop, anyOffer := false, false
-	for i := range e.pairs {
+	for i := lo; i < hi; i++ {
 		p := &e.pairs[i]
 		bits := p.rate*dt + p.partial
 		sentBits := p.sentRate*dt + p.partial
@@ -680,11 +698,16 @@ func (e *engine) catchUp() {
 			p.boundedDemandDT = d
 		}
 	}
-	// The VMs' accumulators (and accountVMIO's), pairs in pair order
-	// within every tick; an amount of 0 is not added, as accountTick
-	// does not add it.
-	a := e.vmioInit()
-	for vi := range e.vms {
+	return anyDrop, anyOffer
+}
+
+// catchUpVMs is catchUp of VMs [lo, hi) (n ticks): the VMs' accumulators
+// (and accountVMIO's), pairs in pair order within every tick; an amount
+// of 0 is not added, as accountTick does not add it.
+func (e *engine) catchUpVMs(n, lo, hi int, a *vmIO, anyDrop, anyOffer bool) {
+	pd := &e.pend
+	ctl := e.ctl != nil
+	for vi := lo; vi < hi; vi++ {
 		v := &e.vms[vi]
 		outs, ins := pd.outOf[vi], pd.inOf[vi]
 		v.outBits = addTicks(v.outBits, n, outs, pd.sent, false)
@@ -834,21 +857,23 @@ func (e *engine) takeSample(t, span time.Duration) {
 	sec := span.Seconds()
 	ticks := e.sampleTick
 	s := eval.Sample{T: t, Pairs: make([]eval.PairSample, len(e.pairs))}
-	for i := range e.pairs {
-		p := &e.pairs[i]
-		ps := eval.PairSample{Rate: p.sampleBits / sec}
-		if p.activeTicks > 0 && 2*p.unboundedTicks >= p.activeTicks {
-			ps.Demand = math.Inf(1)
-		} else {
-			ps.Demand = p.boundedDemandDT / sec
+	e.split(len(e.pairs), len(e.pairs), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			p := &e.pairs[i]
+			ps := eval.PairSample{Rate: p.sampleBits / sec}
+			if p.activeTicks > 0 && 2*p.unboundedTicks >= p.activeTicks {
+				ps.Demand = math.Inf(1)
+			} else {
+				ps.Demand = p.boundedDemandDT / sec
+			}
+			if p.activeTicks > 0 && ticks > 0 {
+				ps.Active = float64(p.activeTicks) / float64(ticks)
+				ps.ActiveFrom = float64(p.firstActive) / float64(ticks)
+			}
+			s.Pairs[i] = ps
+			p.sampleBits, p.unboundedTicks, p.boundedDemandDT, p.activeTicks = 0, 0, 0, 0
 		}
-		if p.activeTicks > 0 && ticks > 0 {
-			ps.Active = float64(p.activeTicks) / float64(ticks)
-			ps.ActiveFrom = float64(p.firstActive) / float64(ticks)
-		}
-		s.Pairs[i] = ps
-		p.sampleBits, p.unboundedTicks, p.boundedDemandDT, p.activeTicks = 0, 0, 0, 0
-	}
+	})
 	e.sampleTick = 0
 	if len(e.rflows) > 0 {
 		s.Requests = make([]eval.RequestSample, len(e.rflows))
