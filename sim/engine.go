@@ -530,9 +530,10 @@ func (e *engine) buildAgents() error {
 		hostIDs = append(hostIDs, h)
 	}
 	sort.Ints(hostIDs)
+	byNode := make(map[int]*hostAgent, len(hostIDs))
 	for _, h := range hostIDs {
 		name := e.tp.Nodes[h].Name
-		ha := &hostAgent{name: name, vmsHere: map[string]bool{}}
+		ha := &hostAgent{name: name, vmsHere: map[string]bool{}, egIx: map[mech.PairID]int{}}
 		env.Host = name
 		d, err := drive.NewHost(e.opts.Mechanism, env, &enforcer{e: e, h: ha})
 		if err != nil {
@@ -541,24 +542,22 @@ func (e *engine) buildAgents() error {
 		// Messages come from mechanisms only: no bound on what waits.
 		d.BoundInbox(0)
 		ha.drv = d
-		for vi, v := range e.vms {
-			if v.host == h {
-				ha.vmsHere[v.name] = true
-				ha.vms = append(ha.vms, vi)
-			}
-		}
-		ha.egIx = map[mech.PairID]int{}
-		for i, ps := range e.pairs {
-			if e.vms[ps.src].host == h {
-				ha.egress = append(ha.egress, i)
-				ha.egIx[ps.id] = i
-			}
-			if e.vms[ps.dst].host == h {
-				ha.ingress = append(ha.ingress, i)
-			}
-		}
+		byNode[h] = ha
 		e.hostN[name] = len(e.hosts)
 		e.hosts = append(e.hosts, ha)
+	}
+	// Every host's VMs and pairs, in VM and pair order.
+	for vi, v := range e.vms {
+		ha := byNode[v.host]
+		ha.vmsHere[v.name] = true
+		ha.vms = append(ha.vms, vi)
+	}
+	for i, ps := range e.pairs {
+		src := byNode[e.vms[ps.src].host]
+		src.egress = append(src.egress, i)
+		src.egIx[ps.id] = i
+		dst := byNode[e.vms[ps.dst].host]
+		dst.ingress = append(dst.ingress, i)
 	}
 	return nil
 }

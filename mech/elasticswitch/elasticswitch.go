@@ -578,6 +578,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 		}
 	}
 	a.egHint = growHints(a.egHint, len(obs.Egress))
+	newOut, newIn := false, false // pairs added (the lists sorted after)
 	for i := range obs.Egress {
 		o := &obs.Egress[i]
 		// A driver lists the same pairs in the same order from step to
@@ -601,9 +602,8 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			p = &outPair{end: a.newEnd(o.Pair, vm.Out, now), limit: math.NaN(), heard: now,
 				local: a.env.HostOf(o.Pair.Dst) == a.env.Host}
 			a.out[o.Pair] = p
-
 			a.outList = append(a.outList, p)
-			sort.Slice(a.outList, func(i, j int) bool { return pairLess(a.outList[i].id, a.outList[j].id) })
+			newOut = true
 		}
 		a.egHint[i] = p
 		p.obs = o
@@ -629,12 +629,17 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			}
 			p = &inPair{end: a.newEnd(o.Pair, vm.In, now)}
 			a.in[o.Pair] = p
-
 			a.inList = append(a.inList, p)
-			sort.Slice(a.inList, func(i, j int) bool { return inLess(a.inList[i].id, a.inList[j].id) })
+			newIn = true
 		}
 		a.inHint[i] = p
 		p.see(o.Rate, now)
+	}
+	if newOut {
+		sort.Slice(a.outList, func(i, j int) bool { return pairLess(a.outList[i].id, a.outList[j].id) })
+	}
+	if newIn {
+		sort.Slice(a.inList, func(i, j int) bool { return inLess(a.inList[i].id, a.inList[j].id) })
 	}
 	a.earlyDemands(now)
 	ins := a.repartition()
