@@ -118,8 +118,10 @@ type Host struct {
 	agent mech.Agent
 	env   mech.Env
 	local map[string]bool // VMs on this host
-	known map[string]bool // every VM of the environment
 	hosts map[string]bool // every host with a VM
+	// sentTo[i] is the host the i-th message of a step was last sent to
+	// (a host of the environment; "": none)
+	sentTo []string
 	enf   Enforcer
 	per   time.Duration
 
@@ -197,6 +199,23 @@ func (h *Host) lookup(i int, k limitKey) *desired {
 	return h.limits[k]
 }
 
+// knownHost says whether host is a host of the environment, for the i-th
+// message of a step: messages go to the same hosts in the same order from
+// step to step.
+func (h *Host) knownHost(i int, host string) bool {
+	if i < len(h.sentTo) && h.sentTo[i] == host && host != "" {
+		return true
+	}
+	if !h.hosts[host] {
+		return false
+	}
+	for len(h.sentTo) <= i {
+		h.sentTo = append(h.sentTo, "")
+	}
+	h.sentTo[i] = host
+	return true
+}
+
 // remember notes d as the desired limit of the step's i-th limit.
 func (h *Host) remember(i int, d *desired) {
 	for len(h.seen) <= i {
@@ -249,10 +268,9 @@ func (h *Host) setEnv(env mech.Env) {
 	h.env = env
 	h.gen++
 	h.local = map[string]bool{}
-	h.known = make(map[string]bool, len(env.VMs))
 	h.hosts = map[string]bool{}
+	clear(h.sentTo)
 	for _, v := range env.VMs {
-		h.known[v.Name] = true
 		h.hosts[v.Host] = true
 		if v.Host == env.Host {
 			h.local[v.Name] = true
@@ -275,7 +293,10 @@ func (h *Host) Agent() mech.Agent { return h.agent }
 // Env returns the environment the agent currently has.
 func (h *Host) Env() *mech.Env { return &h.env }
 
-func (h *Host) isKnown(vm string) bool { return h.known[vm] }
+func (h *Host) isKnown(vm string) bool {
+	_, ok := h.env.VM(vm) // VMs sorted by name (CheckEnv)
+	return ok
+}
 
 // Local says whether a VM is on this host.
 func (h *Host) Local(vm string) bool { return h.local[vm] }
@@ -387,7 +408,7 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 	for i := range act.Messages {
 		m := &act.Messages[i]
 		m.From = h.name
-		if !h.hosts[m.To] {
+		if !h.knownHost(i, m.To) {
 			errs = append(errs, h.errf("sent a message to unknown host %q", m.To))
 		}
 	}
