@@ -122,8 +122,8 @@ type Host struct {
 	// sentTo[i] is the host the i-th message of a step was last sent to
 	// (a host of the environment; "": none)
 	sentTo []string
-	enf   Enforcer
-	per   time.Duration
+	enf    Enforcer
+	per    time.Duration
 
 	// desired state: what the mechanism last asked for, by enforcement
 	// point; failed counts the limits whose last write failed; spend
