@@ -464,6 +464,7 @@ type Agent struct {
 	// scratch for GP
 	demands, shares, weights []float64
 	mm                       maxMinScratch
+	to                       []int // remoteGuarantees' message of each inList pair
 
 	// egHint[i] and inHint[i] are the pairs of the i-th egress and
 	// ingress observations of the last step (nil: none); every pair in

@@ -167,40 +167,58 @@ func (a *Agent) partition(now time.Duration) []mech.Message {
 // message per host, in host order; pairs whose source is on this host
 // take the share directly.
 func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
-	// The pairs of each source host, hosts in order of first appearance.
+	// The source host of every pair a message names (-1: none), hosts in
+	// order of first appearance, and how many pairs each message names.
 	byHost := map[string]int{}
 	var hosts []string
-	var pairs [][]RemoteGuarantee
+	var count []int
+	to := a.to[:0]
 	for _, p := range a.inList {
-		if only != nil && !only(p) {
-			continue
-		}
-		rg := RemoteGuarantee{Src: p.id.Src, Dst: p.id.Dst, Share: p.share, Unbounded: p.state == unbounded, Ceiling: p.ceiling}
-		h := p.srcHost
-		switch h {
-		case "":
-			continue
-		case a.env.Host:
-			if o := a.out[p.id]; o != nil {
-				o.remote, o.remoteUnbounded, o.remoteKnown = rg.Share, rg.Unbounded, true
+		k := -1
+		if only == nil || only(p) {
+			switch h := p.srcHost; h {
+			case "":
+			case a.env.Host:
+				if o := a.out[p.id]; o != nil {
+					o.remote, o.remoteUnbounded, o.remoteKnown = p.share, p.state == unbounded, true
+				}
+			default:
+				var ok bool
+				if k, ok = byHost[h]; !ok {
+					k = len(hosts)
+					byHost[h] = k
+					hosts = append(hosts, h)
+					count = append(count, 0)
+				}
+				count[k]++
 			}
-			continue
 		}
-		k, ok := byHost[h]
-		if !ok {
-			k = len(hosts)
-			byHost[h] = k
-			hosts = append(hosts, h)
-			pairs = append(pairs, nil)
-		}
-		pairs[k] = append(pairs[k], rg)
+		to = append(to, k)
 	}
+	a.to = to
 	if len(hosts) == 0 {
 		return nil
 	}
+	// One array for every message's pairs, each message its own part of
+	// it (in inList order).
+	start := make([]int, len(hosts))
+	n := 0
+	for k, c := range count {
+		start[k] = n
+		n += c
+	}
+	all := make([]RemoteGuarantee, n)
+	fill := slices.Clone(start)
+	for i, p := range a.inList {
+		if k := to[i]; k >= 0 {
+			all[fill[k]] = RemoteGuarantee{Src: p.id.Src, Dst: p.id.Dst, Share: p.share, Unbounded: p.state == unbounded, Ceiling: p.ceiling}
+			fill[k]++
+		}
+	}
 	msgs := make([]mech.Message, len(hosts))
 	for k, h := range hosts {
-		msgs[k] = mech.Message{To: h, Body: Guarantees{Pairs: pairs[k]}}
+		end := start[k] + count[k]
+		msgs[k] = mech.Message{To: h, Body: Guarantees{Pairs: all[start[k]:end:end]}}
 	}
 	slices.SortFunc(msgs, func(x, y mech.Message) int { return strings.Compare(x.To, y.To) })
 	return msgs
