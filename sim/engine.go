@@ -289,6 +289,31 @@ type hostAgent struct {
 	pending []setting
 	msgs    []mech.Message
 	err     error
+	// the recipients of the last step's messages, in order (recipient)
+	sentTo []sentTo
+}
+
+// recipient returns the index in hostN of the host the k-th message of
+// a step goes to, trying first the one the k-th message of the last step
+// went to (agents send to the same hosts in the same order).
+func (h *hostAgent) recipient(k int, to string, hostN map[string]int) (int, bool) {
+	if k < len(h.sentTo) && h.sentTo[k].ix >= 0 && h.sentTo[k].name == to {
+		return h.sentTo[k].ix, true
+	}
+	j, ok := hostN[to]
+	if ok {
+		for len(h.sentTo) <= k {
+			h.sentTo = append(h.sentTo, sentTo{ix: -1})
+		}
+		h.sentTo[k] = sentTo{to, j}
+	}
+	return j, ok
+}
+
+// sentTo is a host a message went to, and its index.
+type sentTo struct {
+	name string
+	ix   int
 }
 
 // setting is a limit (rate set on *limit) or a scheduler a host's agent
@@ -747,8 +772,8 @@ func (e *engine) stepAgents() error {
 		if err != nil {
 			return fmt.Errorf("sim: %w", err)
 		}
-		for _, m := range msgs {
-			j, ok := e.hostN[m.To]
+		for k, m := range msgs {
+			j, ok := h.recipient(k, m.To, e.hostN)
 			if !ok {
 				return fmt.Errorf("sim: mechanism %s: agent on %s sent a message to unknown host %q", e.opts.Mechanism.Name(), h.name, m.To)
 			}
