@@ -95,8 +95,35 @@ type vmInfo struct {
 }
 
 type pairState struct {
-	// The fields a tick's accounting reads and adds to come first,
-	// together (catchUp, takeSample, observe walk every pair).
+	// Fields are grouped by who touches them, a cache line (64 bytes)
+	// per group, so that walking every pair (catchUp, takeSample,
+	// observe) reads few lines, and the source's and the destination's
+	// agents observing a pair at once write different lines. The record
+	// is 384 bytes (TestPairStateLayout).
+
+	// read by observe at both ends
+	id      mech.PairID
+	tenant  string
+	limRate float64 // the pair limiter's rate (+Inf: none)
+	bound   bool    // held back by its own limiter this tick
+
+	// since the source agent's last step; since the last sample
+	txBits, txLoss, txMark float64
+	boundTicks             int
+	srcTicks               int
+	sampleBits             float64
+	boundedDemandDT        float64 // Σ offered·dt of bounded connections
+	unboundedTicks         int
+
+	// since the destination agent's last step; since the last sample
+	rxBits, rxLoss, rxMark float64
+	inDropAcc              float64
+	activeTicks            int // ticks with traffic to offer
+	firstActive            int // the sample's tick at which it first had
+	// fractions of a packet lost or marked and not yet counted: a host
+	// sees whole packets, so a slow pair sees a loss only every few
+	// periods while a fast one through the same queue sees one in each
+	lossAcc, markAcc float64
 
 	// per tick
 	rate     float64 // delivered bits/s this tick
@@ -105,46 +132,23 @@ type pairState struct {
 	lossRate float64 // bits/s lost in the network this tick
 	markRate float64 // bits/s ECN-marked this tick
 	inDrop   float64 // bits/s of it dropped at the receiver host's ingress
-
 	// offered load of the active connections
 	boundedOffered  float64 // Σ rates of active capped TCP and UDP connections
 	unboundedActive int     // active TCP connections with no rate cap
-
-	// since the source / destination agent's last step
-	txBits, rxBits float64
-	// since the last sample
-	sampleBits      float64
-	boundedDemandDT float64 // Σ offered·dt of bounded connections
-	unboundedTicks  int
-	activeTicks     int // ticks with traffic to offer
-	firstActive     int // the sample's tick at which it first had
-	boundTicks      int
-	srcTicks        int
-	bound           bool // held back by its own limiter this tick
-
-	txLoss, rxLoss float64
-	txMark, rxMark float64
-	// fractions of a packet lost or marked and not yet counted: a host
-	// sees whole packets, so a slow pair sees a loss only every few
-	// periods while a fast one through the same queue sees one in each
-	lossAcc, markAcc float64
-	inDropAcc        float64 // since the destination agent's last step
 
 	// since the controller's last step
 	ctlBits            float64
 	ctlBound, ctlTicks int
 
-	id     mech.PairID
-	tenant string
 	src    int // vm index
 	dst    int
-	links  []int // the pair's route (for the oracle)
-	// the pair limiter's rate (+Inf: none) and its resource index in the
-	// current problem (-1: none)
-	limRate float64
-	limRes  int
-	limID   string // the limiter's resource ID (made when first in force)
-	nconn   int    // connections ever made, for ECMP hashing
+	limRes int // the limiter's resource index in the current problem (-1: none)
+	nconn  int // connections ever made, for ECMP hashing
+	_      [8]byte
+
+	links []int  // the pair's route (for the oracle)
+	limID string // the limiter's resource ID (made when first in force)
+	_     [24]byte
 }
 
 type connState struct {
