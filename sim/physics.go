@@ -588,7 +588,11 @@ type pending struct {
 // would have, tick by tick: an accumulator of one pair takes the same
 // amount once per tick, one of a VM takes, in every tick, the amounts of
 // its pairs in pair order.
-func (e *engine) catchUp() {
+func (e *engine) catchUp() { e.catchUpSampling(nil) }
+
+// catchUpSampling is catchUp, and with smp (if any ticks are pending)
+// takes every pair's sample as it goes (takeSample).
+func (e *engine) catchUpSampling(smp *pairSampler) {
 	n := e.pend.ticks
 	if n == 0 {
 		return
@@ -611,7 +615,7 @@ func (e *engine) catchUp() {
 	// one of them, the same way whatever their number.
 	var anyDrop, anyOffer [maxSplit]bool
 	e.split(len(e.pairs), len(e.pairs), func(k, lo, hi int) {
-		anyDrop[k], anyOffer[k] = e.catchUpPairs(n, lo, hi)
+		anyDrop[k], anyOffer[k] = e.catchUpPairs(n, lo, hi, smp)
 	})
 	a := e.vmioInit()
 	drop, offer := slices.Contains(anyDrop[:], true), slices.Contains(anyOffer[:], true)
@@ -619,10 +623,10 @@ func (e *engine) catchUp() {
 }
 
 // catchUpPairs is catchUp of pairs [lo, hi) (n ticks): their own
-// accumulators, and their amounts per tick for the VMs' (pend). It says
-// whether some pair dropped bits at its destination's ingress, and
-// whether some offered a bounded load.
-func (e *engine) catchUpPairs(n, lo, hi int) (anyDrop, anyOffer bool) {
+// accumulators, and their amounts per tick for the VMs' (pend); with smp,
+// their samples. It says whether some pair dropped bits at its
+// destination's ingress, and whether some offered a bounded load.
+func (e *engine) catchUpPairs(n, lo, hi int, smp *pairSampler) (anyDrop, anyOffer bool) {
 	pd := &e.pend
 	dt := e.dtSec
 	ctl := e.ctl != nil
@@ -668,11 +672,11 @@ func (e *engine) catchUpPairs(n, lo, hi int) (anyDrop, anyOffer bool) {
 				p.inDropAcc += p.inDrop * dt
 			}
 		}
-		tx, rx, smp, cb := p.txBits, p.rxBits, p.sampleBits, p.ctlBits
+		tx, rx, sb, cb := p.txBits, p.rxBits, p.sampleBits, p.ctlBits
 		for range n {
 			tx += bits
 			rx += bits
-			smp += bits
+			sb += bits
 		}
 		if ctl {
 			for range n {
@@ -683,7 +687,7 @@ func (e *engine) catchUpPairs(n, lo, hi int) (anyDrop, anyOffer bool) {
 				p.ctlBound += n
 			}
 		}
-		p.txBits, p.rxBits, p.sampleBits, p.ctlBits = tx, rx, smp, cb
+		p.txBits, p.rxBits, p.sampleBits, p.ctlBits = tx, rx, sb, cb
 		p.srcTicks += n
 		if p.bound {
 			p.boundTicks += n
@@ -696,6 +700,9 @@ func (e *engine) catchUpPairs(n, lo, hi int) (anyDrop, anyOffer bool) {
 				d += p.boundedOffered * dt
 			}
 			p.boundedDemandDT = d
+		}
+		if smp != nil {
+			smp.take(i, p)
 		}
 	}
 	return anyDrop, anyOffer
@@ -893,23 +900,17 @@ func (e *engine) takeSample(t, span time.Duration) {
 	sec := span.Seconds()
 	ticks := e.sampleTick
 	s := eval.Sample{T: t, Pairs: make([]eval.PairSample, len(e.pairs))}
-	e.split(len(e.pairs), len(e.pairs), func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			p := &e.pairs[i]
-			ps := eval.PairSample{Rate: p.sampleBits / sec}
-			if p.activeTicks > 0 && 2*p.unboundedTicks >= p.activeTicks {
-				ps.Demand = math.Inf(1)
-			} else {
-				ps.Demand = p.boundedDemandDT / sec
+	smp := &pairSampler{out: s.Pairs, sec: sec, ticks: ticks}
+	if e.pend.ticks > 0 {
+		// the pairs' samples taken as their pending ticks are added
+		e.catchUpSampling(smp)
+	} else {
+		e.split(len(e.pairs), len(e.pairs), func(_, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				smp.take(i, &e.pairs[i])
 			}
-			if p.activeTicks > 0 && ticks > 0 {
-				ps.Active = float64(p.activeTicks) / float64(ticks)
-				ps.ActiveFrom = float64(p.firstActive) / float64(ticks)
-			}
-			s.Pairs[i] = ps
-			p.sampleBits, p.unboundedTicks, p.boundedDemandDT, p.activeTicks = 0, 0, 0, 0
-		}
-	})
+		})
+	}
 	e.sampleTick = 0
 	if len(e.rflows) > 0 {
 		s.Requests = make([]eval.RequestSample, len(e.rflows))
@@ -935,6 +936,32 @@ func (e *engine) takeSample(t, span time.Duration) {
 		}
 	}
 	e.out.Samples = append(e.out.Samples, s)
+}
+
+// pairSampler takes the pairs' samples over sec seconds of ticks ticks
+// into out.
+type pairSampler struct {
+	out   []eval.PairSample
+	sec   float64
+	ticks int
+}
+
+// take records pair i's mean rate and demand since its last sample, and
+// starts its next.
+func (smp *pairSampler) take(i int, p *pairState) {
+	sec, ticks := smp.sec, smp.ticks
+	ps := eval.PairSample{Rate: p.sampleBits / sec}
+	if p.activeTicks > 0 && 2*p.unboundedTicks >= p.activeTicks {
+		ps.Demand = math.Inf(1)
+	} else {
+		ps.Demand = p.boundedDemandDT / sec
+	}
+	if p.activeTicks > 0 && ticks > 0 {
+		ps.Active = float64(p.activeTicks) / float64(ticks)
+		ps.ActiveFrom = float64(p.firstActive) / float64(ticks)
+	}
+	smp.out[i] = ps
+	p.sampleBits, p.unboundedTicks, p.boundedDemandDT, p.activeTicks = 0, 0, 0, 0
 }
 
 func secondsToDuration(s float64) time.Duration {
