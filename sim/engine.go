@@ -187,7 +187,9 @@ type engine struct {
 	pairIx map[mech.PairID]int
 	conns  []connState
 	free   []int // free conn slots (finished sized flows)
-	sized  bool  // a sized flow was started (account)
+	// activeUDP counts the active UDP connections (setActive)
+	activeUDP int
+	sized     bool // a sized flow was started (account)
 
 	hosts []*hostAgent
 	hostN map[string]int // server name -> index in hosts

@@ -209,6 +209,9 @@ func (e *engine) solveUDP() {
 	}
 	any := false
 	for i := range e.conns {
+		if !e.classed && e.activeUDP == 0 {
+			break // nothing to find
+		}
 		c := &e.conns[i]
 		if !c.active {
 			continue
@@ -468,6 +471,7 @@ func (e *engine) markSaturation() {
 	for i := range e.pairs {
 		p := &e.pairs[i]
 		p.rate, p.lossRate = 0, 0
+		p.inDrop, p.markRate, p.sentRate = 0, 0, 0
 		p.bound = p.limRes >= 0 && e.sat[p.limRes]
 	}
 	// A saturated link is congested — its queue overflows — when traffic
@@ -504,9 +508,6 @@ func (e *engine) markSaturation() {
 			mark(f.fwd)
 			mark(f.rev)
 		}
-	}
-	for i := range e.pairs {
-		e.pairs[i].inDrop, e.pairs[i].markRate, e.pairs[i].sentRate = 0, 0, 0
 	}
 	for i := range e.conns {
 		c := &e.conns[i]

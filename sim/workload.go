@@ -181,6 +181,7 @@ func (e *engine) setActive(i int, on bool) {
 	}
 	switch {
 	case c.udp:
+		e.activeUDP += d
 		p.boundedOffered += float64(d) * c.offered
 	case math.IsInf(c.appCap, 1):
 		p.unboundedActive += d
