@@ -48,7 +48,9 @@ type Options struct {
 	Model *model.Model
 	// Workers is how many host agents step at once (0: GOMAXPROCS), for
 	// mechanisms whose agents are independent (mech.Concurrent); others
-	// step one at a time. Results do not depend on it.
+	// step one at a time. On large runs it is also how many workers add
+	// up the accumulators and take the samples, whatever the mechanism.
+	// Results do not depend on it.
 	Workers int
 	// Updates change the declared model during the run, in time order:
 	// from At on, the mechanism has Model's tenants and VMs (a tenant
