@@ -35,7 +35,7 @@ func (a *Agent) edgeCeilings(now time.Duration) {
 	capacity := link * (1 - a.cfg.EdgeHeadroom)
 	m := 1 + a.cfg.Margin
 
-	var outs []*outPair
+	outs := a.edgeOuts[:0]
 	for _, p := range a.outList {
 		p.ceiling = 0
 		if on && !p.local {
@@ -70,7 +70,7 @@ func (a *Agent) edgeCeilings(now time.Duration) {
 		p.ceiling = ceiling(capacity, level, weights[k], shares[k], demands[k], a.cfg.RA.MinRate)
 	}
 
-	var ins []*inPair
+	ins := a.edgeIns[:0]
 	for _, p := range a.inList {
 		h := p.srcHost
 		if on && h != "" && h != a.env.Host {
@@ -100,6 +100,10 @@ func (a *Agent) edgeCeilings(now time.Duration) {
 	for k, p := range ins {
 		p.ceiling = ceiling(capacity, level, weights[k], shares[k], demands[k], a.cfg.RA.MinRate)
 	}
+	// kept for the next GP period, holding no pair
+	clear(outs)
+	clear(ins)
+	a.edgeOuts, a.edgeIns = outs[:0], ins[:0]
 }
 
 // ceiling is the ceiling of a pair of the given weight, given share of

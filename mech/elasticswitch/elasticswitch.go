@@ -465,6 +465,8 @@ type Agent struct {
 	demands, shares, weights []float64
 	mm                       maxMinScratch
 	to                       []int // remoteGuarantees' message of each inList pair
+	edgeOuts                 []*outPair
+	edgeIns                  []*inPair
 
 	// egHint[i] and inHint[i] are the pairs of the i-th egress and
 	// ingress observations of the last step (nil: none); every pair in
