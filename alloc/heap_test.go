@@ -116,3 +116,66 @@ func TestSolveAgainSameRates(t *testing.T) {
 		}
 	}
 }
+
+// datacenterProblem is a problem shaped like the simulator's datacenter
+// run: 256 hosts in 8 racks (10 Gbit/s links, 2:1 oversubscribed), n
+// flows between random hosts, each behind its own limiter.
+func datacenterProblem(n int, seed uint64) *Problem {
+	r := rand.New(rand.NewPCG(seed, 5))
+	const hosts, perRack = 256, 32
+	p := &Problem{}
+	add := func(id string, c float64) int {
+		p.Resources = append(p.Resources, Resource{ID: id, Capacity: c})
+		return len(p.Resources) - 1
+	}
+	up, down := make([]int, hosts), make([]int, hosts)
+	for h := range hosts {
+		up[h], down[h] = add("up"+itoa(h), 10e9), add("down"+itoa(h), 10e9)
+	}
+	torUp, torDown := make([]int, hosts/perRack), make([]int, hosts/perRack)
+	for k := range torUp {
+		torUp[k], torDown[k] = add("torup"+itoa(k), perRack*10e9/2), add("tordown"+itoa(k), perRack*10e9/2)
+	}
+	for i := range n {
+		s, d := r.IntN(hosts), r.IntN(hosts)
+		for d == s {
+			d = r.IntN(hosts)
+		}
+		lim := add("lim"+itoa(i), 50e6+r.Float64()*1e9)
+		uses := []Use{{Resource: lim, Coef: 1}, {Resource: up[s], Coef: 1}}
+		if s/perRack != d/perRack {
+			uses = append(uses, Use{Resource: torUp[s/perRack], Coef: 1}, Use{Resource: torDown[d/perRack], Coef: 1})
+		}
+		uses = append(uses, Use{Resource: down[d], Coef: 1})
+		p.Flows = append(p.Flows, Flow{ID: "f" + itoa(i), Weight: 1, Demand: Unbounded, Uses: uses})
+	}
+	return p
+}
+
+// BenchmarkSolveAgainDatacenter: the simulator's re-solve of 10,000
+// flows whose limits all changed.
+func BenchmarkSolveAgainDatacenter(b *testing.B) {
+	p := datacenterProblem(10000, 1)
+	s := Solver{Trusted: true}
+	rates := make([]float64, len(p.Flows))
+	if err := s.Solve(p, rates); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(2, 2))
+	caps := make([][]float64, 8)
+	for k := range caps {
+		caps[k] = make([]float64, len(p.Resources))
+		for i := range caps[k] {
+			caps[k][i] = p.Resources[i].Capacity * (0.8 + 0.4*r.Float64())
+		}
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		for k, c := range caps[i%len(caps)] {
+			p.Resources[k].Capacity = c
+		}
+		if err := s.SolveAgain(p, rates); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -123,6 +123,7 @@ type Host struct {
 	// (a host of the environment; "": none)
 	sentTo []string
 	enf    Enforcer
+	henf   HintedEnforcer // enf, if it is one
 	per    time.Duration
 
 	// desired state: what the mechanism last asked for, by enforcement
@@ -258,7 +259,8 @@ func NewHost(m mech.Mechanism, env mech.Env, enf Enforcer) (*Host, error) {
 	if p <= 0 {
 		return nil, fmt.Errorf("mechanism %s: agent on %s: non-positive period %v", m.Name(), env.Host, p)
 	}
-	h := &Host{name: env.Host, mname: m.Name(), agent: a, enf: enf, per: p,
+	henf, _ := enf.(HintedEnforcer)
+	h := &Host{name: env.Host, mname: m.Name(), agent: a, enf: enf, henf: henf, per: p,
 		limits: map[limitKey]*desired{}, maxBox: MaxInbox}
 	h.setEnv(env)
 	return h, nil
@@ -522,8 +524,8 @@ func (h *Host) writeLimit(k limitKey, retry bool) error {
 
 // writeDesired is writeLimit of k's desired limit d.
 func (h *Host) writeDesired(k limitKey, d *desired, retry bool) error {
-	if he, ok := h.enf.(HintedEnforcer); ok {
-		return h.wrote(k, d, retry, he.SetLimitHint(d.l, &d.hint))
+	if h.henf != nil {
+		return h.wrote(k, d, retry, h.henf.SetLimitHint(d.l, &d.hint))
 	}
 	return h.wrote(k, d, retry, h.enf.SetLimit(d.l))
 }
