@@ -943,7 +943,9 @@ const maxSplit = 64
 // when there are several workers (Options.Workers, GOMAXPROCS by default)
 // and the work (in items of about a pair's cost) is large, and returns
 // when all have returned. Every index is in one part; fn must not write
-// what another part reads.
+// what another part reads. The parts are more than the workers, taken
+// in turn by whichever is free, so that a worker the machine holds back
+// delays the others little.
 func (e *engine) split(n, work int, fn func(k, lo, hi int)) {
 	w := e.opts.Workers
 	if w <= 0 {
@@ -956,13 +958,20 @@ func (e *engine) split(n, work int, fn func(k, lo, hi int)) {
 		}
 		return
 	}
+	parts := min(4*w, n, maxSplit)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for k := range w {
-		lo, hi := k*n/w, (k+1)*n/w
+	for range w {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fn(k, lo, hi)
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= parts {
+					return
+				}
+				fn(k, k*n/parts, (k+1)*n/parts)
+			}
 		}()
 	}
 	wg.Wait()
