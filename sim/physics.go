@@ -210,7 +210,7 @@ func (e *engine) solveUDP() {
 	any := false
 	for i := range e.conns {
 		if !e.classed && e.activeUDP == 0 {
-			break // nothing to find
+			break // no UDP to find and no class to mark
 		}
 		c := &e.conns[i]
 		if !c.active {
