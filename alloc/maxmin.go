@@ -83,6 +83,11 @@ type Solver struct {
 
 	iterations int
 	converged  bool
+
+	// what the last Solve built (SolveAgain): flows and resources, and
+	// whether none was hierarchical
+	lastF, lastR int
+	lastFlat     bool
 }
 
 // Iterations reports how many water-filling passes the last Solve took (1
@@ -142,6 +147,7 @@ func (s *Solver) Solve(p *Problem, rates []float64) error {
 	if len(rates) != nF {
 		return fmt.Errorf("alloc: Solve: len(rates) = %d, want len(p.Flows) = %d", len(rates), nF)
 	}
+	s.lastFlat = false // until this problem's uses are built
 	if s.ids == nil {
 		s.ids = make(map[string]int, nF+nR)
 	}
@@ -217,6 +223,7 @@ func (s *Solver) Solve(p *Problem, rates []float64) error {
 	for r := range p.Resources {
 		g.cap[s.subBase[r]] = s.resid[r]
 	}
+	s.lastF, s.lastR, s.lastFlat = nF, nR, !hier
 	var err error
 	g.usePrio = hier
 	if !hier {
@@ -226,6 +233,56 @@ func (s *Solver) Solve(p *Problem, rates []float64) error {
 	} else {
 		err = s.solveClasses(p)
 	}
+	if err != nil {
+		return err
+	}
+	for i := range p.Flows {
+		rates[i] = p.Flows[i].Floor + g.e[i]
+	}
+	return nil
+}
+
+// SolveAgain is Solve for a problem whose flows use the same resources
+// with the same coefficients and classes, in the same order, as the
+// problem of the last Solve (or SolveAgain): only capacities, demands,
+// weights and floors may differ. A Trusted solver then keeps what it built
+// of the uses last time; otherwise, or when a resource has classes, it is
+// Solve. The rates are those Solve would give.
+func (s *Solver) SolveAgain(p *Problem, rates []float64) error {
+	nF, nR := len(p.Flows), len(p.Resources)
+	if !s.Trusted || !s.lastFlat || nF != s.lastF || nR != s.lastR || len(rates) != nF {
+		return s.Solve(p, rates)
+	}
+	for r := range p.Resources {
+		if len(p.Resources[r].Classes) > 0 {
+			return s.Solve(p, rates)
+		}
+	}
+	clear(s.floorLoad)
+	for i := range p.Flows {
+		if f := &p.Flows[i]; f.Floor > 0 {
+			for _, u := range f.Uses {
+				s.floorLoad[u.Resource] += u.Coef * f.Floor
+			}
+		}
+	}
+	g := &s.eng
+	for r := range p.Resources {
+		// flat: resource r is sub-resource r
+		s.resid[r] = max(0, p.Resources[r].Capacity-s.floorLoad[r])
+		g.cap[r] = s.resid[r]
+	}
+	for i := range p.Flows {
+		f := &p.Flows[i]
+		g.w[i] = f.Weight
+		g.dem[i] = f.Demand - f.Floor // +Inf stays +Inf
+	}
+	s.iterations = 1
+	s.converged = true
+	g.usePrio = false
+	g.sameUses = true
+	err := s.runEngine(p)
+	g.sameUses = false
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,10 @@ type engine struct {
 
 	mark    []bool  // per sub-resource: in touched
 	touched []int32 // sub-resources whose heap key is stale
+
+	// sameUses: the uses are those of the last run, and so is the
+	// sub-resource → flows index (subStart, subFlow, subCoef)
+	sameUses bool
 }
 
 // tieTol is the relative difference under which two saturation levels are
@@ -117,8 +121,10 @@ func (g *engine) run() int {
 	g.satList = g.satList[:0]
 
 	// Sub-resource → flows (CSR), initial slopes.
-	for s := 0; s <= nS; s++ {
-		g.subStart[s] = 0
+	if !g.sameUses {
+		for s := 0; s <= nS; s++ {
+			g.subStart[s] = 0
+		}
 	}
 	for s := 0; s < nS; s++ {
 		g.used[s] = 0
@@ -128,12 +134,15 @@ func (g *engine) run() int {
 		g.mark[s] = false
 	}
 	g.touched = g.touched[:0]
-	for _, s := range g.useSub {
-		g.subStart[s+1]++
+	if !g.sameUses {
+		for _, s := range g.useSub {
+			g.subStart[s+1]++
+		}
+		for s := 0; s < nS; s++ {
+			g.subStart[s+1] += g.subStart[s]
+		}
 	}
-	for s := 0; s < nS; s++ {
-		g.subStart[s+1] += g.subStart[s]
-	}
+	same := g.sameUses
 	// Locals keep the compiler from reloading the slice headers after
 	// every store.
 	useStart, useSub, useCoef := g.useStart, g.useSub, g.useCoef
@@ -146,22 +155,40 @@ func (g *engine) run() int {
 		wf := w[f]
 		for k := useStart[f]; k < useStart[f+1]; k++ {
 			s, c := useSub[k], useCoef[k]
-			pos := subStart[s] + cnt[s]
-			subFlow[pos] = int32(f)
-			subCoef[pos] = c
+			if !same {
+				pos := subStart[s] + cnt[s]
+				subFlow[pos] = int32(f)
+				subCoef[pos] = c
+			}
 			cnt[s]++
 			slope[s] += c * wf
 		}
 	}
 
-	// Heap of sub-resources that can saturate.
+	// Queue of sub-resources that can saturate. One used by a single
+	// flow keeps its key until that flow freezes (and it leaves the
+	// queue): it waits in the queue's sorted part rather than its heap.
 	g.h.reset(nS)
+	fixed := true
 	for s := 0; s < nS; s++ {
 		g.slopeRef[s] = g.slope[s]
 		if g.cnt[s] > 0 && !math.IsInf(g.cap[s], 1) {
-			g.h.push(int32(s), g.cap[s]/g.slope[s])
+			k := g.cap[s] / g.slope[s]
+			if math.IsNaN(k) {
+				fixed = false
+			}
+			if g.cnt[s] == 1 {
+				g.h.pushSorted(int32(s), k)
+			} else {
+				g.h.push(int32(s), k)
+			}
 		}
 	}
+	if !fixed {
+		// A NaN key orders nothing: keep the one heap it always had.
+		g.h.unsort()
+	}
+	g.h.lazy = fixed
 	g.h.heapify()
 
 	// Flows by demand level (flows with equal levels in index order).
@@ -364,15 +391,36 @@ func (g *engine) satLevel(s int32, L float64) float64 {
 	return lv
 }
 
-// idxHeap is a binary min-heap of int32 items (0..n-1) with float keys and
-// a position index, so keys can be changed and items removed in O(log n).
-// An entry carries its key, so that comparisons read no other array, and
-// sifting moves entries into a hole rather than swapping them (the same
-// comparisons and the same order as swapping).
+// idxHeap is a min-queue of int32 items (0..n-1) with float keys, popped
+// in the order of (key, item) (less): a binary heap with a position index,
+// so keys can be changed and items removed in O(log n), beside a sorted
+// part for items whose keys do not change (pushSorted), removed lazily.
+// Both parts pop in the same order, so which part holds an item changes
+// nothing of what is popped when. A heap entry carries its key, so that
+// comparisons read no other array, and sifting moves entries into a hole
+// rather than swapping them (the same comparisons and the same order as
+// swapping).
 type idxHeap struct {
 	items []heapEntry
-	pos   []int32 // -1 when not in the heap
+	pos   []int32 // -1 when not queued, inSorted when in the sorted part
+	// the sorted part: sorted[head:] holds its items (and those removed
+	// since, whose pos is no longer inSorted), nSorted of them queued
+	sorted  []heapEntry
+	head    int
+	nSorted int
+	spare   []heapEntry // radixSort's other buffer
+	// With lazy, fix raises no key in the heap at once: it keeps the new
+	// key in later[i] (stale[i] set) and the entry's key below it, and
+	// settle raises the keys of the entries that reach the top. Every
+	// entry's key is then at most its own, so a top whose key is its own
+	// is the least of them all by less, as in a heap raised at once.
+	lazy  bool
+	later []float64
+	stale []bool
 }
+
+// inSorted is the position of an item in the sorted part.
+const inSorted = -2
 
 type heapEntry struct {
 	key float64
@@ -381,46 +429,174 @@ type heapEntry struct {
 
 func (h *idxHeap) reset(n int) {
 	h.items = h.items[:0]
+	h.sorted = h.sorted[:0]
+	h.head, h.nSorted = 0, 0
 	h.pos = grow(h.pos, n)
 	for i := range h.pos {
 		h.pos[i] = -1
 	}
+	h.lazy = false
+	h.later = grow(h.later, n)
+	h.stale = grow(h.stale, n)
+	clear(h.stale)
 }
 
-func (h *idxHeap) len() int              { return len(h.items) }
-func (h *idxHeap) contains(i int32) bool { return h.pos[i] >= 0 }
-func (h *idxHeap) minKey() float64       { return h.items[0].key }
+// settle gives the heap's top entry its own key until it has it (lazy).
+func (h *idxHeap) settle() {
+	for len(h.items) > 0 {
+		x := h.items[0].i
+		if !h.stale[x] {
+			return
+		}
+		h.stale[x] = false
+		h.items[0].key = h.later[x]
+		h.down(0)
+	}
+}
+
+func (h *idxHeap) len() int              { return len(h.items) + h.nSorted }
+func (h *idxHeap) contains(i int32) bool { return h.pos[i] != -1 }
+
+func (h *idxHeap) minKey() float64 {
+	h.settle()
+	if h.sortedFirst() {
+		return h.sorted[h.head].key
+	}
+	return h.items[0].key
+}
+
+// sortedFirst says whether the queue's least item is the sorted part's
+// first (the queue must not be empty).
+func (h *idxHeap) sortedFirst() bool {
+	if h.nSorted == 0 {
+		return false
+	}
+	h.settle()
+	for h.pos[h.sorted[h.head].i] != inSorted {
+		h.head++ // removed
+	}
+	return len(h.items) == 0 || less(h.sorted[h.head], h.items[0])
+}
 
 func less(a, b heapEntry) bool {
 	return a.key < b.key || (a.key == b.key && a.i < b.i)
 }
 
-// push appends without restoring order; call heapify afterwards.
+// push appends to the heap without restoring order; call heapify
+// afterwards.
 func (h *idxHeap) push(i int32, k float64) {
 	h.pos[i] = int32(len(h.items))
 	h.items = append(h.items, heapEntry{k, i})
+}
+
+// pushSorted adds i with key k to the sorted part, whose order heapify
+// makes; i's key must not change while it is there (fix moves it to the
+// heap).
+func (h *idxHeap) pushSorted(i int32, k float64) {
+	h.pos[i] = inSorted
+	h.sorted = append(h.sorted, heapEntry{k, i})
+	h.nSorted++
+}
+
+// unsort moves the sorted part's items into the heap (before heapify).
+func (h *idxHeap) unsort() {
+	for _, x := range h.sorted {
+		h.push(x.i, x.key)
+	}
+	h.sorted = h.sorted[:0]
+	h.nSorted = 0
 }
 
 func (h *idxHeap) heapify() {
 	for j := len(h.items)/2 - 1; j >= 0; j-- {
 		h.down(j)
 	}
+	if !h.radixSort() {
+		slices.SortFunc(h.sorted, func(a, b heapEntry) int {
+			if less(a, b) {
+				return -1
+			}
+			if less(b, a) {
+				return 1
+			}
+			return 0
+		})
+	}
 }
 
-// insert adds i with key k (i must not be in the heap).
+// radixSort sorts the sorted part by less when it can: every key ≥ 0
+// (not NaN) and the items in increasing order, as run pushes them. A key
+// ≥ 0 orders as its bits do (with -0 as +0, which compares equal), and a
+// stable sort by key keeps equal keys in item order. It reports whether
+// it sorted.
+func (h *idxHeap) radixSort() bool {
+	a := h.sorted
+	if len(a) < 64 {
+		return false
+	}
+	for j, x := range a {
+		if !(x.key >= 0) || j > 0 && x.i <= a[j-1].i {
+			return false
+		}
+	}
+	bits := func(k float64) uint64 {
+		if k == 0 {
+			return 0
+		}
+		return math.Float64bits(k)
+	}
+	h.spare = grow(h.spare, len(a))
+	tmp := h.spare
+	for shift := 0; shift < 64; shift += 8 {
+		var count [256]int
+		for _, x := range a {
+			count[byte(bits(x.key)>>shift)]++
+		}
+		if count[byte(bits(a[0].key)>>shift)] == len(a) {
+			continue // one digit for all: the order stays
+		}
+		at := 0
+		for d, c := range count {
+			count[d] = at
+			at += c
+		}
+		for _, x := range a {
+			d := byte(bits(x.key) >> shift)
+			tmp[count[d]] = x
+			count[d]++
+		}
+		a, tmp = tmp, a
+	}
+	h.sorted, h.spare = a, tmp
+	return true
+}
+
+// insert adds i with key k to the heap (i must not be queued).
 func (h *idxHeap) insert(i int32, k float64) {
 	h.push(i, k)
 	h.up(len(h.items) - 1)
 }
 
 func (h *idxHeap) pop() int32 {
+	h.settle()
+	if h.sortedFirst() {
+		top := h.sorted[h.head].i
+		h.head++
+		h.pos[top] = -1
+		h.nSorted--
+		return top
+	}
 	top := h.items[0].i
 	h.removeAt(0)
 	return top
 }
 
 func (h *idxHeap) remove(i int32) {
-	if p := h.pos[i]; p >= 0 {
+	switch p := h.pos[i]; {
+	case p == inSorted:
+		h.pos[i] = -1
+		h.nSorted--
+	case p >= 0:
 		h.removeAt(int(p))
 	}
 }
@@ -434,6 +610,7 @@ func (h *idxHeap) removeAt(p int) {
 	}
 	h.items = h.items[:last]
 	h.pos[i] = -1
+	h.stale[i] = false
 	if p != last {
 		if !h.down(p) {
 			h.up(p)
@@ -443,8 +620,18 @@ func (h *idxHeap) removeAt(p int) {
 
 // fix sets the key of i (which must be in the heap) and restores order.
 func (h *idxHeap) fix(i int32, k float64) {
+	if h.pos[i] == inSorted {
+		h.remove(i)
+		h.insert(i, k)
+		return
+	}
 	p := int(h.pos[i])
 	old := h.items[p].key
+	if h.lazy && k > old {
+		h.later[i], h.stale[i] = k, true
+		return
+	}
+	h.stale[i] = false
 	h.items[p].key = k
 	if k < old {
 		h.up(p)
@@ -455,7 +642,7 @@ func (h *idxHeap) fix(i int32, k float64) {
 
 // set inserts i or changes its key.
 func (h *idxHeap) set(i int32, k float64) {
-	if h.pos[i] >= 0 {
+	if h.pos[i] != -1 {
 		h.fix(i, k)
 	} else {
 		h.insert(i, k)

@@ -58,6 +58,7 @@ func (e *engine) stepController() error {
 	if cs == nil || !cs.drv.Due(e.now) {
 		return nil
 	}
+	e.catchUp() // observations read the accumulators
 	period := e.now - cs.last
 	sec := period.Seconds()
 	obs := &cs.obs

@@ -48,7 +48,9 @@ type Options struct {
 	Model *model.Model
 	// Workers is how many host agents step at once (0: GOMAXPROCS), for
 	// mechanisms whose agents are independent (mech.Concurrent); others
-	// step one at a time. Results do not depend on it.
+	// step one at a time. On large runs it is also how many workers add
+	// up the accumulators and take the samples, whatever the mechanism.
+	// Results do not depend on it.
 	Workers int
 	// Updates change the declared model during the run, in time order:
 	// from At on, the mechanism has Model's tenants and VMs (a tenant
@@ -95,53 +97,60 @@ type vmInfo struct {
 }
 
 type pairState struct {
-	id     mech.PairID
-	tenant string
-	src    int // vm index
-	dst    int
-	links  []int // the pair's route (for the oracle)
-	// the pair limiter's rate (+Inf: none) and its resource index in the
-	// current problem (-1: none)
-	limRate float64
-	limRes  int
-	limID   string // the limiter's resource ID (made when first in force)
-	nconn   int    // connections ever made, for ECMP hashing
+	// Fields are grouped by who touches them, a cache line (64 bytes)
+	// per group, so that walking every pair (catchUp, takeSample,
+	// observe) reads few lines, and the source's and the destination's
+	// agents observing a pair at once write different lines. The record
+	// is 384 bytes (TestPairStateLayout).
 
-	// per tick
-	rate      float64 // delivered bits/s this tick
-	lossRate  float64 // bits/s lost in the network this tick
-	inDrop    float64 // bits/s of it dropped at the receiver host's ingress
-	inDropAcc float64 // since the destination agent's last step
-	bound     bool    // held back by its own limiter this tick
-	partial   float64 // correction for flows that finished mid-tick (bits)
-	sentRate  float64 // bits/s leaving the source host this tick
+	// read by observe at both ends
+	id      mech.PairID
+	tenant  string
+	limRate float64 // the pair limiter's rate (+Inf: none)
+	bound   bool    // held back by its own limiter this tick
 
-	// offered load of the active connections
-	unboundedActive int     // active TCP connections with no rate cap
-	boundedOffered  float64 // Σ rates of active capped TCP and UDP connections
+	// since the source agent's last step; since the last sample
+	txBits, txLoss, txMark float64
+	boundTicks             int
+	srcTicks               int
+	sampleBits             float64
+	boundedDemandDT        float64 // Σ offered·dt of bounded connections
+	unboundedTicks         int
 
-	// since the source / destination agent's last step
-	txBits, rxBits float64
-	txLoss, rxLoss float64
-	txMark, rxMark float64
-	markRate       float64 // bits/s ECN-marked this tick
+	// since the destination agent's last step; since the last sample
+	rxBits, rxLoss, rxMark float64
+	inDropAcc              float64
+	activeTicks            int // ticks with traffic to offer
+	firstActive            int // the sample's tick at which it first had
 	// fractions of a packet lost or marked and not yet counted: a host
 	// sees whole packets, so a slow pair sees a loss only every few
 	// periods while a fast one through the same queue sees one in each
 	lossAcc, markAcc float64
-	boundTicks       int
-	srcTicks         int
+
+	// per tick
+	rate     float64 // delivered bits/s this tick
+	sentRate float64 // bits/s leaving the source host this tick
+	partial  float64 // correction for flows that finished mid-tick (bits)
+	lossRate float64 // bits/s lost in the network this tick
+	markRate float64 // bits/s ECN-marked this tick
+	inDrop   float64 // bits/s of it dropped at the receiver host's ingress
+	// offered load of the active connections
+	boundedOffered  float64 // Σ rates of active capped TCP and UDP connections
+	unboundedActive int     // active TCP connections with no rate cap
 
 	// since the controller's last step
 	ctlBits            float64
 	ctlBound, ctlTicks int
 
-	// since the last sample
-	sampleBits      float64
-	unboundedTicks  int
-	boundedDemandDT float64 // Σ offered·dt of bounded connections
-	activeTicks     int     // ticks with traffic to offer
-	firstActive     int     // the sample's tick at which it first had
+	src    int // vm index
+	dst    int
+	limRes int // the limiter's resource index in the current problem (-1: none)
+	nconn  int // connections ever made, for ECMP hashing
+	_      [8]byte
+
+	links []int  // the pair's route (for the oracle)
+	limID string // the limiter's resource ID (made when first in force)
+	_     [24]byte
 }
 
 type connState struct {
@@ -180,7 +189,9 @@ type engine struct {
 	pairIx map[mech.PairID]int
 	conns  []connState
 	free   []int // free conn slots (finished sized flows)
-	sized  bool  // a sized flow was started (account)
+	// activeUDP counts the active UDP connections (setActive)
+	activeUDP int
+	sized     bool // a sized flow was started (account)
 
 	hosts []*hostAgent
 	hostN map[string]int // server name -> index in hosts
@@ -200,26 +211,32 @@ type engine struct {
 	events eventQueue
 
 	// physics; per-resource slices are indexed links first, then limiters
-	dirty     bool
-	solver    alloc.Solver
-	prob      alloc.Problem
-	uses      []alloc.Use
-	tcpRates  []float64
-	tcpConns  []int // conn index of each TCP problem flow
-	capacity  []float64
-	udpLoad   []float64 // UDP passing each resource
-	load      []float64 // total passing each resource
-	udpScale  []float64 // fraction of arriving UDP that passes
-	udpIn     []float64
-	sat       []bool
-	congested []bool // per link: saturated and overflowing
-	scheds    []schedState
-	ports     []portState
-	portOf    []int          // per link: port index, -1
-	dscp      map[string]int // tenant → DSCP code point its packets carry
-	classedAt []*classedRes  // per resource: its classes, nil if flat
-	classed   bool           // some resource has classes
-	hops      []hop
+	dirty bool
+	// shape counts the changes of the network problem's flows and their
+	// paths: connections coming and going, limiters coming and going
+	// (setActive, setLimiter); built is shape when the problem was last
+	// built, and builtOK whether it may be solved again as it is
+	shape, built int
+	builtOK      bool
+	solver       alloc.Solver
+	prob         alloc.Problem
+	uses         []alloc.Use
+	tcpRates     []float64
+	tcpConns     []int // conn index of each TCP problem flow
+	capacity     []float64
+	udpLoad      []float64 // UDP passing each resource
+	load         []float64 // total passing each resource
+	udpScale     []float64 // fraction of arriving UDP that passes
+	udpIn        []float64
+	sat          []bool
+	congested    []bool // per link: saturated and overflowing
+	scheds       []schedState
+	ports        []portState
+	portOf       []int          // per link: port index, -1
+	dscp         map[string]int // tenant → DSCP code point its packets carry
+	classedAt    []*classedRes  // per resource: its classes, nil if flat
+	classed      bool           // some resource has classes
+	hops         []hop
 
 	// appliances and request flows
 	apps      []applianceState
@@ -248,7 +265,8 @@ type engine struct {
 	vmio vmIO
 
 	out        *eval.Input
-	sampleTick int // ticks since the last sample
+	sampleTick int     // ticks since the last sample
+	pend       pending // ticks accounted, not yet added up (account)
 	now        time.Duration
 }
 
@@ -279,6 +297,31 @@ type hostAgent struct {
 	pending []setting
 	msgs    []mech.Message
 	err     error
+	// the recipients of the last step's messages, in order (recipient)
+	sentTo []sentTo
+}
+
+// recipient returns the index in hostN of the host the k-th message of
+// a step goes to, trying first the one the k-th message of the last step
+// went to (agents send to the same hosts in the same order).
+func (h *hostAgent) recipient(k int, to string, hostN map[string]int) (int, bool) {
+	if k < len(h.sentTo) && h.sentTo[k].ix >= 0 && h.sentTo[k].name == to {
+		return h.sentTo[k].ix, true
+	}
+	j, ok := hostN[to]
+	if ok {
+		for len(h.sentTo) <= k {
+			h.sentTo = append(h.sentTo, sentTo{ix: -1})
+		}
+		h.sentTo[k] = sentTo{to, j}
+	}
+	return j, ok
+}
+
+// sentTo is a host a message went to, and its index.
+type sentTo struct {
+	name string
+	ix   int
 }
 
 // setting is a limit (rate set on *limit) or a scheduler a host's agent
@@ -396,6 +439,7 @@ func (e *engine) checkModels() error {
 // controller.
 func (e *engine) applyUpdates() error {
 	for len(e.updates) > 0 && e.updates[0].At <= e.now {
+		e.catchUp()
 		u := e.updates[0]
 		e.updates = e.updates[1:]
 		e.model = e.withHosts(u.Model)
@@ -519,9 +563,10 @@ func (e *engine) buildAgents() error {
 		hostIDs = append(hostIDs, h)
 	}
 	sort.Ints(hostIDs)
+	byNode := make(map[int]*hostAgent, len(hostIDs))
 	for _, h := range hostIDs {
 		name := e.tp.Nodes[h].Name
-		ha := &hostAgent{name: name, vmsHere: map[string]bool{}}
+		ha := &hostAgent{name: name, vmsHere: map[string]bool{}, egIx: map[mech.PairID]int{}}
 		env.Host = name
 		d, err := drive.NewHost(e.opts.Mechanism, env, &enforcer{e: e, h: ha})
 		if err != nil {
@@ -530,24 +575,22 @@ func (e *engine) buildAgents() error {
 		// Messages come from mechanisms only: no bound on what waits.
 		d.BoundInbox(0)
 		ha.drv = d
-		for vi, v := range e.vms {
-			if v.host == h {
-				ha.vmsHere[v.name] = true
-				ha.vms = append(ha.vms, vi)
-			}
-		}
-		ha.egIx = map[mech.PairID]int{}
-		for i, ps := range e.pairs {
-			if e.vms[ps.src].host == h {
-				ha.egress = append(ha.egress, i)
-				ha.egIx[ps.id] = i
-			}
-			if e.vms[ps.dst].host == h {
-				ha.ingress = append(ha.ingress, i)
-			}
-		}
+		byNode[h] = ha
 		e.hostN[name] = len(e.hosts)
 		e.hosts = append(e.hosts, ha)
+	}
+	// Every host's VMs and pairs, in VM and pair order.
+	for vi, v := range e.vms {
+		ha := byNode[v.host]
+		ha.vmsHere[v.name] = true
+		ha.vms = append(ha.vms, vi)
+	}
+	for i, ps := range e.pairs {
+		src := byNode[e.vms[ps.src].host]
+		src.egress = append(src.egress, i)
+		src.egIx[ps.id] = i
+		dst := byNode[e.vms[ps.dst].host]
+		dst.ingress = append(dst.ingress, i)
 	}
 	return nil
 }
@@ -656,6 +699,7 @@ func (e *engine) run(ctx context.Context) error {
 			}
 		}
 	}
+	e.catchUp()
 	return nil
 }
 
@@ -690,6 +734,7 @@ func (e *engine) stepAgents() error {
 	if len(due) == 0 {
 		return nil
 	}
+	e.catchUp() // observations read the accumulators
 	step := func(h *hostAgent) {
 		h.obs = e.observe(h)
 		h.msgs, h.err = h.drv.Step(h.obs)
@@ -735,8 +780,8 @@ func (e *engine) stepAgents() error {
 		if err != nil {
 			return fmt.Errorf("sim: %w", err)
 		}
-		for _, m := range msgs {
-			j, ok := e.hostN[m.To]
+		for k, m := range msgs {
+			j, ok := h.recipient(k, m.To, e.hostN)
 			if !ok {
 				return fmt.Errorf("sim: mechanism %s: agent on %s sent a message to unknown host %q", e.opts.Mechanism.Name(), h.name, m.To)
 			}
@@ -770,8 +815,10 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 		p.txBits, p.txLoss, p.txMark, p.boundTicks, p.srcTicks = 0, 0, 0, 0, 0
 	}
 	h.obsIngr = h.obsIngr[:0]
+	drops := false // some pair was dropped at a VM's ingress
 	for _, i := range h.ingress {
 		p := &e.pairs[i]
+		drops = drops || p.inDropAcc > 0
 		if (p.rxBits > 0 || p.rxLoss > 0 || p.rxMark > 0) && !e.undeclared(p) {
 			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.rxLoss, Marks: p.rxMark}
 			if sec > 0 {
@@ -797,6 +844,9 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 		o.OutDemand, o.InDemand = e.agentDemand(vi, sec)
 		most := 0.0
 		for _, i := range h.ingress {
+			if !drops {
+				break
+			}
 			p := &e.pairs[i]
 			if p.dst == vi && p.inDropAcc > most && !e.undeclared(p) {
 				most, o.DropSrc = p.inDropAcc, p.id.Src
@@ -805,8 +855,10 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 		v.inBits, v.outBits, v.inDropBits = 0, 0, 0
 		h.obsVMs = append(h.obsVMs, o)
 	}
-	for _, i := range h.ingress {
-		e.pairs[i].inDropAcc = 0
+	if drops {
+		for _, i := range h.ingress {
+			e.pairs[i].inDropAcc = 0
+		}
 	}
 	obs.VMs = h.obsVMs
 	return obs
@@ -821,16 +873,28 @@ type enforcer struct {
 
 // SetLimit implements drive.Enforcer.
 func (en *enforcer) SetLimit(l mech.Limit) error {
+	hint := int32(-1)
+	return en.SetLimitHint(l, &hint)
+}
+
+// SetLimitHint implements drive.HintedEnforcer: a pair limit's hint is
+// the pair's index in e.pairs.
+func (en *enforcer) SetLimitHint(l mech.Limit, hint *int32) error {
 	e := en.e
 	var rate *float64
 	switch l.Kind {
 	case mech.PairLimit:
+		if i := int(*hint); i >= 0 && i < len(e.pairs) && e.pairs[i].id == l.Pair {
+			rate = &e.pairs[i].limRate
+			break
+		}
 		// The driver core has checked that the pair's source is here:
 		// the pair is one of the host's (a smaller map than e.pairIx).
 		i, ok := en.h.egIx[l.Pair]
 		if !ok {
 			return fmt.Errorf("limited pair %s->%s, which has no traffic in the scenario", l.Pair.Src, l.Pair.Dst)
 		}
+		*hint = int32(i)
 		rate = &e.pairs[i].limRate
 	case mech.VMEgress:
 		rate = &e.vms[e.vmIdx[l.VM]].egRate
@@ -860,9 +924,57 @@ func (en *enforcer) SetScheduler(s mech.Scheduler) error {
 // setLimiter sets a limiter's rate (+Inf removes it).
 func (e *engine) setLimiter(rate *float64, r float64) {
 	if *rate != r {
+		if math.IsInf(*rate, 1) != math.IsInf(r, 1) {
+			e.shape++ // a limiter comes or goes
+		}
 		*rate = r
 		e.dirty = true
 	}
+}
+
+// splitMin is the least work split gives a worker (below it, starting
+// workers costs more than it saves).
+const splitMin = 2048
+
+// maxSplit bounds the parts of split.
+const maxSplit = 64
+
+// split calls fn on parts k (< maxSplit) of [0, n), [lo, hi), in parallel
+// when there are several workers (Options.Workers, GOMAXPROCS by default)
+// and the work (in items of about a pair's cost) is large, and returns
+// when all have returned. Every index is in one part; fn must not write
+// what another part reads. The parts are more than the workers, taken
+// in turn by whichever is free, so that a worker the machine holds back
+// delays the others little.
+func (e *engine) split(n, work int, fn func(k, lo, hi int)) {
+	w := e.opts.Workers
+	if w <= 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
+	w = min(w, work/splitMin, n, maxSplit)
+	if w <= 1 {
+		if n > 0 {
+			fn(0, 0, n)
+		}
+		return
+	}
+	parts := min(4*w, n, maxSplit)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= parts {
+					return
+				}
+				fn(k, k*n/parts, (k+1)*n/parts)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // workers is how many agents step at once when n are due.

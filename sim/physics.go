@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
@@ -24,6 +25,7 @@ func (e *engine) physics() {
 	if !e.dirty {
 		return
 	}
+	e.catchUp() // the ticks pending had the state about to change
 	e.dirty = false
 	e.buildResources()
 	e.solveUDP()
@@ -207,6 +209,9 @@ func (e *engine) solveUDP() {
 	}
 	any := false
 	for i := range e.conns {
+		if !e.classed && e.activeUDP == 0 {
+			break // no UDP to find and no class to mark
+		}
 		c := &e.conns[i]
 		if !c.active {
 			continue
@@ -368,6 +373,16 @@ const maxApplianceRounds = 8
 // solveNetwork builds and solves the max-min problem of TCP connections and
 // request flows.
 func (e *engine) solveNetwork() {
+	// The flows and their uses are those of the last time unless a
+	// connection or a limiter came or went since. (Schedulers, switch
+	// ports' queues and request flows change them in other ways: with
+	// any of those the problem is built every time.)
+	same := len(e.rflows) == 0 && len(e.scheds) == 0 && len(e.ports) == 0 && !e.classed
+	if same && e.builtOK && e.built == e.shape {
+		e.solveBuilt(true)
+		return
+	}
+	e.built, e.builtOK = e.shape, same
 	flows := e.prob.Flows[:0]
 	e.tcpConns = e.tcpConns[:0]
 	e.rflowSlot = e.rflowSlot[:0]
@@ -400,9 +415,20 @@ func (e *engine) solveNetwork() {
 	}
 	e.uses = uses
 	e.prob.Flows = flows
+	e.solveBuilt(false)
+}
+
+// solveBuilt solves the network problem as built (solveNetwork), again if
+// its flows and their uses are those of the last solve.
+func (e *engine) solveBuilt(again bool) {
+	flows := e.prob.Flows
 	e.tcpRates = grow(e.tcpRates, len(flows))
 	if len(flows) > 0 {
-		if err := e.solver.Solve(&e.prob, e.tcpRates); err != nil {
+		solve := e.solver.Solve
+		if again {
+			solve = e.solver.SolveAgain
+		}
+		if err := solve(&e.prob, e.tcpRates); err != nil {
 			// The problem is built from validated inputs; an error here is
 			// a bug, not bad input.
 			panic(fmt.Sprintf("sim: network allocation failed: %v", err))
@@ -445,6 +471,7 @@ func (e *engine) markSaturation() {
 	for i := range e.pairs {
 		p := &e.pairs[i]
 		p.rate, p.lossRate = 0, 0
+		p.inDrop, p.markRate, p.sentRate = 0, 0, 0
 		p.bound = p.limRes >= 0 && e.sat[p.limRes]
 	}
 	// A saturated link is congested — its queue overflows — when traffic
@@ -481,9 +508,6 @@ func (e *engine) markSaturation() {
 			mark(f.fwd)
 			mark(f.rev)
 		}
-	}
-	for i := range e.pairs {
-		e.pairs[i].inDrop, e.pairs[i].markRate, e.pairs[i].sentRate = 0, 0, 0
 	}
 	for i := range e.conns {
 		c := &e.conns[i]
@@ -525,8 +549,268 @@ func (e *engine) markSaturation() {
 }
 
 // account advances one tick: bits delivered per pair, sized flows that
-// finish, and the accumulators agents and samples read.
+// finish, and the accumulators agents and samples read. When no flow is
+// sized and no request flows run, a tick changes nothing but those
+// accumulators, by the same amounts as the tick before as long as
+// nothing changes the per-tick state: the tick is then left pending
+// and added with the others by catchUp before anything reads the
+// accumulators or changes that state, with the same additions in the
+// same order for every accumulator.
 func (e *engine) account() {
+	if !e.sized && len(e.rflows) == 0 {
+		if e.pend.ticks == 0 {
+			e.pend.from = e.sampleTick
+		}
+		e.pend.ticks++
+		e.pend.now = e.now
+		e.sampleTick++
+		return
+	}
+	e.catchUp()
+	e.accountTick()
+}
+
+// pending is the ticks accounted but not yet added to the accumulators
+// (account).
+type pending struct {
+	ticks int
+	from  int           // e.sampleTick at the first of them
+	now   time.Duration // e.now at the last of them
+	// per pair, its bits delivered and sent in one tick, its bits
+	// dropped at the receiver's ingress, and its offered load if bounded
+	// (accountVMIO's; 0: none)
+	bits, sent, drop, offer []float64
+	// the pairs of each VM as source and as destination, in pair order
+	outOf, inOf [][]int32
+	unb         []bool // per pair: an unbounded connection is active
+}
+
+// catchUp adds the pending ticks to the accumulators as accountTick
+// would have, tick by tick: an accumulator of one pair takes the same
+// amount once per tick, one of a VM takes, in every tick, the amounts of
+// its pairs in pair order.
+func (e *engine) catchUp() { e.catchUpSampling(nil) }
+
+// catchUpSampling is catchUp, and with smp (if any ticks are pending)
+// takes every pair's sample as it goes (takeSample).
+func (e *engine) catchUpSampling(smp *pairSampler) {
+	n := e.pend.ticks
+	if n == 0 {
+		return
+	}
+	e.pend.ticks = 0
+	pd := &e.pend
+	if len(pd.outOf) != len(e.vms) || len(pd.bits) != len(e.pairs) {
+		pd.outOf, pd.inOf = make([][]int32, len(e.vms)), make([][]int32, len(e.vms))
+		for i := range e.pairs {
+			p := &e.pairs[i]
+			pd.outOf[p.src] = append(pd.outOf[p.src], int32(i))
+			pd.inOf[p.dst] = append(pd.inOf[p.dst], int32(i))
+		}
+		n := len(e.pairs)
+		pd.bits, pd.sent, pd.drop, pd.offer = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+		pd.unb = make([]bool, n)
+	}
+	// Pairs, then VMs (which read what the pairs' pass wrote), each
+	// split between the workers: every pair and every VM is added up by
+	// one of them, the same way whatever their number.
+	var anyDrop, anyOffer [maxSplit]bool
+	e.split(len(e.pairs), len(e.pairs), func(k, lo, hi int) {
+		anyDrop[k], anyOffer[k] = e.catchUpPairs(n, lo, hi, smp)
+	})
+	a := e.vmioInit()
+	drop, offer := slices.Contains(anyDrop[:], true), slices.Contains(anyOffer[:], true)
+	e.split(len(e.vms), len(e.pairs), func(_, lo, hi int) { e.catchUpVMs(n, lo, hi, a, drop, offer) })
+}
+
+// catchUpPairs is catchUp of pairs [lo, hi) (n ticks): their own
+// accumulators, and their amounts per tick for the VMs' (pend); with smp,
+// their samples. It says whether some pair dropped bits at its
+// destination's ingress, and whether some offered a bounded load.
+func (e *engine) catchUpPairs(n, lo, hi int, smp *pairSampler) (anyDrop, anyOffer bool) {
+	pd := &e.pend
+	dt := e.dtSec
+	ctl := e.ctl != nil
+	for i := lo; i < hi; i++ {
+		p := &e.pairs[i]
+		bits := p.rate*dt + p.partial
+		sentBits := p.sentRate*dt + p.partial
+		pd.bits[i], pd.sent[i] = bits, sentBits
+		pd.drop[i], pd.offer[i] = 0, 0
+		if p.inDrop != 0 {
+			pd.drop[i] = p.inDrop * dt
+			anyDrop = true
+		}
+		pd.unb[i] = p.unboundedActive > 0
+		if d := p.boundedOffered * e.dtSec; !pd.unb[i] && d > 0 {
+			pd.offer[i] = d
+			anyOffer = true
+		}
+		unbounded := p.unboundedActive > 0 || p.partial > 0
+		if unbounded || p.boundedOffered > 0 {
+			if p.activeTicks == 0 {
+				p.firstActive = pd.from
+			}
+			p.activeTicks += n
+		}
+		p.partial = 0
+		if p.lossRate != 0 {
+			for range n {
+				lost := wholePackets(&p.lossAcc, p.lossRate*dt/MTU)
+				p.txLoss += lost
+				p.rxLoss += lost
+			}
+		}
+		if p.markRate != 0 {
+			for range n {
+				marked := wholePackets(&p.markAcc, p.markRate*dt/MTU)
+				p.txMark += marked
+				p.rxMark += marked
+			}
+		}
+		if p.inDrop != 0 {
+			for range n {
+				p.inDropAcc += p.inDrop * dt
+			}
+		}
+		tx, rx, sb, cb := p.txBits, p.rxBits, p.sampleBits, p.ctlBits
+		for range n {
+			tx += bits
+			rx += bits
+			sb += bits
+		}
+		if ctl {
+			for range n {
+				cb += bits
+			}
+			p.ctlTicks += n
+			if p.bound {
+				p.ctlBound += n
+			}
+		}
+		p.txBits, p.rxBits, p.sampleBits, p.ctlBits = tx, rx, sb, cb
+		p.srcTicks += n
+		if p.bound {
+			p.boundTicks += n
+		}
+		if unbounded {
+			p.unboundedTicks += n
+		} else {
+			d := p.boundedDemandDT
+			for range n {
+				d += p.boundedOffered * dt
+			}
+			p.boundedDemandDT = d
+		}
+		if smp != nil {
+			smp.take(i, p)
+		}
+	}
+	return anyDrop, anyOffer
+}
+
+// catchUpVMs is catchUp of VMs [lo, hi) (n ticks): the VMs' accumulators
+// (and accountVMIO's), pairs in pair order within every tick; an amount
+// of 0 is not added, as accountTick does not add it.
+func (e *engine) catchUpVMs(n, lo, hi int, a *vmIO, anyDrop, anyOffer bool) {
+	pd := &e.pend
+	ctl := e.ctl != nil
+	for vi := lo; vi < hi; vi++ {
+		v := &e.vms[vi]
+		outs, ins := pd.outOf[vi], pd.inOf[vi]
+		v.outBits, v.inBits = addTicks2(v.outBits, v.inBits, n, outs, ins, pd.sent, pd.bits)
+		if anyDrop {
+			v.inDropBits = addTicks(v.inDropBits, n, ins, pd.drop, true)
+		}
+		if ctl {
+			a.ctlOut[vi] = addTicks(a.ctlOut[vi], n, outs, pd.sent, false)
+			a.ctlIn[vi] = addTicks(a.ctlIn[vi], n, ins, pd.bits, false)
+		}
+		// accountVMIO: a tick with an unbounded pair counts once per VM
+		// and side; the others add their offered load.
+		outUnb, inUnb := false, false
+		for _, i := range outs {
+			outUnb = outUnb || pd.unb[i]
+		}
+		for _, i := range ins {
+			inUnb = inUnb || pd.unb[i]
+		}
+		if outUnb {
+			a.outStamp[vi] = pd.now
+			a.agent[vi].outUnb += n
+			a.ctl[vi].outUnb += n
+		}
+		if inUnb {
+			a.inStamp[vi] = pd.now
+			a.agent[vi].inUnb += n
+			a.ctl[vi].inUnb += n
+		}
+		if anyOffer {
+			a.agent[vi].out = addTicks(a.agent[vi].out, n, outs, pd.offer, true)
+			a.agent[vi].in = addTicks(a.agent[vi].in, n, ins, pd.offer, true)
+			if ctl {
+				a.ctl[vi].out = addTicks(a.ctl[vi].out, n, outs, pd.offer, true)
+				a.ctl[vi].in = addTicks(a.ctl[vi].in, n, ins, pd.offer, true)
+			}
+		}
+	}
+}
+
+// addTicks2 is addTicks of two accumulators at once (amounts of 0 are
+// added), a after n ticks of xa over pa and b after n ticks of xb over pb:
+// each takes its additions in its order, the two chains interleaved so
+// that the processor overlaps them.
+func addTicks2(a, b float64, n int, pa, pb []int32, xa, xb []float64) (float64, float64) {
+	la, lb := len(pa), len(pb)
+	if la == 0 || lb == 0 {
+		return addTicks(a, n, pa, xa, false), addTicks(b, n, pb, xb, false)
+	}
+	ka, kb := n*la, n*lb
+	ja, jb := 0, 0
+	k := 0
+	for ; k < ka && k < kb; k++ {
+		a += xa[pa[ja]]
+		b += xb[pb[jb]]
+		if ja++; ja == la {
+			ja = 0
+		}
+		if jb++; jb == lb {
+			jb = 0
+		}
+	}
+	for ; k < ka; k++ {
+		a += xa[pa[ja]]
+		if ja++; ja == la {
+			ja = 0
+		}
+	}
+	for ; k < kb; k++ {
+		b += xb[pb[jb]]
+		if jb++; jb == lb {
+			jb = 0
+		}
+	}
+	return a, b
+}
+
+// addTicks returns acc after n ticks each adding amount[i] for every i
+// of pairs, in order (skipping amounts of 0 if skipZero).
+func addTicks(acc float64, n int, pairs []int32, amount []float64, skipZero bool) float64 {
+	if len(pairs) == 0 {
+		return acc
+	}
+	for range n {
+		for _, i := range pairs {
+			if x := amount[i]; x != 0 || !skipZero {
+				acc += x
+			}
+		}
+	}
+	return acc
+}
+
+// accountTick is account of one tick, at once.
+func (e *engine) accountTick() {
 	dt := e.dtSec
 	for i := range e.conns {
 		if !e.sized {
@@ -613,23 +897,20 @@ func (e *engine) account() {
 
 // takeSample records every pair's mean rate and demand over the last span.
 func (e *engine) takeSample(t, span time.Duration) {
+	e.catchUp()
 	sec := span.Seconds()
 	ticks := e.sampleTick
 	s := eval.Sample{T: t, Pairs: make([]eval.PairSample, len(e.pairs))}
-	for i := range e.pairs {
-		p := &e.pairs[i]
-		ps := eval.PairSample{Rate: p.sampleBits / sec}
-		if p.activeTicks > 0 && 2*p.unboundedTicks >= p.activeTicks {
-			ps.Demand = math.Inf(1)
-		} else {
-			ps.Demand = p.boundedDemandDT / sec
-		}
-		if p.activeTicks > 0 && ticks > 0 {
-			ps.Active = float64(p.activeTicks) / float64(ticks)
-			ps.ActiveFrom = float64(p.firstActive) / float64(ticks)
-		}
-		s.Pairs[i] = ps
-		p.sampleBits, p.unboundedTicks, p.boundedDemandDT, p.activeTicks = 0, 0, 0, 0
+	smp := &pairSampler{out: s.Pairs, sec: sec, ticks: ticks}
+	if e.pend.ticks > 0 {
+		// the pairs' samples taken as their pending ticks are added
+		e.catchUpSampling(smp)
+	} else {
+		e.split(len(e.pairs), len(e.pairs), func(_, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				smp.take(i, &e.pairs[i])
+			}
+		})
 	}
 	e.sampleTick = 0
 	if len(e.rflows) > 0 {
@@ -656,6 +937,32 @@ func (e *engine) takeSample(t, span time.Duration) {
 		}
 	}
 	e.out.Samples = append(e.out.Samples, s)
+}
+
+// pairSampler takes the pairs' samples over sec seconds of ticks ticks
+// into out.
+type pairSampler struct {
+	out   []eval.PairSample
+	sec   float64
+	ticks int
+}
+
+// take records pair i's mean rate and demand since its last sample, and
+// starts its next.
+func (smp *pairSampler) take(i int, p *pairState) {
+	sec, ticks := smp.sec, smp.ticks
+	ps := eval.PairSample{Rate: p.sampleBits / sec}
+	if p.activeTicks > 0 && 2*p.unboundedTicks >= p.activeTicks {
+		ps.Demand = math.Inf(1)
+	} else {
+		ps.Demand = p.boundedDemandDT / sec
+	}
+	if p.activeTicks > 0 && ticks > 0 {
+		ps.Active = float64(p.activeTicks) / float64(ticks)
+		ps.ActiveFrom = float64(p.firstActive) / float64(ticks)
+	}
+	smp.out[i] = ps
+	p.sampleBits, p.unboundedTicks, p.boundedDemandDT, p.activeTicks = 0, 0, 0, 0
 }
 
 func secondsToDuration(s float64) time.Duration {

@@ -33,16 +33,7 @@ type vmDemandAcc struct {
 // accountVMIO adds one tick of pair p (sent and received bits) to its VMs'
 // accumulators (those of the controller only if ctl).
 func (e *engine) accountVMIO(p *pairState, sent, recv float64, ctl bool) {
-	a := &e.vmio
-	if a.agent == nil {
-		n := len(e.vms)
-		a.agent, a.ctl = make([]vmDemandAcc, n), make([]vmDemandAcc, n)
-		a.ctlOut, a.ctlIn = make([]float64, n), make([]float64, n)
-		a.outStamp, a.inStamp = make([]time.Duration, n), make([]time.Duration, n)
-		for i := range a.outStamp {
-			a.outStamp[i], a.inStamp[i] = -1, -1
-		}
-	}
+	a := e.vmioInit()
 	if ctl {
 		a.ctlOut[p.src] += sent
 		a.ctlIn[p.dst] += recv
@@ -68,6 +59,21 @@ func (e *engine) accountVMIO(p *pairState, sent, recv float64, ctl bool) {
 			a.ctl[p.dst].in += d
 		}
 	}
+}
+
+// vmioInit makes the accumulators when first needed and returns them.
+func (e *engine) vmioInit() *vmIO {
+	a := &e.vmio
+	if a.agent == nil {
+		n := len(e.vms)
+		a.agent, a.ctl = make([]vmDemandAcc, n), make([]vmDemandAcc, n)
+		a.ctlOut, a.ctlIn = make([]float64, n), make([]float64, n)
+		a.outStamp, a.inStamp = make([]time.Duration, n), make([]time.Duration, n)
+		for i := range a.outStamp {
+			a.outStamp[i], a.inStamp[i] = -1, -1
+		}
+	}
+	return a
 }
 
 // demand turns an accumulator over sec seconds into demands (bits/s) and

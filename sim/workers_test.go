@@ -11,10 +11,17 @@ import (
 	"github.com/bulkhead-dc/bulkhead/sim"
 )
 
-// Agents of a mech.Concurrent mechanism step in parallel; the results do
-// not depend on how many at once.
+// Agents of a mech.Concurrent mechanism step in parallel, and large
+// runs add up their accumulators and samples in parallel; the results do
+// not depend on how many workers.
 func TestWorkersSameResults(t *testing.T) {
-	s, err := runner.DatacenterScenario(64, 4, 600, 300*time.Millisecond)
+	t.Run("600 pairs", func(t *testing.T) { workersSameResults(t, 64, 600, 300*time.Millisecond) })
+	// enough pairs for the simulator's own loops to be split
+	t.Run("5000 pairs", func(t *testing.T) { workersSameResults(t, 256, 5000, 100*time.Millisecond) })
+}
+
+func workersSameResults(t *testing.T, vms, conns int, d time.Duration) {
+	s, err := runner.DatacenterScenario(vms, 4, conns, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +39,7 @@ func TestWorkersSameResults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(in.Samples) == 0 || len(in.Pairs) != 600 {
+		if len(in.Samples) == 0 || len(in.Pairs) != conns {
 			t.Fatalf("%d workers: %d samples, %d pairs", w, len(in.Samples), len(in.Pairs))
 		}
 		if first == nil {

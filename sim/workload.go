@@ -172,6 +172,7 @@ func (e *engine) setActive(i int, on bool) {
 	}
 	c.active = on
 	e.dirty = true
+	e.shape++
 	p := &e.pairs[c.pair]
 	d := 1
 	if !on {
@@ -180,6 +181,7 @@ func (e *engine) setActive(i int, on bool) {
 	}
 	switch {
 	case c.udp:
+		e.activeUDP += d
 		p.boundedOffered += float64(d) * c.offered
 	case math.IsInf(c.appCap, 1):
 		p.unboundedActive += d
@@ -198,6 +200,9 @@ func (e *engine) finishConn(i int) {
 }
 
 func (e *engine) fireEvents() error {
+	if e.events.Len() > 0 && e.events.items[0].t <= e.now {
+		e.catchUp() // connections come and go
+	}
 	for e.events.Len() > 0 && e.events.items[0].t <= e.now {
 		ev := heap.Pop(&e.events).(event)
 		g := e.gens[ev.gen]

@@ -64,6 +64,19 @@ type HintedVerifier interface {
 	HoldsLimitHint(l mech.Limit, hint *int32) bool
 }
 
+// HintedEnforcer is an Enforcer that finds a limit's enforcement point
+// faster from a hint it left for it, in the same hint Host keeps for a
+// HintedVerifier (one per desired limit, -1 until the enforcer sets it).
+// Host writes a single limit through it.
+type HintedEnforcer interface {
+	Enforcer
+	// SetLimitHint is SetLimit(l), given what the enforcer stored at
+	// *hint when last given l's enforcement point (-1: never); it may
+	// store a new hint there. A hint is only a hint: a wrong one must not
+	// change what is set.
+	SetLimitHint(l mech.Limit, hint *int32) error
+}
+
 // BatchEnforcer is implemented by enforcers that write many pair limits
 // at once (one round trip to the data path rather than one per limit).
 // Host then gives it, every step, the pair limits the mechanism asked
@@ -105,17 +118,24 @@ type Host struct {
 	agent mech.Agent
 	env   mech.Env
 	local map[string]bool // VMs on this host
-	known map[string]bool // every VM of the environment
 	hosts map[string]bool // every host with a VM
-	enf   Enforcer
-	per   time.Duration
+	// sentTo[i] is the host the i-th message of a step was last sent to
+	// (a host of the environment; "": none)
+	sentTo []string
+	enf    Enforcer
+	henf   HintedEnforcer // enf, if it is one
+	per    time.Duration
 
 	// desired state: what the mechanism last asked for, by enforcement
 	// point; failed counts the limits whose last write failed; spend
 	// marks schedulers whose last write failed
 	limits map[limitKey]*desired
 	order  []*desired // the desired limits, in no order (reconcile walks them)
-	bat    batch      // a step's batch of pair limits (BatchEnforcer), reused
+	// seen[i] is the desired limit of the i-th limit of the last step's
+	// actions (nil: none): a mechanism that says its limits in the same
+	// order from step to step finds them here rather than in the map
+	seen   []*desired
+	bat    batch // a step's batch of pair limits (BatchEnforcer), reused
 	failed int
 	scheds [2]*mech.Scheduler
 	spend  [2]bool
@@ -139,7 +159,8 @@ type desired struct {
 	gen    int64    // Host.gen when its VMs were last checked
 	key    limitKey // its enforcement point
 	pos    int      // its index in Host.order
-	hint   int32    // the enforcer's (HintedVerifier)
+	hint   int32    // the enforcer's (HintedVerifier, HintedEnforcer)
+	gone   bool     // no longer desired (unwant)
 }
 
 // want returns the desired limit of point k, made if there is none.
@@ -164,7 +185,44 @@ func (h *Host) unwant(k limitKey) {
 	h.order[d.pos].pos = d.pos
 	h.order[last] = nil
 	h.order = h.order[:last]
+	d.gone = true
 	delete(h.limits, k)
+}
+
+// lookup returns the desired limit of point k (nil: none), trying first
+// the one the i-th limit of the last step had.
+func (h *Host) lookup(i int, k limitKey) *desired {
+	if i < len(h.seen) {
+		if d := h.seen[i]; d != nil && !d.gone && d.key == k {
+			return d
+		}
+	}
+	return h.limits[k]
+}
+
+// knownHost says whether host is a host of the environment, for the i-th
+// message of a step: messages go to the same hosts in the same order from
+// step to step.
+func (h *Host) knownHost(i int, host string) bool {
+	if i < len(h.sentTo) && h.sentTo[i] == host && host != "" {
+		return true
+	}
+	if !h.hosts[host] {
+		return false
+	}
+	for len(h.sentTo) <= i {
+		h.sentTo = append(h.sentTo, "")
+	}
+	h.sentTo[i] = host
+	return true
+}
+
+// remember notes d as the desired limit of the step's i-th limit.
+func (h *Host) remember(i int, d *desired) {
+	for len(h.seen) <= i {
+		h.seen = append(h.seen, nil)
+	}
+	h.seen[i] = d
 }
 
 // limitKey is one enforcement point.
@@ -201,7 +259,8 @@ func NewHost(m mech.Mechanism, env mech.Env, enf Enforcer) (*Host, error) {
 	if p <= 0 {
 		return nil, fmt.Errorf("mechanism %s: agent on %s: non-positive period %v", m.Name(), env.Host, p)
 	}
-	h := &Host{name: env.Host, mname: m.Name(), agent: a, enf: enf, per: p,
+	henf, _ := enf.(HintedEnforcer)
+	h := &Host{name: env.Host, mname: m.Name(), agent: a, enf: enf, henf: henf, per: p,
 		limits: map[limitKey]*desired{}, maxBox: MaxInbox}
 	h.setEnv(env)
 	return h, nil
@@ -211,10 +270,9 @@ func (h *Host) setEnv(env mech.Env) {
 	h.env = env
 	h.gen++
 	h.local = map[string]bool{}
-	h.known = make(map[string]bool, len(env.VMs))
 	h.hosts = map[string]bool{}
+	clear(h.sentTo)
 	for _, v := range env.VMs {
-		h.known[v.Name] = true
 		h.hosts[v.Host] = true
 		if v.Host == env.Host {
 			h.local[v.Name] = true
@@ -237,7 +295,10 @@ func (h *Host) Agent() mech.Agent { return h.agent }
 // Env returns the environment the agent currently has.
 func (h *Host) Env() *mech.Env { return &h.env }
 
-func (h *Host) isKnown(vm string) bool { return h.known[vm] }
+func (h *Host) isKnown(vm string) bool {
+	_, ok := h.env.VM(vm) // VMs sorted by name (CheckEnv)
+	return ok
+}
 
 // Local says whether a VM is on this host.
 func (h *Host) Local(vm string) bool { return h.local[vm] }
@@ -310,9 +371,9 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 	}
 	be, _ := h.enf.(BatchEnforcer)
 	b := &h.bat
-	for _, l := range act.Limits {
+	for i, l := range act.Limits {
 		k := keyOf(l)
-		d := h.limits[k]
+		d := h.lookup(i, k)
 		// A point already desired under this environment passed the
 		// checks of its VMs: only the rate is new.
 		var err error
@@ -334,6 +395,7 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 		if d == nil {
 			d = h.want(k)
 		}
+		h.remember(i, d)
 		d.l, d.step, d.gen = l, step, h.gen
 		if be != nil && l.Kind == mech.PairLimit {
 			b.add(k, d, false)
@@ -348,7 +410,7 @@ func (h *Host) Step(obs *mech.HostObs) ([]mech.Message, error) {
 	for i := range act.Messages {
 		m := &act.Messages[i]
 		m.From = h.name
-		if !h.hosts[m.To] {
+		if !h.knownHost(i, m.To) {
 			errs = append(errs, h.errf("sent a message to unknown host %q", m.To))
 		}
 	}
@@ -462,6 +524,9 @@ func (h *Host) writeLimit(k limitKey, retry bool) error {
 
 // writeDesired is writeLimit of k's desired limit d.
 func (h *Host) writeDesired(k limitKey, d *desired, retry bool) error {
+	if h.henf != nil {
+		return h.wrote(k, d, retry, h.henf.SetLimitHint(d.l, &d.hint))
+	}
 	return h.wrote(k, d, retry, h.enf.SetLimit(d.l))
 }
 

@@ -2,7 +2,7 @@ package elasticswitch
 
 import (
 	"math"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech/elasticswitch/ra"
@@ -35,7 +35,7 @@ func (a *Agent) edgeCeilings(now time.Duration) {
 	capacity := link * (1 - a.cfg.EdgeHeadroom)
 	m := 1 + a.cfg.Margin
 
-	var outs []*outPair
+	outs := a.edgeOuts[:0]
 	for _, p := range a.outList {
 		p.ceiling = 0
 		if on && !p.local {
@@ -65,12 +65,12 @@ func (a *Agent) edgeCeilings(now time.Duration) {
 		}
 	}
 	shares := grow(&a.shares, len(outs))
-	level := WeightedMaxMin(capacity, weights, demands, shares)
+	level := a.mm.weighted(capacity, weights, demands, shares)
 	for k, p := range outs {
 		p.ceiling = ceiling(capacity, level, weights[k], shares[k], demands[k], a.cfg.RA.MinRate)
 	}
 
-	var ins []*inPair
+	ins := a.edgeIns[:0]
 	for _, p := range a.inList {
 		h := p.srcHost
 		if on && h != "" && h != a.env.Host {
@@ -96,10 +96,14 @@ func (a *Agent) edgeCeilings(now time.Duration) {
 		}
 	}
 	shares = grow(&a.shares, len(ins))
-	level = WeightedMaxMin(capacity, weights, demands, shares)
+	level = a.mm.weighted(capacity, weights, demands, shares)
 	for k, p := range ins {
 		p.ceiling = ceiling(capacity, level, weights[k], shares[k], demands[k], a.cfg.RA.MinRate)
 	}
+	// kept for the next GP period, holding no pair
+	clear(outs)
+	clear(ins)
+	a.edgeOuts, a.edgeIns = outs[:0], ins[:0]
 }
 
 // ceiling is the ceiling of a pair of the given weight, given share of
@@ -148,13 +152,38 @@ func (p *outPair) edgeCeiling(floor float64) float64 {
 // fair share per unit of weight of the pairs whose demands were not met
 // (+Inf if every demand was met).
 func WeightedMaxMin(capacity float64, weights, demands, out []float64) (level float64) {
+	var m maxMinScratch
+	return m.weighted(capacity, weights, demands, out)
+}
+
+// maxMinScratch is the storage WeightedMaxMin and MaxMin need, kept by an
+// agent from step to step.
+type maxMinScratch struct {
+	idx  []int
+	norm []float64
+	ones []float64
+}
+
+// weighted is WeightedMaxMin over m's storage.
+func (m *maxMinScratch) weighted(capacity float64, weights, demands, out []float64) (level float64) {
 	n := len(demands)
-	idx := make([]int, n)
+	if cap(m.idx) < n {
+		m.idx = make([]int, n)
+		m.norm = make([]float64, n)
+	}
+	idx, norm := m.idx[:n], m.norm[:n]
 	for i := range idx {
 		idx[i] = i
+		norm[i] = math.Max(demands[i], 0) / weights[i]
 	}
-	norm := func(i int) float64 { return math.Max(demands[i], 0) / weights[i] }
-	sort.SliceStable(idx, func(i, j int) bool { return norm(idx[i]) < norm(idx[j]) })
+	// A stable sort by norm: the algorithm of sort.SliceStable, which
+	// asks only whether one is less than the other.
+	slices.SortStableFunc(idx, func(i, j int) int {
+		if norm[i] < norm[j] {
+			return -1
+		}
+		return 0
+	})
 	left := math.Max(capacity, 0)
 	wsum := 0.0
 	for _, i := range idx {
@@ -162,7 +191,7 @@ func WeightedMaxMin(capacity float64, weights, demands, out []float64) (level fl
 	}
 	for k, i := range idx {
 		fair := left / wsum
-		if norm(i) <= fair {
+		if norm[i] <= fair {
 			out[i] = math.Max(demands[i], 0)
 			left -= out[i]
 			wsum -= weights[i]
@@ -174,4 +203,12 @@ func WeightedMaxMin(capacity float64, weights, demands, out []float64) (level fl
 		return fair
 	}
 	return math.Inf(1)
+}
+
+// equal is MaxMin over m's storage.
+func (m *maxMinScratch) equal(capacity float64, demands, out []float64) {
+	for len(m.ones) < len(demands) {
+		m.ones = append(m.ones, 1)
+	}
+	m.weighted(capacity, m.ones[:len(demands)], demands, out)
 }

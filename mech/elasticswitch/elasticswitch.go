@@ -370,9 +370,9 @@ type end struct {
 	heldNow bool    // held back by its limiter in this step (source only)
 	// what the environment says of the pair, kept from its creation or
 	// the last UpdateEnv (see annotate): whether it is best-effort, and
-	// the host of its source VM
-	bestEffort bool
-	srcHost    string
+	// the hosts of its source and destination VMs
+	bestEffort       bool
+	srcHost, dstHost string
 }
 
 // outPair is a pair whose source VM is on this host.
@@ -463,6 +463,10 @@ type Agent struct {
 
 	// scratch for GP
 	demands, shares, weights []float64
+	mm                       maxMinScratch
+	to                       []int // remoteGuarantees' message of each inList pair
+	edgeOuts                 []*outPair
+	edgeIns                  []*inPair
 
 	// egHint[i] and inHint[i] are the pairs of the i-th egress and
 	// ingress observations of the last step (nil: none); every pair in
@@ -552,13 +556,21 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			continue
 		}
 		for _, rg := range g.Pairs {
-			if h := a.env.HostOf(rg.Dst); h != m.From {
+			// The host of a known pair's destination is kept with it.
+			p := a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]
+			h := ""
+			if p != nil {
+				h = p.dstHost
+			} else {
+				h = a.env.HostOf(rg.Dst)
+			}
+			if h != m.From {
 				if h != "" { // only the destination's host knows its share
 					a.foreign++
 				}
 				continue
 			}
-			if p := a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]; p != nil && rg.Share >= 0 {
+			if p != nil && rg.Share >= 0 {
 				p.remote, p.remoteUnbounded, p.remoteKnown = rg.Share, rg.Unbounded, true
 				p.heard = now
 				p.remoteCeiling = 0
@@ -569,6 +581,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 		}
 	}
 	a.egHint = growHints(a.egHint, len(obs.Egress))
+	newOut, newIn := false, false // pairs added (the lists sorted after)
 	for i := range obs.Egress {
 		o := &obs.Egress[i]
 		// A driver lists the same pairs in the same order from step to
@@ -592,9 +605,8 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			p = &outPair{end: a.newEnd(o.Pair, vm.Out, now), limit: math.NaN(), heard: now,
 				local: a.env.HostOf(o.Pair.Dst) == a.env.Host}
 			a.out[o.Pair] = p
-
 			a.outList = append(a.outList, p)
-			sort.Slice(a.outList, func(i, j int) bool { return pairLess(a.outList[i].id, a.outList[j].id) })
+			newOut = true
 		}
 		a.egHint[i] = p
 		p.obs = o
@@ -620,12 +632,17 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 			}
 			p = &inPair{end: a.newEnd(o.Pair, vm.In, now)}
 			a.in[o.Pair] = p
-
 			a.inList = append(a.inList, p)
-			sort.Slice(a.inList, func(i, j int) bool { return inLess(a.inList[i].id, a.inList[j].id) })
+			newIn = true
 		}
 		a.inHint[i] = p
 		p.see(o.Rate, now)
+	}
+	if newOut {
+		sort.Slice(a.outList, func(i, j int) bool { return pairLess(a.outList[i].id, a.outList[j].id) })
+	}
+	if newIn {
+		sort.Slice(a.inList, func(i, j int) bool { return inLess(a.inList[i].id, a.inList[j].id) })
 	}
 	a.earlyDemands(now)
 	ins := a.repartition()
@@ -645,7 +662,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	}
 	a.clearFresh()
 
-	act.Limits = a.allocate(now, act.Limits)
+	act.Limits = a.allocate(now, make([]mech.Limit, 0, len(a.outList)))
 	a.forget(now, &act)
 	a.det.EndStep()
 	return act
@@ -659,10 +676,11 @@ func (a *Agent) newEnd(id mech.PairID, hose float64, now time.Duration) end {
 }
 
 // annotate sets what the environment says of a pair end (end.bestEffort,
-// end.srcHost), so that a step looks none of it up.
+// end.srcHost, end.dstHost), so that a step looks none of it up.
 func (a *Agent) annotate(e *end) {
 	e.bestEffort = a.bestEffort(e.id)
 	e.srcHost = a.env.HostOf(e.id.Src)
+	e.dstHost = a.env.HostOf(e.id.Dst)
 }
 
 // resplit sets the shares of one VM side's pairs for their demands (see
@@ -752,16 +770,25 @@ func (a *Agent) earlyDemands(now time.Duration) {
 // unbounded"), and it gives its share back as soon as it stops sending
 // or at the next GP. Every VM's shares still sum to at most its hose.
 func (a *Agent) repartition() map[string]bool {
-	outs, ins := map[string]bool{}, map[string]bool{}
+	var outs, ins map[string]bool
 	for _, p := range a.outList {
 		if p.fresh {
+			if outs == nil {
+				outs = map[string]bool{}
+			}
 			outs[p.id.Src] = true
 		}
 	}
 	for _, p := range a.inList {
 		if p.fresh {
+			if ins == nil {
+				ins = map[string]bool{}
+			}
 			ins[p.id.Dst] = true
 		}
+	}
+	if outs == nil && ins == nil {
+		return nil // nothing appeared or stopped early: no side to re-split
 	}
 	var ends []*end
 	runs(a.outList, func(p *outPair) string { return p.id.Src }, func(src string, run []*outPair) {

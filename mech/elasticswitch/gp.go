@@ -2,7 +2,8 @@ package elasticswitch
 
 import (
 	"math"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
@@ -14,11 +15,8 @@ import (
 // sum of out is min(capacity, Σ demands). out must be as long as demands.
 // It is WeightedMaxMin with equal weights.
 func MaxMin(capacity float64, demands, out []float64) {
-	ones := make([]float64, len(demands))
-	for i := range ones {
-		ones[i] = 1
-	}
-	WeightedMaxMin(capacity, ones, demands, out)
+	var m maxMinScratch
+	m.equal(capacity, demands, out)
 }
 
 // estimate returns a pair end's demand estimate for the next GP period from
@@ -83,7 +81,7 @@ func (a *Agent) divide(hose float64, ends []*end, demands []float64) {
 // to at most hose. It changes no state.
 func (a *Agent) split(hose float64, ends []*end, demands []float64) []float64 {
 	shares := grow(&a.shares, len(ends))
-	MaxMin(hose, demands, shares)
+	a.mm.equal(hose, demands, shares)
 	allBounded := true
 	sumShare, sumDemand := 0.0, 0.0
 	for i, e := range ends {
@@ -169,33 +167,59 @@ func (a *Agent) partition(now time.Duration) []mech.Message {
 // message per host, in host order; pairs whose source is on this host
 // take the share directly.
 func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
+	// The source host of every pair a message names (-1: none), hosts in
+	// order of first appearance, and how many pairs each message names.
 	byHost := map[string]int{}
-	var msgs []mech.Message
+	var hosts []string
+	var count []int
+	to := a.to[:0]
 	for _, p := range a.inList {
-		if only != nil && !only(p) {
-			continue
-		}
-		rg := RemoteGuarantee{Src: p.id.Src, Dst: p.id.Dst, Share: p.share, Unbounded: p.state == unbounded, Ceiling: p.ceiling}
-		h := p.srcHost
-		switch h {
-		case "":
-			continue
-		case a.env.Host:
-			if o := a.out[p.id]; o != nil {
-				o.remote, o.remoteUnbounded, o.remoteKnown = rg.Share, rg.Unbounded, true
+		k := -1
+		if only == nil || only(p) {
+			switch h := p.srcHost; h {
+			case "":
+			case a.env.Host:
+				if o := a.out[p.id]; o != nil {
+					o.remote, o.remoteUnbounded, o.remoteKnown = p.share, p.state == unbounded, true
+				}
+			default:
+				var ok bool
+				if k, ok = byHost[h]; !ok {
+					k = len(hosts)
+					byHost[h] = k
+					hosts = append(hosts, h)
+					count = append(count, 0)
+				}
+				count[k]++
 			}
-			continue
 		}
-		k, ok := byHost[h]
-		if !ok {
-			k = len(msgs)
-			byHost[h] = k
-			msgs = append(msgs, mech.Message{To: h, Body: Guarantees{}})
-		}
-		g := msgs[k].Body.(Guarantees)
-		g.Pairs = append(g.Pairs, rg)
-		msgs[k].Body = g
+		to = append(to, k)
 	}
-	sort.Slice(msgs, func(i, j int) bool { return msgs[i].To < msgs[j].To })
+	a.to = to
+	if len(hosts) == 0 {
+		return nil
+	}
+	// One array for every message's pairs, each message its own part of
+	// it (in inList order).
+	start := make([]int, len(hosts))
+	n := 0
+	for k, c := range count {
+		start[k] = n
+		n += c
+	}
+	all := make([]RemoteGuarantee, n)
+	fill := slices.Clone(start)
+	for i, p := range a.inList {
+		if k := to[i]; k >= 0 {
+			all[fill[k]] = RemoteGuarantee{Src: p.id.Src, Dst: p.id.Dst, Share: p.share, Unbounded: p.state == unbounded, Ceiling: p.ceiling}
+			fill[k]++
+		}
+	}
+	msgs := make([]mech.Message, len(hosts))
+	for k, h := range hosts {
+		end := start[k] + count[k]
+		msgs[k] = mech.Message{To: h, Body: Guarantees{Pairs: all[start[k]:end:end]}}
+	}
+	slices.SortFunc(msgs, func(x, y mech.Message) int { return strings.Compare(x.To, y.To) })
 	return msgs
 }

@@ -275,4 +275,8 @@ func (d *Detector) Congestion(o *mech.PairObs) float64 {
 }
 
 // EndStep forgets the feedback of this step.
-func (d *Detector) EndStep() { clear(d.fed) }
+func (d *Detector) EndStep() {
+	if len(d.fed) > 0 {
+		clear(d.fed)
+	}
+}
