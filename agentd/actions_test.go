@@ -42,6 +42,33 @@ func pulsarCluster(t *testing.T) *cluster {
 	return cl
 }
 
+// runDaemon runs host's agent daemon against cl's controller on path (a
+// fake data path with limiters when nil), reporting every `every`, until
+// t ends.
+func runDaemon(t *testing.T, cl *cluster, host string, every time.Duration, path datapath.Host) *agentd.Daemon {
+	t.Helper()
+	tc, err := pki.ClientTLS(cl.pki, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path == nil {
+		path = fake.New(fake.Options{Limiters: true})
+	}
+	d, err := agentd.New(agentd.Config{
+		Host: host, Controllers: []string{cl.addr}, TLS: tc, ReportEvery: every,
+		Mechanism: all.New, Version: "test",
+		Path: func(*model.Model, mech.Mechanism) (datapath.Host, error) { return path, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d
+}
+
 // TestAgentKeepsCentralActions: under a mechanism with a central
 // controller (Pulsar), the daemon receives the controller's actions every
 // interval and keeps the latest for its host; default rates name only
@@ -51,24 +78,7 @@ func TestAgentKeepsCentralActions(t *testing.T) {
 	own := map[string]string{"s1": "a1", "s2": "a2"}
 	for _, host := range []string{"s1", "s2"} {
 		t.Run(host, func(t *testing.T) {
-			tc, err := pki.ClientTLS(cl.pki, host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := agentd.New(agentd.Config{
-				Host: host, Controllers: []string{cl.addr}, TLS: tc, ReportEvery: 100 * time.Millisecond,
-				Mechanism: all.New, Version: "test",
-				Path: func(*model.Model, mech.Mechanism) (datapath.Host, error) {
-					return fake.New(fake.Options{Limiters: true}), nil
-				},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); _ = d.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			d := runDaemon(t, cl, host, 100*time.Millisecond, nil)
 			waitFor(t, "three actions", func() bool { return d.ActionsReceived() >= 3 })
 			a := d.Allocations()
 			// Three steps' actions, the latest kept: its seq is at least 3.
@@ -94,24 +104,8 @@ func TestAgentKeepsCentralActions(t *testing.T) {
 // agent holds the pair at its allocation, in bits/s (the pair's limit
 // the data path holds is the allocation's scarcest element × 8).
 func TestAgentEnforcesCentralAllocations(t *testing.T) {
-	cl := pulsarCluster(t)
-	tc, err := pki.ClientTLS(cl.pki, "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := fake.New(fake.Options{Limiters: true})
-	d, err := agentd.New(agentd.Config{
-		Host: "s1", Controllers: []string{cl.addr}, TLS: tc, ReportEvery: 100 * time.Millisecond,
-		Mechanism: all.New, Version: "test",
-		Path: func(*model.Model, mech.Mechanism) (datapath.Host, error) { return path, nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	d := runDaemon(t, pulsarCluster(t), "s1", 100*time.Millisecond, path)
 
 	// a1 sends to a2 at 50 Mbit/s, held back by its limiter.
 	pair := datapath.Pair{Src: mustAddr("10.0.0.1"), Dst: mustAddr("10.0.0.2")}
@@ -360,25 +354,7 @@ func TestFrontSurvivesRestarts(t *testing.T) {
 // every report measures one allocation's interval and reaches the
 // controller before its next step.
 func TestReportsFollowControllerSteps(t *testing.T) {
-	cl := pulsarCluster(t)
-	tc, err := pki.ClientTLS(cl.pki, "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := agentd.New(agentd.Config{
-		Host: "s1", Controllers: []string{cl.addr}, TLS: tc, ReportEvery: time.Second,
-		Mechanism: all.New, Version: "test",
-		Path: func(*model.Model, mech.Mechanism) (datapath.Host, error) {
-			return fake.New(fake.Options{Limiters: true}), nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	d := runDaemon(t, pulsarCluster(t), "s1", time.Second, nil)
 	waitFor(t, "two actions", func() bool { return d.ActionsReceived() >= 2 })
 	a0, r0 := d.ActionsReceived(), d.ReportsSent()
 	waitFor(t, "ten more actions", func() bool { return d.ActionsReceived() >= a0+10 })
