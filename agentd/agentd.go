@@ -499,7 +499,8 @@ func (d *Daemon) takeActions(a *controlpb.Actions) {
 		st.Flows[id] = r
 	}
 	if a.Last {
-		if p := time.Duration(a.Period * float64(time.Second)); a.Period > 0 && p <= maxStepPeriod {
+		if a.Period > 0 && a.Period <= maxStepPeriod.Seconds() {
+			p := time.Duration(a.Period * float64(time.Second))
 			// The latest step's period wins over one not yet taken.
 			select {
 			case <-d.stepped:
