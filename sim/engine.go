@@ -741,22 +741,7 @@ func (e *engine) stepAgents() error {
 	}
 	e.deferSettings = true
 	if w := e.workers(len(due)); w > 1 {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range w {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := int(next.Add(1)) - 1
-					if i >= len(due) {
-						return
-					}
-					step(due[i])
-				}
-			}()
-		}
-		wg.Wait()
+		inTurn(w, len(due), func(i int) { step(due[i]) })
 	} else {
 		for _, h := range due {
 			step(h)
@@ -959,6 +944,12 @@ func (e *engine) split(n, work int, fn func(k, lo, hi int)) {
 		return
 	}
 	parts := min(4*w, n, maxSplit)
+	inTurn(w, parts, func(k int) { fn(k, k*n/parts, (k+1)*n/parts) })
+}
+
+// inTurn calls fn(k) for every k in [0, n) on w goroutines, each taking
+// the next k when it is free, and returns when all have returned.
+func inTurn(w, n int, fn func(k int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range w {
@@ -967,10 +958,10 @@ func (e *engine) split(n, work int, fn func(k, lo, hi int)) {
 			defer wg.Done()
 			for {
 				k := int(next.Add(1)) - 1
-				if k >= parts {
+				if k >= n {
 					return
 				}
-				fn(k, k*n/parts, (k+1)*n/parts)
+				fn(k)
 			}
 		}()
 	}
