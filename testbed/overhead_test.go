@@ -76,7 +76,8 @@ workloads:
 // links shaped at 40 Gbit/s (far above what two cores forward: the flow
 // is CPU-bound, unshaped in effect), 3 s per iteration, counted by the
 // receiving generator: "plain" without any class of the agent (no pair
-// limiter, receive counters removed); "classes" with the pair limiter
+// limiter, receive counters removed); "counter" with the receiver's eBPF
+// counter alone (no pair limiter); "classes" with the pair limiter
 // (its class unlimited, i.e. at dataplane.MaxRate) on the sender's
 // interface and the receive counting class; "classes-default-tsq" the
 // same with the kernel's TCP small-queue budget instead of VMTSQBytes;
@@ -85,17 +86,18 @@ workloads:
 // experiments' scale.
 func BenchmarkEnforcement(b *testing.B) {
 	for _, tc := range []struct {
-		name           string
-		classes, agent bool
-		defaultTSQ     bool
-		yaml           string
+		name                    string
+		classes, counter, agent bool
+		defaultTSQ              bool
+		yaml                    string
 	}{
-		{"plain", false, false, false, overheadYAML},
-		{"classes", true, false, false, overheadYAML},
-		{"classes-default-tsq", true, false, true, overheadYAML},
-		{"agent", true, true, false, overheadYAML},
-		{"1G-plain", false, false, false, overheadYAML1G},
-		{"1G-agent", true, true, false, overheadYAML1G},
+		{"plain", false, false, false, false, overheadYAML},
+		{"counter", false, true, false, false, overheadYAML},
+		{"classes", true, true, false, false, overheadYAML},
+		{"classes-default-tsq", true, true, false, true, overheadYAML},
+		{"agent", true, true, true, false, overheadYAML},
+		{"1G-plain", false, false, false, false, overheadYAML1G},
+		{"1G-agent", true, true, true, false, overheadYAML1G},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			_, tb := benchUp(b, tc.yaml, Options{Limiters: tc.classes})
@@ -108,7 +110,7 @@ func BenchmarkEnforcement(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if !tc.classes {
+			if !tc.counter {
 				dropRX(b, tb, "y")
 			}
 			if tc.agent {
