@@ -589,11 +589,7 @@ type pending struct {
 // would have, tick by tick: an accumulator of one pair takes the same
 // amount once per tick, one of a VM takes, in every tick, the amounts of
 // its pairs in pair order.
-func (e *engine) catchUp() { e.catchUpSampling(nil) }
-
-// catchUpSampling is catchUp, and with smp (if any ticks are pending)
-// takes every pair's sample as it goes (takeSample).
-func (e *engine) catchUpSampling(smp *pairSampler) {
+func (e *engine) catchUp() {
 	n := e.pend.ticks
 	if n == 0 {
 		return
@@ -616,7 +612,7 @@ func (e *engine) catchUpSampling(smp *pairSampler) {
 	// one of them, the same way whatever their number.
 	var anyDrop, anyOffer [maxSplit]bool
 	e.split(len(e.pairs), len(e.pairs), func(k, lo, hi int) {
-		anyDrop[k], anyOffer[k] = e.catchUpPairs(n, lo, hi, smp)
+		anyDrop[k], anyOffer[k] = e.catchUpPairs(n, lo, hi)
 	})
 	a := e.vmioInit()
 	drop, offer := slices.Contains(anyDrop[:], true), slices.Contains(anyOffer[:], true)
@@ -624,10 +620,9 @@ func (e *engine) catchUpSampling(smp *pairSampler) {
 }
 
 // catchUpPairs is catchUp of pairs [lo, hi) (n ticks): their own
-// accumulators, and their amounts per tick for the VMs' (pend); with smp,
-// their samples. It says whether some pair dropped bits at its
+// accumulators, and their amounts per tick for the VMs' (pend). It says whether some pair dropped bits at its
 // destination's ingress, and whether some offered a bounded load.
-func (e *engine) catchUpPairs(n, lo, hi int, smp *pairSampler) (anyDrop, anyOffer bool) {
+func (e *engine) catchUpPairs(n, lo, hi int) (anyDrop, anyOffer bool) {
 	pd := &e.pend
 	dt := e.dtSec
 	ctl := e.ctl != nil
@@ -701,9 +696,6 @@ func (e *engine) catchUpPairs(n, lo, hi int, smp *pairSampler) (anyDrop, anyOffe
 				d += p.boundedOffered * dt
 			}
 			p.boundedDemandDT = d
-		}
-		if smp != nil {
-			smp.take(i, p)
 		}
 	}
 	return anyDrop, anyOffer
@@ -902,16 +894,11 @@ func (e *engine) takeSample(t, span time.Duration) {
 	ticks := e.sampleTick
 	s := eval.Sample{T: t, Pairs: make([]eval.PairSample, len(e.pairs))}
 	smp := &pairSampler{out: s.Pairs, sec: sec, ticks: ticks}
-	if e.pend.ticks > 0 {
-		// the pairs' samples taken as their pending ticks are added
-		e.catchUpSampling(smp)
-	} else {
-		e.split(len(e.pairs), len(e.pairs), func(_, lo, hi int) {
-			for i := lo; i < hi; i++ {
-				smp.take(i, &e.pairs[i])
-			}
-		})
-	}
+	e.split(len(e.pairs), len(e.pairs), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			smp.take(i, &e.pairs[i])
+		}
+	})
 	e.sampleTick = 0
 	if len(e.rflows) > 0 {
 		s.Requests = make([]eval.RequestSample, len(e.rflows))
