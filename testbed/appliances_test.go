@@ -514,7 +514,8 @@ func TestApplianceDiesMidRun(t *testing.T) {
 }
 
 // TestApplianceCPUShare: a server given a share of a CPU runs in a control
-// group of its own at that quota, and the group is gone after removal,
+// group of its own at that quota, with a burst of one quota where the
+// kernel has it, and the group is gone after removal,
 // with its process moved out of it.
 func TestApplianceCPUShare(t *testing.T) {
 	needRoot(t)
@@ -543,6 +544,13 @@ func TestApplianceCPUShare(t *testing.T) {
 	}
 	if quota != "2000 5000" {
 		t.Errorf("quota and period %q, want 2000 5000 (0.4 of a CPU)", quota)
+	}
+	burst, err := os.ReadFile(filepath.Join(g.dir, "cpu.max.burst"))
+	if err != nil {
+		burst, err = os.ReadFile(filepath.Join(g.dir, "cpu.cfs_burst_us"))
+	}
+	if err == nil && strings.TrimSpace(string(burst)) != "2000" {
+		t.Errorf("the group's burst %q, want 2000: a period's unused quota carried into the next", burst)
 	}
 	weight, err := os.ReadFile(filepath.Join(g.dir, "cpu.weight"))
 	want := strconv.Itoa(cgroupV2MaxWeight)
