@@ -201,6 +201,7 @@ type CapacityEstimator struct {
 	cs         float64 // estimate at the start of the stable phase
 	mix0       map[string]mixEntry
 	congCount  int
+	unclear    int // consecutive intervals with an unclear shortfall
 	mixCount   int
 	queued     bool // last observation's signals, for inspection
 	congestion bool
@@ -264,6 +265,21 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 	queued := o.Delay > minDelay && o.Delay > e.cfg.QueueDelay*o.Latency
 	exercised := C > 0 && o.Granted >= (1-tol)*C
 	over := queued && X < C*(1-1e-6)
+	// A shortfall within the tolerance, behind a queue shorter than the
+	// shortfall would have built at the appliance, is not yet clear: a
+	// real appliance near its capacity serves a little less than it was
+	// granted in some intervals (clients late to use their tokens, the
+	// interval's edges) while its queue stays short. It counts once it
+	// has persisted for Readings intervals.
+	if e.state == stSearch && over && X >= (1-tol)*C && o.Period > 0 && o.Delay < queueBuilt(C, X, o.Period) {
+		e.unclear++
+		over = e.unclear >= e.cfg.Readings
+	} else {
+		e.unclear = 0
+	}
+	if over {
+		e.unclear = 0
+	}
 	viol := e.violated(o, queued)
 	e.queued, e.congestion, e.violation = queued, over, viol
 
@@ -412,6 +428,16 @@ func (e *CapacityEstimator) stable(o *ApplianceObs, exercised, over, congested b
 		e.congCount, e.mixCount = 0, 0
 		e.phase = PhaseRestart
 	}
+}
+
+// queueBuilt is the queueing delay (seconds) that an appliance serving X
+// tokens/s under an estimate C > X for an interval of T seconds shows at
+// the least when it is the shortfall's cause: the (C−X)·T tokens it did
+// not serve queue there, an average delay of (C−X)·T/(2X) if they build
+// up steadily over the interval; half that, to leave room for the
+// measurement.
+func queueBuilt(C, X, T float64) float64 {
+	return (C - X) * T / (4 * X)
 }
 
 // servedShort is the relative shortfall of an appliance's throughput

@@ -166,7 +166,10 @@ func TestCapacityThroughController(t *testing.T) {
 			if bUsed[i-1] < 0.98*3500 {
 				t.Errorf("interval %d: B used %.0f < its guarantee", i, bUsed[i-1])
 			}
-		case i >= 72:
+		case i >= 75:
+			// (The last overshoot, 1% at 72 behind a queue shorter than
+			// it would build, is held an interval before its revert to
+			// 2·tol below what was served: settled from 75.)
 			if e := est.Estimate(); e < 0.96*5500 || e > 1.02*5500 {
 				t.Errorf("interval %d: estimate %.0f, want ≈ 5500", i, e)
 			}
@@ -288,8 +291,33 @@ func TestEstimatorPhases(t *testing.T) {
 		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
 		{aobs(800, 0.002, 1500), PhaseRevert, 768, 768, 1500},
 	})
+	// 1% short behind a queue that holds the shortfall (10 tokens over
+	// the interval: 5 ms at 990/s on average): the appliance cannot
+	// serve minW.
 	runSteps(t, "overload at minW", testEstimator(1000, 2000), []estStep{
-		{aobs(990, 0.002, 1000), PhaseRevert, 950.4, 950.4, 1000},
+		{aobs(990, 0.005, 1000), PhaseRevert, 950.4, 950.4, 1000},
+	})
+	// 1% short behind a queue far shorter than the shortfall would have
+	// built (2 ms, against at least 2.5): not yet clear, held; the third
+	// such interval in a row (Readings) reverts, and so does a shortfall
+	// beyond the tolerance behind the same short queue at once.
+	runSteps(t, "unclear shortfall", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
+		{aobs(1485, 0.002, 1500), PhaseIdle, 1500, 1000, 2000},
+		{aobs(1485, 0.002, 1500), PhaseIdle, 1500, 1000, 2000},
+		{aobs(1485, 0.002, 1500), PhaseRevert, 1000, 1000, 1500},
+	})
+	runSteps(t, "unclear, then served", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
+		{aobs(1485, 0.002, 1500), PhaseIdle, 1500, 1000, 2000},
+		{aobs(1500, 0, 1500), PhaseIncrease, 1750, 1500, 2000},
+		{aobs(1735, 0.002, 1750), PhaseIdle, 1750, 1500, 2000},
+		{aobs(1735, 0.002, 1750), PhaseIdle, 1750, 1500, 2000},
+		{aobs(1750, 0, 1750), PhaseIncrease, 1875, 1750, 2000},
+	})
+	runSteps(t, "clear shortfall behind a short queue", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
+		{aobs(1460, 0.002, 1500), PhaseRevert, 1000, 1000, 1500},
 	})
 
 	fixed := testEstimator(1000, 1000)
