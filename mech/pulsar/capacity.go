@@ -121,7 +121,15 @@ type TenantObs struct {
 //     demand that fell, not congestion; and the appliance can be saturated
 //     with the estimate not handed out, when flows are held back elsewhere
 //     or their grants fell with what they got, so the signal does not wait
-//     for the estimate to be exercised.)
+//     for the estimate to be exercised.) While searching, a shortfall
+//     within the tolerance (X ≥ (1−tol)·C) behind a queue shorter than
+//     the shortfall would have built at the appliance — an average
+//     delay of (C−X)·T/(2X) over the interval T; D below half that — is
+//     not yet clear: a real appliance near its capacity serves a little
+//     less than it was granted in some intervals (clients late to spend
+//     their tokens, the interval's edges) while its queue stays short.
+//     It is a throughput signal once it has persisted for Readings
+//     intervals in a row; until then the estimate is held (PhaseIdle).
 //   - VDC-violation signal: some tenant used less than (1−tol) of its
 //     guarantee because of the appliance: either queued, and the tenant
 //     had requests outstanding — it was starved by the queue, whatever it

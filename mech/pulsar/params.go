@@ -116,7 +116,9 @@ type Params struct {
 	Alpha float64
 	// Readings is the number of consecutive intervals a congestion or
 	// workload-change signal must persist before the stable phase reacts
-	// (§5: 3) [readings]; default 3, ≥ 1.
+	// (§5: 3), and a shortfall within Tolerance behind a short queue
+	// before the search counts it as congestion [readings]; default 3,
+	// ≥ 1.
 	Readings int
 	// StableThreshold: the capacity search is stable once the probing
 	// window is narrower than this fraction of its maximum (§4.3: 1%)
