@@ -70,23 +70,22 @@ func measuredCapacity(in *eval.Input, appliance int, from time.Duration) float64
 // on the same store.
 //
 //   - Under none A takes most of the store and B gets less than its
-//     guarantee; the store is saturated, and the run's throughput is the
-//     store's capacity for this mix (the same mix as under pulsar).
+//     guarantee; the store is saturated.
 //   - Under pulsar, from the fifth control interval (1 s each) on, both
 //     tenants get at least their guarantees on average, and no 1-s window
-//     falls below 75% of them; A no longer takes most of the store.
-//   - The controller records a capacity estimate of the store, at least
-//     the sum of the guarantees and not above 110% of the store's
-//     capacity for the mix as it reaches it under Pulsar (tokens served
-//     over the store's busy time, while it is more than half busy).
+//     falls below 75% of them; A no longer takes most of the store, and
+//     B gets its weight's part of the spare, 2/3, within 10% (0.60–0.73).
+//   - The controller's capacity estimate of the store over the last third
+//     of the run is at least the sum of the guarantees and within 10% of
+//     the store's capacity for the mix over the same seconds, as the
+//     store's CPU time shows it: tokens served over its busy time, while
+//     it is more than half busy.
 //
-// Measured and logged, not asserted (docs/results.md, "Pulsar in front of
-// a real key-value store"): the split of the spare (weights 1:2; B's 32
-// closed-loop connections cannot always use its two thirds on two cores,
-// and A then takes what B leaves) and the estimate's distance to the
-// capacity (the design aims at 10%: 71–92% of the capacity the store's
-// CPU time shows under Pulsar on a quiet machine, 63–89% of what it serves
-// under none, where 288 connections let it batch more).
+// The store's throughput under none is logged beside it, not compared:
+// the same store at the same quota serves the same mix at 155–215 MT/s
+// in different runs (99% busy in each; docs/results.md, "Pulsar in front
+// of a real key-value store"), so a capacity measured in another run says
+// little about this one's.
 func TestPulsarRealKV(t *testing.T) {
 	needAppliances(t, "redis-server")
 	sc, tp := loadScenario(t, "../scenarios/real-kv-pulsar.yaml")
@@ -102,8 +101,8 @@ func TestPulsarRealKV(t *testing.T) {
 	_, pul := flowMeans(runs["pulsar"], from)
 	mt := func(m map[string]float64, k string) float64 { return m[k] / 1e6 }
 	capacity := mt(none, "A") + mt(none, "B")
-	t.Logf("none: A %.1f MT/s, B %.1f (guarantees %.0f, %.0f): A's share %.2f; the store's capacity for this mix %.1f MT/s",
-		mt(none, "A"), mt(none, "B"), gA, gB, mt(none, "A")/capacity, capacity)
+	t.Logf("none: A %.1f MT/s, B %.1f (guarantees %.0f, %.0f): A's share %.2f; the store's throughput for this mix %.1f MT/s (its CPU time shows %.1f)",
+		mt(none, "A"), mt(none, "B"), gA, gB, mt(none, "A")/capacity, capacity, measuredCapacity(runs["none"], 0, interval)/1e6)
 	if share := mt(none, "A") / capacity; share < 0.75 {
 		t.Errorf("under none A, with 8x the connections, got %.2f of the store, want most (> 0.75)", share)
 	}
@@ -133,8 +132,8 @@ func TestPulsarRealKV(t *testing.T) {
 	est := meanEstimate(in, "kv", dur*2/3) / 1e6
 	served := measuredCapacity(in, 0, dur*2/3) / 1e6
 	spareA, spareB := mt(pul, "A")-gA, mt(pul, "B")-gB
-	t.Logf("pulsar from %v: A %.1f MT/s (worst 1-s window %.1f), B %.1f (worst %.1f); B's part of the spare %.2f (weights: 0.67); capacity estimate over the last third %.1f MT/s: %.0f%% of the store's capacity measured under none (%.1f), %.0f%% of the capacity its CPU time shows under pulsar (%.1f)",
-		from, mt(pul, "A"), worst["A"], mt(pul, "B"), worst["B"], spareB/(spareA+spareB), est, 100*est/capacity, capacity, 100*est/served, served)
+	t.Logf("pulsar from %v: A %.1f MT/s (worst 1-s window %.1f), B %.1f (worst %.1f); B's part of the spare %.2f (weights: 0.67); capacity estimate over the last third %.1f MT/s: %.0f%% of the store's capacity for the mix as its CPU time shows it over the same seconds (%.1f), %.0f%% of its throughput under none (%.1f)",
+		from, mt(pul, "A"), worst["A"], mt(pul, "B"), worst["B"], spareB/(spareA+spareB), est, 100*est/served, served, 100*est/capacity, capacity)
 	for tn, g := range map[string]float64{"A": gA, "B": gB} {
 		if mt(pul, tn) < g {
 			t.Errorf("under pulsar %s got %.1f MT/s from the fifth interval, below its guarantee %.0f", tn, mt(pul, tn), g)
@@ -143,14 +142,17 @@ func TestPulsarRealKV(t *testing.T) {
 			t.Errorf("under pulsar %s's worst 1-s window from the fifth interval was %.1f MT/s, below 75%% of its guarantee %.0f", tn, worst[tn], g)
 		}
 	}
+	if part := spareB / (spareA + spareB); !(part >= 0.6 && part <= 0.73) {
+		t.Errorf("under pulsar B got %.2f of the spare beyond the guarantees (A %.1f MT/s, B %.1f), want its weight's 2/3 within 10%% (0.60–0.73)", part, spareA, spareB)
+	}
 	if share := mt(pul, "A") / (mt(pul, "A") + mt(pul, "B")); share > 0.5 {
 		t.Errorf("under pulsar A, with half B's weight, still got %.2f of the store", share)
 	}
 	if math.IsNaN(est) || est < 0.99*(gA+gB) {
 		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, below the guarantees' sum %.0f (or none recorded)", est, gA+gB)
 	}
-	if est > 1.1*served {
-		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, %.0f%% of the capacity the store's CPU time shows (%.1f): above it", est, 100*est/served, served)
+	if !(est >= 0.9*served && est <= 1.1*served) {
+		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, %.0f%% of the store's capacity for the mix as its CPU time shows it over the same seconds (%.1f): want within 10%%", est, 100*est/served, served)
 	}
 }
 
