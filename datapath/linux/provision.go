@@ -97,21 +97,24 @@ const RXPrio = pairbytes.DefaultPrio
 
 // RXCounters are a VM's receive counters: the pairbytes program on the
 // egress hook of the VM's device on the server (what the server delivers
-// to the VM), reporting the pairs its user asks for
-// (datapath.PairCounterSet). A pair's Bytes are the bytes of its frames
-// once segmented and Packets the frames, what an HTB class for the pair
-// there would count; no qdisc is put on the device.
+// to the VM), counting the pairs its user asks for
+// (datapath.PairCounterSet) from when they are asked for. A pair's Bytes
+// are the bytes of its frames once segmented and Packets the frames,
+// what an HTB class for the pair there would count; no qdisc is put on
+// the device.
 //
-// Unlike counting classes, the program counts every pair it sees; Counters
-// reports only the pairs asked for (a pair asked for and not seen yet
-// reads zero), so that what a VM's peers send cannot grow the agent's
-// view beyond its declared pairs.
+// Only the pairs asked for are counted one by one (pairbytes'
+// declared pairs; the rest is one overflow count), so that what a VM's
+// peers send — from any address — can neither fill the program's maps
+// nor grow the agent's view beyond its declared pairs, and a reading is a
+// copy out of the mapped counters, with no system call and no walk of a
+// hash table.
 type RXCounters struct {
-	c    *pairbytes.Counter
-	mu   sync.Mutex
-	want map[datapath.Pair]bool
-	// sorted is want in ComparePairs order and at its index (nil: to be
-	// sorted again), for ReadPairs
+	c  *pairbytes.Counter
+	mu sync.Mutex
+	// sorted is the pairs asked for in ComparePairs order, at is each
+	// one's index there (sorted nil: to be sorted again, for ReadPairs)
+	want   map[datapath.Pair]bool
 	sorted []datapath.Pair
 	at     map[datapath.Pair]int
 }
@@ -125,7 +128,7 @@ var (
 // on the server: a counter a process that died left there is replaced.
 // Close removes them.
 func NewRXCounters(ns *dataplane.NS, dev string) (*RXCounters, error) {
-	c, err := pairbytes.AttachConfig(ns, dev, pairbytes.Config{Hook: dataplane.Egress, Prio: RXPrio, Replace: true})
+	c, err := pairbytes.AttachConfig(ns, dev, pairbytes.Config{Hook: dataplane.Egress, Prio: RXPrio, Replace: true, DeclaredOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("receive counters: %w", err)
 	}
@@ -136,10 +139,14 @@ func NewRXCounters(ns *dataplane.NS, dev string) (*RXCounters, error) {
 func (r *RXCounters) CountPair(p datapath.Pair) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.want[p] {
-		r.want[p] = true
-		r.sorted = nil
+	if r.want[p] {
+		return nil
 	}
+	if err := r.c.Declare(p); err != nil {
+		return fmt.Errorf("receive counters: %w", err)
+	}
+	r.want[p] = true
+	r.sorted = nil
 	return nil
 }
 
@@ -147,33 +154,33 @@ func (r *RXCounters) CountPair(p datapath.Pair) error {
 func (r *RXCounters) RemovePair(p datapath.Pair) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.want[p] {
-		delete(r.want, p)
-		r.sorted = nil
+	if !r.want[p] {
+		return nil
 	}
+	if err := r.c.Undeclare(p); err != nil {
+		return fmt.Errorf("receive counters: %w", err)
+	}
+	delete(r.want, p)
+	r.sorted = nil
 	return nil
 }
 
-// Counters implements datapath.PairCounters: one read of the program's
-// map.
+// Counters implements datapath.PairCounters.
 func (r *RXCounters) Counters() (map[datapath.Pair]datapath.Counters, error) {
-	m, err := r.c.Read()
-	if err != nil {
-		return nil, err
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[datapath.Pair]datapath.Counters, len(r.want))
-	for p := range r.want {
-		c := m[p]
+	err := r.c.EachDeclared(func(p datapath.Pair, c pairbytes.Counts) {
 		out[p] = datapath.Counters{Bytes: c.SegBytes, Packets: c.Segments}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// ReadPairs implements datapath.PairReader: Counters into dst, one
-// batched read of the program's map with no allocation once dst holds
-// every pair.
+// ReadPairs implements datapath.PairReader: Counters into dst, with no
+// allocation once dst holds every pair.
 func (r *RXCounters) ReadPairs(dst []datapath.PairReading) ([]datapath.PairReading, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -188,7 +195,7 @@ func (r *RXCounters) ReadPairs(dst []datapath.PairReading) ([]datapath.PairReadi
 	for i, p := range r.sorted {
 		dst[i] = datapath.PairReading{Pair: p}
 	}
-	err := r.c.Each(func(p datapath.Pair, c pairbytes.Counts) {
+	err := r.c.EachDeclared(func(p datapath.Pair, c pairbytes.Counts) {
 		if i, ok := r.at[p]; ok {
 			dst[i].Counters = datapath.Counters{Bytes: c.SegBytes, Packets: c.Segments}
 		}

@@ -21,9 +21,11 @@
 // counted once:
 //
 //   - IPv4 over Ethernet (skb->protocol ETH_P_IP, IP version 4, header
-//     length ≥ 20): under its (source, destination) pair, in a hash map of
-//     Config.MaxPairs entries (default 16384, allocated as pairs appear);
-//     packets of a new pair when the map is full go to Stats.Overflow.
+//     length ≥ 20): under its (source, destination) pair — in the pair's
+//     slot if it was declared (see "Declared pairs"), else in a hash map
+//     of Config.MaxPairs entries (default 16384, allocated as pairs
+//     appear); packets of a new pair when the map is full, or of any pair
+//     not declared under Config.DeclaredOnly, go to Stats.Overflow.
 //     Fragments are counted like any packet (the first and the rest).
 //   - anything else (ARP, IPv6, an unparsable header): Stats.Other.
 //
@@ -55,6 +57,21 @@
 // The counts are cumulative from Attach; a reader takes differences. Each
 // pair's four fields are updated one after another with atomic adds, so a
 // Read racing a packet may see some of its fields and not yet the others.
+//
+// # Declared pairs
+//
+// Declare gives a pair a slot of its own in an array the program adds the
+// pair's packets to, and that the Counter reads through a mapping of the
+// array into its memory (BPF_F_MMAPABLE): EachDeclared copies the slots
+// out with no system call, whatever the number of pairs, where Each walks
+// every bucket of the hash map in batch system calls. A declared pair
+// counts from zero when declared; Undeclare frees its slot for the next
+// pair declared. With Config.DeclaredOnly the program counts only the
+// declared pairs one by one and every other IPv4 packet as Overflow, so
+// that a sender that forges source addresses cannot fill the hash map and
+// keep later pairs from being counted (a host agent declares the pairs
+// of its model); without it, pairs not declared are learned into the
+// hash map as before and Read reports both.
 //
 // # Where to attach
 //
@@ -111,7 +128,8 @@
 // regenerated. The C source includes no header. The committed objects
 // were generated with Debian 12's clang 14.0.6.
 //
-// Requirements: Linux ≥ 5.1 (gso_segs in the program's context, BPF ISA
-// v3), batch map reads from 5.6 (iteration before); tested on 6.18. Root
+// Requirements: Linux ≥ 5.5 (gso_segs in the program's context, BPF ISA
+// v3, memory-mapped arrays), batch map reads from 5.6 (iteration
+// before); tested on 6.18. Root
 // (CAP_BPF, CAP_NET_ADMIN), clsact and cls_bpf.
 package pairbytes

@@ -34,7 +34,8 @@ const filterName = "bulkhead_pairbytes"
 
 // Config configures a Counter.
 type Config struct {
-	// MaxPairs bounds the per-pair map (0: DefaultMaxPairs). Packets of
+	// MaxPairs bounds the per-pair map and the pairs that can be
+	// declared (0: DefaultMaxPairs). Packets of
 	// pairs beyond it are counted in Stats.Overflow.
 	MaxPairs uint32
 	// Prio is the tc priority of the filter (0: DefaultPrio). It must
@@ -44,6 +45,12 @@ type Config struct {
 	// value: what dev receives) or Egress (what dev sends: on the
 	// server's end of a VM's veth, what is delivered to the VM).
 	Hook dataplane.Direction
+	// DeclaredOnly counts one by one only the pairs declared (Declare);
+	// the packets of every other IPv4 pair are counted in
+	// Stats.Overflow. Without it a pair seen for the first time gets an
+	// entry of its own, up to MaxPairs, and declared pairs are counted
+	// in their slots as well (Read reports both).
+	DeclaredOnly bool
 	// Replace removes an eBPF filter already at Prio on the hook — one a
 	// Counter left when its process died without closing it — instead of
 	// refusing to attach. A filter of another kind there is still an
@@ -109,6 +116,8 @@ type Counter struct {
 	bufMu sync.Mutex // the batches' buffers (Each)
 	keys  []pairbytesPair
 	vals  []pairbytesCounts
+
+	decl declared // the declared pairs and their slots
 }
 
 // Attach counts what dev (in ns) receives, with the default Config.
@@ -147,11 +156,15 @@ func AttachConfig(ns *dataplane.NS, dev string, cfg Config) (_ *Counter, err err
 			}
 		}
 	}
-	objs, err := load(cfg.MaxPairs)
+	objs, err := load(cfg.MaxPairs, !cfg.DeclaredOnly)
 	if err != nil {
 		return nil, err
 	}
 	c := &Counter{ns: ns, dev: dev, prio: cfg.Prio, hook: cfg.Hook, objs: objs}
+	if c.decl.mem, err = objs.PairbytesDeclared.Memory(); err != nil {
+		_ = objs.Close()
+		return nil, fmt.Errorf("pairbytes: map the declared pairs' counts: %w", err)
+	}
 	defer func() {
 		if err != nil {
 			_ = objs.Close()
@@ -195,14 +208,24 @@ func AttachConfig(ns *dataplane.NS, dev string, cfg Config) (_ *Counter, err err
 }
 
 // load loads the program and maps into the kernel (maxPairs 0: as
-// compiled).
-func load(maxPairs uint32) (*pairbytesObjects, error) {
+// compiled); learn says whether pairs not declared get entries of their
+// own.
+func load(maxPairs uint32, learn bool) (*pairbytesObjects, error) {
 	spec, err := loadPairbytes()
 	if err != nil {
 		return nil, fmt.Errorf("pairbytes: %w", err)
 	}
 	if maxPairs > 0 {
-		spec.Maps[pairbytesMapPairbytesPairs].MaxEntries = maxPairs
+		for _, m := range []string{pairbytesMapPairbytesPairs, pairbytesMapPairbytesSlots, pairbytesMapPairbytesDeclared} {
+			spec.Maps[m].MaxEntries = maxPairs
+		}
+	}
+	l := uint32(0)
+	if learn {
+		l = 1
+	}
+	if err := spec.Variables[pairbytesVarLearn].Set(l); err != nil {
+		return nil, fmt.Errorf("pairbytes: set learn: %w", err)
 	}
 	objs := new(pairbytesObjects)
 	if err := spec.LoadAndAssign(objs, nil); err != nil {
@@ -357,7 +380,9 @@ func countsOf(v pairbytesCounts) Counts {
 // batchSize is the number of entries read per batch syscall.
 const batchSize = 256
 
-// Read returns the cumulative counts of every pair seen since Attach.
+// Read returns the cumulative counts of every pair seen since Attach (a
+// declared pair's since it was declared; with Config.DeclaredOnly, the
+// declared pairs only).
 // Each pair's fields are updated one after the other by the program, so
 // a reading taken while a packet is being counted may have its bytes and
 // not yet its packet; the next reading has both.
@@ -370,9 +395,9 @@ func (c *Counter) Read() (map[Pair]Counts, error) {
 }
 
 // Each reads the map as Read does and gives each pair's counts to fn, in
-// the map's order, with no allocation after the first reading (the
-// batches' buffers are kept). A failed batch read may have given fn
-// some pairs already.
+// the map's order, then the declared pairs', with no allocation after the
+// first reading (the batches' buffers are kept). A failed batch read may
+// have given fn some pairs already.
 func (c *Counter) Each(fn func(Pair, Counts)) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -381,6 +406,15 @@ func (c *Counter) Each(fn func(Pair, Counts)) error {
 	}
 	c.bufMu.Lock()
 	defer c.bufMu.Unlock()
+	if err := c.eachLearned(fn); err != nil {
+		return err
+	}
+	return c.eachDeclared(fn)
+}
+
+// eachLearned reads the pairs counted in entries of their own (not
+// declared) for Each, with the locks held.
+func (c *Counter) eachLearned(fn func(Pair, Counts)) error {
 	m := c.objs.PairbytesPairs
 	chunk := int(min(m.MaxEntries(), batchSize))
 	if len(c.keys) < chunk {

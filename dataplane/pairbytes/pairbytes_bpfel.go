@@ -37,9 +37,12 @@ type pairbytesStats struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	pairbytesMapPairbytesPairs  = "pairbytes_pairs"
-	pairbytesMapPairbytesStats  = "pairbytes_stats"
-	pairbytesProgPairbytesCount = "pairbytes_count"
+	pairbytesMapPairbytesDeclared = "pairbytes_declared"
+	pairbytesMapPairbytesPairs    = "pairbytes_pairs"
+	pairbytesMapPairbytesSlots    = "pairbytes_slots"
+	pairbytesMapPairbytesStats    = "pairbytes_stats"
+	pairbytesProgPairbytesCount   = "pairbytes_count"
+	pairbytesVarLearn             = "learn"
 )
 
 // loadPairbytes returns the embedded CollectionSpec for pairbytes.
@@ -91,14 +94,17 @@ type pairbytesProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pairbytesMapSpecs struct {
-	PairbytesPairs *ebpf.MapSpec `ebpf:"pairbytes_pairs"`
-	PairbytesStats *ebpf.MapSpec `ebpf:"pairbytes_stats"`
+	PairbytesDeclared *ebpf.MapSpec `ebpf:"pairbytes_declared"`
+	PairbytesPairs    *ebpf.MapSpec `ebpf:"pairbytes_pairs"`
+	PairbytesSlots    *ebpf.MapSpec `ebpf:"pairbytes_slots"`
+	PairbytesStats    *ebpf.MapSpec `ebpf:"pairbytes_stats"`
 }
 
 // pairbytesVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pairbytesVariableSpecs struct {
+	Learn *ebpf.VariableSpec `ebpf:"learn"`
 }
 
 // pairbytesObjects contains all objects after they have been loaded into the kernel.
@@ -121,13 +127,17 @@ func (o *pairbytesObjects) Close() error {
 //
 // It can be passed to loadPairbytesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pairbytesMaps struct {
-	PairbytesPairs *ebpf.Map `ebpf:"pairbytes_pairs"`
-	PairbytesStats *ebpf.Map `ebpf:"pairbytes_stats"`
+	PairbytesDeclared *ebpf.Map `ebpf:"pairbytes_declared"`
+	PairbytesPairs    *ebpf.Map `ebpf:"pairbytes_pairs"`
+	PairbytesSlots    *ebpf.Map `ebpf:"pairbytes_slots"`
+	PairbytesStats    *ebpf.Map `ebpf:"pairbytes_stats"`
 }
 
 func (m *pairbytesMaps) Close() error {
 	return _PairbytesClose(
+		m.PairbytesDeclared,
 		m.PairbytesPairs,
+		m.PairbytesSlots,
 		m.PairbytesStats,
 	)
 }
@@ -136,6 +146,7 @@ func (m *pairbytesMaps) Close() error {
 //
 // It can be passed to loadPairbytesObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pairbytesVariables struct {
+	Learn *ebpf.Variable `ebpf:"learn"`
 }
 
 // pairbytesPrograms contains all programs after they have been loaded into the kernel.

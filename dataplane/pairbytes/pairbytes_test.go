@@ -593,16 +593,16 @@ func BenchmarkTCPThroughput(b *testing.B) {
 }
 
 // BenchmarkProgram: the program's run time per packet
-// (BPF_PROG_TEST_RUN) for a packet of a pair already in the map, and for
-// a packet of a new pair when the map is full (overflow).
+// (BPF_PROG_TEST_RUN) for a packet of a pair already in the map, of a
+// new pair when the map is full (overflow), and of a declared pair.
 func BenchmarkProgram(b *testing.B) {
 	needRoot(b)
 	for _, bc := range []struct {
 		name     string
 		maxPairs uint32
-	}{{"known", 0}, {"overflow", 1}} {
+	}{{"known", 0}, {"overflow", 1}, {"declared", 0}} {
 		b.Run(bc.name, func(b *testing.B) {
-			objs, err := load(bc.maxPairs)
+			objs, err := load(bc.maxPairs, true)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -611,6 +611,16 @@ func BenchmarkProgram(b *testing.B) {
 				ret, _, err := objs.PairbytesCount.Benchmark(frame("10.0.0.9", "10.0.0.8", 17, 5, 0, 1000), 1, nil)
 				if err != nil || int32(ret) != -1 {
 					b.Fatalf("fill the map: %d, %v", int32(ret), err)
+				}
+			}
+			if bc.name == "declared" {
+				mem, err := objs.PairbytesDeclared.Memory()
+				if err != nil {
+					b.Fatal(err)
+				}
+				c := &Counter{objs: objs, dev: "bench", decl: declared{mem: mem}}
+				if err := c.Declare(pair("10.0.0.1", "10.0.0.2")); err != nil {
+					b.Fatal(err)
 				}
 			}
 			in := frame("10.0.0.1", "10.0.0.2", 6, 5, 8, 1400)
@@ -708,5 +718,58 @@ func TestReplace(t *testing.T) {
 	if c, err := AttachConfig(l.srv, l.h, Config{Prio: 0xb4, Replace: true}); err == nil {
 		_ = c.Close()
 		t.Error("Replace removed a filter of another kind")
+	}
+}
+
+// BenchmarkRead: one reading of 64 pairs of a counter with the default
+// MaxPairs (16384), as a host agent reads each VM's counter every
+// period: pairs learned into the hash map (Each: batch lookups walk its
+// buckets) against the same pairs declared (EachDeclared: one copy out of
+// the mapped array).
+func BenchmarkRead(b *testing.B) {
+	needRoot(b)
+	for _, declare := range []bool{false, true} {
+		name := "hash"
+		if declare {
+			name = "declared"
+		}
+		b.Run(name, func(b *testing.B) {
+			objs, err := load(0, !declare)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer objs.Close()
+			mem, err := objs.PairbytesDeclared.Memory()
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := &Counter{objs: objs, dev: "bench", decl: declared{mem: mem}}
+			for i := range 64 {
+				src := fmt.Sprintf("10.1.%d.%d", i/250, 1+i%250)
+				if declare {
+					if err := c.Declare(pair(src, "10.0.0.1")); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, _, err := objs.PairbytesCount.Benchmark(frame(src, "10.0.0.1", 17, 5, 0, 100), 1, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			read := c.Each
+			if declare {
+				read = c.EachDeclared
+			}
+			n := 0
+			b.ResetTimer()
+			for range b.N {
+				n = 0
+				if err := read(func(Pair, Counts) { n++ }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if n != 64 {
+				b.Fatalf("read %d pairs, want 64", n)
+			}
+		})
 	}
 }

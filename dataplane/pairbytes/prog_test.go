@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -86,7 +87,7 @@ func badVersion(f []byte) []byte {
 func loadObjs(t *testing.T, maxPairs uint32) *pairbytesObjects {
 	t.Helper()
 	needRoot(t)
-	objs, err := load(maxPairs)
+	objs, err := load(maxPairs, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,5 +235,94 @@ func TestReadManyPairs(t *testing.T) {
 	}
 	if st != (Stats{}) {
 		t.Errorf("stats %+v, want none", st)
+	}
+}
+
+// TestDeclaredPairs: a declared pair is counted in its slot from zero,
+// read through the mapped array; with DeclaredOnly the packets of pairs
+// not declared are overflow, without it they get entries of their own;
+// an undeclared pair's slot is reused from zero; declaring more pairs than
+// MaxPairs is refused and leaves the declared pairs counted.
+func TestDeclaredPairs(t *testing.T) {
+	a, b, c := "10.200.0.1", "10.200.0.3", "10.200.0.5"
+	one := func(n uint64) Counts { return Counts{Bytes: n, Packets: 1, Segments: 1, SegBytes: n} }
+	for _, learn := range []bool{false, true} {
+		needRoot(t)
+		objs, err := load(2, learn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer objs.Close()
+		mem, err := objs.PairbytesDeclared.Memory()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctr := &Counter{objs: objs, dev: "test", decl: declared{mem: mem}}
+		declaredCounts := func() map[Pair]Counts {
+			t.Helper()
+			m := map[Pair]Counts{}
+			if err := ctr.EachDeclared(func(p Pair, n Counts) { m[p] = n }); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		if err := ctr.Declare(pair(a, b)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctr.Declare(pair(a, b)); err != nil {
+			t.Fatalf("declared twice: %v", err)
+		}
+		run(t, objs.PairbytesCount, frame(a, b, 17, 5, 0, 100), 0) // 142 bytes
+		run(t, objs.PairbytesCount, frame(a, b, 17, 5, 0, 100), 0)
+		run(t, objs.PairbytesCount, frame(b, a, 17, 5, 0, 200), 0) // not declared: 242
+		got := declaredCounts()
+		if len(got) != 1 || got[pair(a, b)] != one(142).Add(one(142)) {
+			t.Errorf("learn=%v: declared %v, want only %s at two packets of 142", learn, got, pair(a, b))
+		}
+		all, st := readAll(t, objs)
+		// readAll's Counter has no declared pairs: the learned ones only.
+		if learn {
+			if len(all) != 1 || all[pair(b, a)] != one(242) || st.Overflow != (Counts{}) {
+				t.Errorf("learn: learned %v and overflow %+v, want %s at 242 and none", all, st.Overflow, pair(b, a))
+			}
+		} else if len(all) != 0 || st.Overflow != one(242) {
+			t.Errorf("declared only: learned %v and overflow %+v, want none and 242", all, st.Overflow)
+		}
+		if r, err := ctr.Read(); err != nil || r[pair(a, b)] != one(142).Add(one(142)) {
+			t.Errorf("learn=%v: Read %v (%v), want the declared pair in it", learn, r, err)
+		}
+
+		// The slot of an undeclared pair is reused from zero.
+		if err := ctr.Undeclare(pair(a, b)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctr.Undeclare(pair(a, b)); err != nil {
+			t.Fatalf("undeclared twice: %v", err)
+		}
+		if err := ctr.Declare(pair(c, b)); err != nil {
+			t.Fatal(err)
+		}
+		run(t, objs.PairbytesCount, frame(c, b, 17, 5, 0, 10), 0) // 52
+		if got := declaredCounts(); len(got) != 1 || got[pair(c, b)] != one(52) {
+			t.Errorf("learn=%v: after reuse %v, want only %s at 52", learn, got, pair(c, b))
+		}
+		if len(ctr.decl.bySlot) != 1 {
+			t.Errorf("slots in use %d, want the freed one reused", len(ctr.decl.bySlot))
+		}
+
+		// MaxPairs 2: a third pair is refused; the others still count.
+		if err := ctr.Declare(pair(a, c)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctr.Declare(pair(b, c)); err == nil || !strings.Contains(err.Error(), "MaxPairs") {
+			t.Errorf("a third pair with MaxPairs 2: %v, want it refused", err)
+		}
+		if err := ctr.Declare(Pair{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr(b)}); err == nil {
+			t.Error("an IPv6 pair was declared")
+		}
+		run(t, objs.PairbytesCount, frame(a, c, 17, 5, 0, 10), 0)
+		if got := declaredCounts(); len(got) != 2 || got[pair(a, c)] != one(52) || got[pair(c, b)] != one(52) {
+			t.Errorf("learn=%v: %v, want %s and %s at 52", learn, got, pair(a, c), pair(c, b))
+		}
 	}
 }
