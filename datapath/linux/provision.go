@@ -117,6 +117,10 @@ type RXCounters struct {
 	want   map[datapath.Pair]bool
 	sorted []datapath.Pair
 	at     map[datapath.Pair]int
+	// order is, for the k-th pair the counter gives (its slot order,
+	// which changes only with the pairs), its index in sorted: learned
+	// at the first reading after a change, checked at every reading
+	order []int
 }
 
 var (
@@ -190,13 +194,23 @@ func (r *RXCounters) ReadPairs(dst []datapath.PairReading) ([]datapath.PairReadi
 		for i, p := range r.sorted {
 			r.at[p] = i
 		}
+		r.order = r.order[:0]
 	}
 	dst = slices.Grow(dst[:0], len(r.sorted))[:len(r.sorted)]
 	for i, p := range r.sorted {
 		dst[i] = datapath.PairReading{Pair: p}
 	}
+	k := 0
 	err := r.c.EachDeclared(func(p datapath.Pair, c pairbytes.Counts) {
-		if i, ok := r.at[p]; ok {
+		i := -1
+		if k < len(r.order) && r.sorted[r.order[k]] == p {
+			i = r.order[k]
+		} else if j, ok := r.at[p]; ok {
+			i = j
+			r.order = append(r.order[:k], j)
+		}
+		k++
+		if i >= 0 {
 			dst[i].Counters = datapath.Counters{Bytes: c.SegBytes, Packets: c.Segments}
 		}
 	})
