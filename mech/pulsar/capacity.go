@@ -162,7 +162,10 @@ type TenantObs struct {
 // appliance has shown it serves that), estimate ← (minW+maxW)/2.
 // Anything else holds (PhaseIdle). Reverts and increases
 // react to one interval: the revert is what limits an overload to one
-// control interval (§4.3 ②); Readings applies to the stable phase.
+// control interval (§4.3 ②); Readings applies to the stable phase and,
+// in the search, only to a shortfall within the tolerance that its queue
+// does not confirm (an overload of at most tol·C then lasts at most
+// Readings intervals).
 //
 // ④ Stable once maxW − minW < StableThreshold·maxW: the estimate is set to
 // minW. Eq. (7) tracks O, the tokens outstanding at the appliance; here O
