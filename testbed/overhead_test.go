@@ -77,7 +77,11 @@ workloads:
 // is CPU-bound, unshaped in effect), 3 s per iteration, counted by the
 // receiving generator: "plain" without any class of the agent (no pair
 // limiter, receive counters removed); "counter" with the receiver's eBPF
-// counter alone (no pair limiter); "classes" with the pair limiter
+// counter alone (no pair limiter); "htb-root" with the pair limiter's
+// HTB root qdisc alone (the pair's class and classifier removed: its
+// packets go through HTB's direct queue; no receive counter); "limiter"
+// with the pair limiter and no receive counter; "classes" with the pair
+// limiter
 // (its class unlimited, i.e. at dataplane.MaxRate) on the sender's
 // interface and the receive counting class; "classes-default-tsq" the
 // same with the kernel's TCP small-queue budget instead of VMTSQBytes;
@@ -93,6 +97,8 @@ func BenchmarkEnforcement(b *testing.B) {
 	}{
 		{"plain", false, false, false, false, overheadYAML},
 		{"counter", false, true, false, false, overheadYAML},
+		{"htb-root", true, false, false, false, overheadYAML},
+		{"limiter", true, false, false, false, overheadYAML},
 		{"classes", true, true, false, false, overheadYAML},
 		{"classes-default-tsq", true, true, false, true, overheadYAML},
 		{"agent", true, true, true, false, overheadYAML},
@@ -112,6 +118,18 @@ func BenchmarkEnforcement(b *testing.B) {
 			}
 			if !tc.counter {
 				dropRX(b, tb, "y")
+			}
+			if tc.name == "htb-root" {
+				// the HTB root qdisc alone: the pair's class and
+				// classifier removed, its packets through HTB's direct
+				// queue
+				p, err := tb.plan.dpPair("x", "y")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := tb.tx["x"].RemovePair(p); err != nil {
+					b.Fatal(err)
+				}
 			}
 			if tc.agent {
 				as, err := tb.startAgents(ctx, pollOnly{}, "", nil)
