@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/vishvananda/netlink"
+
 	"github.com/bulkhead-dc/bulkhead/dataplane"
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -80,14 +84,18 @@ workloads:
 // counter alone (no pair limiter); "htb-root" with the pair limiter's
 // HTB root qdisc alone (the pair's class and classifier removed: its
 // packets go through HTB's direct queue; no receive counter); "limiter"
-// with the pair limiter and no receive counter; "classes" with the pair
-// limiter
-// (its class unlimited, i.e. at dataplane.MaxRate) on the sender's
-// interface and the receive counting class; "classes-default-tsq" the
+// with the pair limiter and no receive counter; "hook-nop" with an eBPF
+// program that does nothing where the receive counter goes (the egress
+// hook of the receiver's device on its server), "hook-nop-vm" the same on
+// the ingress hook of the receiving VM's own device; "classes" with the
+// pair limiter (its class unlimited, i.e. at dataplane.MaxRate) on the
+// sender's interface and the receive counter; "classes-default-tsq" the
 // same with the kernel's TCP small-queue budget instead of VMTSQBytes;
 // "agent" with the classes and both servers' agents reading every
 // counter every 15 ms. The 1G variants are on 1 Gbit/s links, the
-// experiments' scale.
+// experiments' scale. Each run logs the packets the receiving VM's device
+// took and their mean size (offload packets: what a hook's program runs
+// on).
 func BenchmarkEnforcement(b *testing.B) {
 	for _, tc := range []struct {
 		name                    string
@@ -99,6 +107,8 @@ func BenchmarkEnforcement(b *testing.B) {
 		{"counter", false, true, false, false, overheadYAML},
 		{"htb-root", true, false, false, false, overheadYAML},
 		{"limiter", true, false, false, false, overheadYAML},
+		{"hook-nop", false, false, false, false, overheadYAML},
+		{"hook-nop-vm", false, false, false, false, overheadYAML},
 		{"classes", true, true, false, false, overheadYAML},
 		{"classes-default-tsq", true, true, false, true, overheadYAML},
 		{"agent", true, true, true, false, overheadYAML},
@@ -118,6 +128,12 @@ func BenchmarkEnforcement(b *testing.B) {
 			}
 			if !tc.counter {
 				dropRX(b, tb, "y")
+			}
+			switch tc.name {
+			case "hook-nop":
+				nopHook(b, tb, "y", false)
+			case "hook-nop-vm":
+				nopHook(b, tb, "y", true)
 			}
 			if tc.name == "htb-root" {
 				// the HTB root qdisc alone: the pair's class and
@@ -140,6 +156,13 @@ func BenchmarkEnforcement(b *testing.B) {
 			}
 			fl := []flow{{pair: 0, src: "x", dst: "y", workload: "w", conns: 1, phase: phase(0, 3*time.Second), port: 5201}}
 			measureGoodput(b, tb, fl)
+			// the packets (offload packets: what a hook's program runs
+			// on) and bytes the receiving VM's device took
+			y, _ := tb.plan.VM("y")
+			if l, err := tb.ns[y.NS].Netlink().LinkByName(y.Dev); err == nil && l.Attrs().Statistics != nil {
+				st := l.Attrs().Statistics
+				b.Logf("%s received %d packets, %d bytes: %.0f bytes a packet", y.Dev, st.RxPackets, st.RxBytes, float64(st.RxBytes)/float64(max(st.RxPackets, 1)))
+			}
 		})
 	}
 }
@@ -296,6 +319,46 @@ tenants:
     vms:
 %sworkloads:
 %s`, vms.String(), wl.String())
+}
+
+// nopHook puts, where the receive counter goes (the egress hook of vm's
+// device on its server; inVM: the ingress hook of the VM's own device, the
+// other end of the veth), an eBPF program that does nothing and lets
+// every packet pass: what the hook costs a packet without the counter's
+// work.
+func nopHook(b *testing.B, tb *Testbed, vm string, inVM bool) {
+	b.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:         ebpf.SchedCLS,
+		License:      "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = prog.Close() })
+	y, _ := tb.plan.VM(vm)
+	srv, _ := tb.plan.Node(y.Server)
+	ns, dev, parent := tb.ns[srv.NS], y.HostDev, uint32(netlink.HANDLE_MIN_EGRESS)
+	if inVM {
+		ns, dev, parent = tb.ns[y.NS], y.Dev, netlink.HANDLE_MIN_INGRESS
+	}
+	if err := ns.EnsureClsact(dev); err != nil {
+		b.Fatal(err)
+	}
+	idx, err := ns.LinkIndex(dev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := &netlink.BpfFilter{
+		FilterAttrs:  netlink.FilterAttrs{LinkIndex: idx, Parent: parent, Handle: 1, Priority: 0xb3, Protocol: unix.ETH_P_ALL},
+		Fd:           prog.FD(),
+		Name:         "nop",
+		DirectAction: true,
+	}
+	if err := ns.Netlink().FilterAdd(f); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // BenchmarkEnforcementPairs is BenchmarkEnforcement's "plain" against
