@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
 	"github.com/bulkhead-dc/bulkhead/dataplane"
@@ -87,7 +88,9 @@ workloads:
 // with the pair limiter and no receive counter; "hook-nop" with an eBPF
 // program that does nothing where the receive counter goes (the egress
 // hook of the receiver's device on its server), "hook-nop-vm" the same on
-// the ingress hook of the receiving VM's own device; "classes" with the
+// the ingress hook of the receiving VM's own device, "tcx-nop" the
+// program of "hook-nop" attached through TCX (a BPF link) instead of a
+// clsact qdisc; "classes" with the
 // pair limiter (its class unlimited, i.e. at dataplane.MaxRate) on the
 // sender's interface and the receive counter; "classes-default-tsq" the
 // same with the kernel's TCP small-queue budget instead of VMTSQBytes;
@@ -109,6 +112,7 @@ func BenchmarkEnforcement(b *testing.B) {
 		{"limiter", true, false, false, false, overheadYAML},
 		{"hook-nop", false, false, false, false, overheadYAML},
 		{"hook-nop-vm", false, false, false, false, overheadYAML},
+		{"tcx-nop", false, false, false, false, overheadYAML},
 		{"classes", true, true, false, false, overheadYAML},
 		{"classes-default-tsq", true, true, false, true, overheadYAML},
 		{"agent", true, true, true, false, overheadYAML},
@@ -134,6 +138,8 @@ func BenchmarkEnforcement(b *testing.B) {
 				nopHook(b, tb, "y", false)
 			case "hook-nop-vm":
 				nopHook(b, tb, "y", true)
+			case "tcx-nop":
+				nopTCX(b, tb, "y")
 			}
 			if tc.name == "htb-root" {
 				// the HTB root qdisc alone: the pair's class and
@@ -357,6 +363,39 @@ func nopHook(b *testing.B, tb *Testbed, vm string, inVM bool) {
 		DirectAction: true,
 	}
 	if err := ns.Netlink().FilterAdd(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// nopTCX is nopHook's program on the same device and direction attached
+// through TCX (a BPF link, Linux 6.6+) instead of a cls_bpf filter on a
+// clsact qdisc.
+func nopTCX(b *testing.B, tb *Testbed, vm string) {
+	b.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:         ebpf.SchedCLS,
+		License:      "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = prog.Close() })
+	y, _ := tb.plan.VM(vm)
+	srv, _ := tb.plan.Node(y.Server)
+	ns := tb.ns[srv.NS]
+	idx, err := ns.LinkIndex(y.HostDev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ns.Do(func() error {
+		l, err := link.AttachTCX(link.TCXOptions{Interface: idx, Program: prog, Attach: ebpf.AttachTCXEgress})
+		if err != nil {
+			return err
+		}
+		b.Cleanup(func() { _ = l.Close() })
+		return nil
+	}); err != nil {
 		b.Fatal(err)
 	}
 }
