@@ -202,10 +202,14 @@ func (r *RXCounters) ReadPairs(dst []datapath.PairReading) ([]datapath.PairReadi
 	}
 	k := 0
 	err := r.c.EachDeclared(func(p datapath.Pair, c pairbytes.Counts) {
-		i := -1
-		if k < len(r.order) && r.sorted[r.order[k]] == p {
+		var i int
+		if k < len(r.order) && r.order[k] >= 0 && r.sorted[r.order[k]] == p {
 			i = r.order[k]
-		} else if j, ok := r.at[p]; ok {
+		} else {
+			j, ok := r.at[p]
+			if !ok {
+				j = -1 // not asked for: keeps the order's positions
+			}
 			i = j
 			r.order = append(r.order[:k], j)
 		}
