@@ -28,13 +28,11 @@ const countsSize = int(unsafe.Sizeof(pairbytesCounts{}))
 // pair declared already keeps its slot and counts. It is an error when
 // MaxPairs pairs are declared, or p is not a pair of IPv4 addresses.
 func (c *Counter) Declare(p Pair) error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
-		return errors.New("pairbytes: counter closed")
-	}
-	c.bufMu.Lock()
-	defer c.bufMu.Unlock()
+	return c.locked(func() error { return c.declare(p) })
+}
+
+// declare is Declare with the locks held.
+func (c *Counter) declare(p Pair) error {
 	d := &c.decl
 	if _, ok := d.slot[p]; ok {
 		return nil
@@ -42,13 +40,11 @@ func (c *Counter) Declare(p Pair) error {
 	if !p.Src.Is4() || !p.Dst.Is4() {
 		return fmt.Errorf("pairbytes: declare %v on %s: not a pair of IPv4 addresses", p, c.dev)
 	}
-	var s uint32
+	s, reuse := uint32(len(d.bySlot)), len(d.free) > 0
 	switch {
-	case len(d.free) > 0:
+	case reuse:
 		s = d.free[len(d.free)-1]
-	case uint32(len(d.bySlot)) < c.objs.PairbytesDeclared.MaxEntries():
-		s = uint32(len(d.bySlot))
-	default:
+	case s >= c.objs.PairbytesDeclared.MaxEntries():
 		return fmt.Errorf("pairbytes: declare %v on %s: %d pairs are declared, the most the counter holds (MaxPairs)", p, c.dev, len(d.bySlot))
 	}
 	// The slot starts at zero (a pair undeclared from it may have left
@@ -63,7 +59,7 @@ func (c *Counter) Declare(p Pair) error {
 		d.slot = make(map[Pair]uint32)
 	}
 	d.slot[p] = s
-	if len(d.free) > 0 && d.free[len(d.free)-1] == s {
+	if reuse {
 		d.free = d.free[:len(d.free)-1]
 		d.bySlot[s] = p
 	} else {
@@ -75,13 +71,11 @@ func (c *Counter) Declare(p Pair) error {
 // Undeclare stops counting p in a slot of its own (a pair not declared
 // is not an error). Its packets then count as any pair's not declared.
 func (c *Counter) Undeclare(p Pair) error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
-		return errors.New("pairbytes: counter closed")
-	}
-	c.bufMu.Lock()
-	defer c.bufMu.Unlock()
+	return c.locked(func() error { return c.undeclare(p) })
+}
+
+// undeclare is Undeclare with the locks held.
+func (c *Counter) undeclare(p Pair) error {
 	d := &c.decl
 	s, ok := d.slot[p]
 	if !ok {
@@ -102,14 +96,7 @@ func (c *Counter) Undeclare(p Pair) error {
 // As with Each, a packet being counted may have some of its fields in
 // and not yet the others.
 func (c *Counter) EachDeclared(fn func(Pair, Counts)) error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
-		return errors.New("pairbytes: counter closed")
-	}
-	c.bufMu.Lock()
-	defer c.bufMu.Unlock()
-	return c.eachDeclared(fn)
+	return c.locked(func() error { return c.eachDeclared(fn) })
 }
 
 // eachDeclared is EachDeclared with the locks held.

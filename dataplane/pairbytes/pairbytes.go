@@ -113,7 +113,7 @@ type Counter struct {
 	objs   *pairbytesObjects
 	closed bool
 
-	bufMu sync.Mutex // the batches' buffers (Each)
+	bufMu sync.Mutex // the batches' buffers (Each) and the declared pairs
 	keys  []pairbytesPair
 	vals  []pairbytesCounts
 
@@ -161,15 +161,14 @@ func AttachConfig(ns *dataplane.NS, dev string, cfg Config) (_ *Counter, err err
 		return nil, err
 	}
 	c := &Counter{ns: ns, dev: dev, prio: cfg.Prio, hook: cfg.Hook, objs: objs}
-	if c.decl.mem, err = objs.PairbytesDeclared.Memory(); err != nil {
-		_ = objs.Close()
-		return nil, fmt.Errorf("pairbytes: map the declared pairs' counts: %w", err)
-	}
 	defer func() {
 		if err != nil {
 			_ = objs.Close()
 		}
 	}()
+	if c.decl.mem, err = objs.PairbytesDeclared.Memory(); err != nil {
+		return nil, fmt.Errorf("pairbytes: map the declared pairs' counts: %w", err)
+	}
 	if c.ifindex, err = ns.LinkIndex(dev); err != nil {
 		return nil, fmt.Errorf("pairbytes: %s: %w", at, err)
 	}
@@ -223,6 +222,9 @@ func load(maxPairs uint32, learn bool) (*pairbytesObjects, error) {
 	l := uint32(0)
 	if learn {
 		l = 1
+	} else {
+		// nothing is learned: the hash map stays empty, and small
+		spec.Maps[pairbytesMapPairbytesPairs].MaxEntries = 1
 	}
 	if err := spec.Variables[pairbytesVarLearn].Set(l); err != nil {
 		return nil, fmt.Errorf("pairbytes: set learn: %w", err)
@@ -399,6 +401,17 @@ func (c *Counter) Read() (map[Pair]Counts, error) {
 // first reading (the batches' buffers are kept). A failed batch read may
 // have given fn some pairs already.
 func (c *Counter) Each(fn func(Pair, Counts)) error {
+	return c.locked(func() error {
+		if err := c.eachLearned(fn); err != nil {
+			return err
+		}
+		return c.eachDeclared(fn)
+	})
+}
+
+// locked runs fn with the counter open (Close waits for it) and its
+// buffers and declared pairs to itself.
+func (c *Counter) locked(fn func() error) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
@@ -406,10 +419,7 @@ func (c *Counter) Each(fn func(Pair, Counts)) error {
 	}
 	c.bufMu.Lock()
 	defer c.bufMu.Unlock()
-	if err := c.eachLearned(fn); err != nil {
-		return err
-	}
-	return c.eachDeclared(fn)
+	return fn()
 }
 
 // eachLearned reads the pairs counted in entries of their own (not
