@@ -334,26 +334,12 @@ tenants:
 // work.
 func nopHook(b *testing.B, tb *Testbed, vm string, inVM bool) {
 	b.Helper()
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type:         ebpf.SchedCLS,
-		License:      "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = prog.Close() })
-	y, _ := tb.plan.VM(vm)
-	srv, _ := tb.plan.Node(y.Server)
-	ns, dev, parent := tb.ns[srv.NS], y.HostDev, uint32(netlink.HANDLE_MIN_EGRESS)
+	prog, ns, dev, idx := nopAt(b, tb, vm, inVM)
+	parent := uint32(netlink.HANDLE_MIN_EGRESS)
 	if inVM {
-		ns, dev, parent = tb.ns[y.NS], y.Dev, netlink.HANDLE_MIN_INGRESS
+		parent = netlink.HANDLE_MIN_INGRESS
 	}
 	if err := ns.EnsureClsact(dev); err != nil {
-		b.Fatal(err)
-	}
-	idx, err := ns.LinkIndex(dev)
-	if err != nil {
 		b.Fatal(err)
 	}
 	f := &netlink.BpfFilter{
@@ -367,10 +353,10 @@ func nopHook(b *testing.B, tb *Testbed, vm string, inVM bool) {
 	}
 }
 
-// nopTCX is nopHook's program on the same device and direction attached
-// through TCX (a BPF link, Linux 6.6+) instead of a cls_bpf filter on a
-// clsact qdisc.
-func nopTCX(b *testing.B, tb *Testbed, vm string) {
+// nopAt loads a program that lets every packet pass (closed when b
+// ends) and finds the device it goes on: vm's device on its server, or
+// with inVM the VM's own device; its namespace, name and index there.
+func nopAt(b *testing.B, tb *Testbed, vm string, inVM bool) (*ebpf.Program, *dataplane.NS, string, int) {
 	b.Helper()
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Type:         ebpf.SchedCLS,
@@ -383,11 +369,23 @@ func nopTCX(b *testing.B, tb *Testbed, vm string) {
 	b.Cleanup(func() { _ = prog.Close() })
 	y, _ := tb.plan.VM(vm)
 	srv, _ := tb.plan.Node(y.Server)
-	ns := tb.ns[srv.NS]
-	idx, err := ns.LinkIndex(y.HostDev)
+	ns, dev := tb.ns[srv.NS], y.HostDev
+	if inVM {
+		ns, dev = tb.ns[y.NS], y.Dev
+	}
+	idx, err := ns.LinkIndex(dev)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return prog, ns, dev, idx
+}
+
+// nopTCX is nopHook's program on the same device and direction attached
+// through TCX (a BPF link, Linux 6.6+) instead of a cls_bpf filter on a
+// clsact qdisc.
+func nopTCX(b *testing.B, tb *Testbed, vm string) {
+	b.Helper()
+	prog, ns, _, idx := nopAt(b, tb, vm, false)
 	if err := ns.Do(func() error {
 		l, err := link.AttachTCX(link.TCXOptions{Interface: idx, Program: prog, Attach: ebpf.AttachTCXEgress})
 		if err != nil {
