@@ -620,8 +620,9 @@ func (e *engine) catchUp() {
 }
 
 // catchUpPairs is catchUp of pairs [lo, hi) (n ticks): their own
-// accumulators, and their amounts per tick for the VMs' (pend). It says whether some pair dropped bits at its
-// destination's ingress, and whether some offered a bounded load.
+// accumulators, and their amounts per tick for the VMs' (pend). It says
+// whether some pair dropped bits at its destination's ingress, and
+// whether some offered a bounded load.
 func (e *engine) catchUpPairs(n, lo, hi int) (anyDrop, anyOffer bool) {
 	pd := &e.pend
 	dt := e.dtSec
