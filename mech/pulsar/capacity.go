@@ -130,6 +130,16 @@ type TenantObs struct {
 //     their tokens, the interval's edges) while its queue stays short.
 //     It is a throughput signal once it has persisted for Readings
 //     intervals in a row; until then the estimate is held (PhaseIdle).
+//     The signal is also raised without a queue that counts (QueueDelay)
+//     when the appliance, handed the estimate, served clearly less than
+//     it (X < (1−tol)·C) behind any queue (D > 1 µs) while some tenant
+//     used clearly less than its grant there although its demand without
+//     the queues (TenantObs.Demand) reached the grant: grants lost to the
+//     queue. A closed-loop tenant's requests are bounded by its window,
+//     so a saturated appliance it shares shows a short queue and the
+//     tenant's throughput falling with the latency rather than a long
+//     queue; left alone, the spare it cannot use goes to the others,
+//     whose requests lengthen its round trip further.
 //   - VDC-violation signal: some tenant used less than (1−tol) of its
 //     guarantee because of the appliance: either queued, and the tenant
 //     had requests outstanding — it was starved by the queue, whatever it
@@ -158,9 +168,16 @@ type TenantObs struct {
 // was exercised and served (X ≥ (1−tol)·C) with no queue — and not
 // saturated: serving clearly less than it was granted (by 0.1%) behind a
 // queue however short, which is no room to grow — ① increase: minW ←
-// min(C, X) (the
-// appliance has shown it serves that), estimate ← (minW+maxW)/2.
-// Anything else holds (PhaseIdle). Reverts and increases
+// min(C, X) (the appliance has shown it serves that), estimate ←
+// (minW+maxW)/2. If that X is clearly more (by tol) than the appliance
+// served, saturated, at the throughput revert that set maxW, the bound
+// that revert set is withdrawn first (maxW back to what it was): the
+// appliance's capacity was lower then than it is now — a transient (a
+// real server's capacity for a mix moves by ±15% from one second to the
+// next) or a change its workload does not show — and a binary search
+// that only narrows would otherwise keep the estimate below it for good.
+// (An appliance of constant capacity never serves clearly more than it
+// did saturated.) Anything else holds (PhaseIdle). Reverts and increases
 // react to one interval: the revert is what limits an overload to one
 // control interval (§4.3 ②); Readings applies to the stable phase and,
 // in the search, only to a shortfall within the tolerance that its queue
@@ -217,6 +234,11 @@ type CapacityEstimator struct {
 	queued     bool // last observation's signals, for inspection
 	congestion bool
 	violation  bool
+
+	// The throughput signal that last lowered maxW: the appliance served
+	// xRev, saturated, and maxW was prevMax before (xRev 0: none since the
+	// window was last set).
+	xRev, prevMax float64
 }
 
 // minDelay is the smallest queueing delay that counts, seconds: below it,
@@ -275,7 +297,7 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 	X := o.Throughput
 	queued := o.Delay > minDelay && o.Delay > e.cfg.QueueDelay*o.Latency
 	exercised := C > 0 && o.Granted >= (1-tol)*C
-	over := queued && X < C*(1-1e-6)
+	over := (queued || e.grantsLost(o, C)) && X < C*(1-1e-6)
 	// A shortfall within the tolerance, behind a queue shorter than the
 	// shortfall would have built at the appliance, is not yet clear: a
 	// real appliance near its capacity serves a little less than it was
@@ -300,6 +322,7 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 		if over {
 			// The appliance still cannot serve the held estimate.
 			e.maxW = max(min(e.maxW, C), e.minW)
+			e.xRev = 0
 			if C <= e.minW {
 				e.lowerFloor(X * (1 - 2*tol))
 			}
@@ -339,7 +362,10 @@ func (e *CapacityEstimator) search(o *ApplianceObs, C, X float64, exercised, que
 			// until the next increase). If the appliance could not serve
 			// minW either (the estimate was at or below it, or X is
 			// clearly below it), minW drops below X.
-			e.maxW = min(e.maxW, C)
+			if C < e.maxW {
+				e.xRev, e.prevMax = X, e.maxW
+				e.maxW = C
+			}
 			if C <= e.minW || X < (1-tol)*e.minW {
 				e.lowerFloor(X * (1 - 2*tol))
 			} else {
@@ -352,6 +378,7 @@ func (e *CapacityEstimator) search(o *ApplianceObs, C, X float64, exercised, que
 			// earlier overload.
 			if C > e.minW && X <= (1+tol)*C {
 				e.maxW = min(e.maxW, C)
+				e.xRev = 0
 			}
 			e.est = e.minW
 		}
@@ -360,6 +387,14 @@ func (e *CapacityEstimator) search(o *ApplianceObs, C, X float64, exercised, que
 			e.state = stWait
 		}
 	case exercised && !queued && X >= (1-tol)*C && !saturated(o):
+		if e.xRev > 0 && X > (1+tol)*e.xRev && e.prevMax > e.maxW {
+			// The appliance serves clearly more, without a queue, than
+			// it served saturated at the revert that set maxW: its
+			// capacity was lower then than it is now (a transient, or
+			// a change the workload does not show). That revert's
+			// bound is withdrawn.
+			e.maxW, e.xRev = e.prevMax, 0
+		}
 		e.minW = min(max(e.minW, min(C, X)), e.maxW)
 		e.est = (e.minW + e.maxW) / 2
 		e.phase = PhaseIncrease
@@ -430,6 +465,7 @@ func (e *CapacityEstimator) stable(o *ApplianceObs, exercised, over, congested b
 	if e.congCount >= e.cfg.Readings || e.mixCount >= e.cfg.Readings {
 		e.state = stSearch
 		e.minW, e.maxW = e.floor, e.ceil
+		e.xRev = 0
 		if e.congCount >= e.cfg.Readings {
 			// Congestion (with or without a new workload): the capacity
 			// is below the stable estimate.
@@ -462,6 +498,30 @@ const servedShort = 1e-3
 // to count as one (QueueDelay).
 func saturated(o *ApplianceObs) bool {
 	return o.Delay > minDelay && o.Throughput < (1-servedShort)*o.Granted
+}
+
+// grantsLost reports an appliance that served clearly less than the
+// estimate C it was handed, behind a queue however short, while some
+// tenant used clearly less than its grant there although its demand
+// without the queues (TenantObs.Demand) reached the grant: the queue, not
+// the tenant, kept it from its allocation. A closed-loop tenant's requests
+// are bounded by its window, so a saturated appliance it shares shows a
+// short queue and the tenant's throughput falling with the latency,
+// rather than a long queue: the queued test alone (QueueDelay) misses
+// it, while the spare the tenant leaves goes to the others and lengthens
+// its round trip further.
+func (e *CapacityEstimator) grantsLost(o *ApplianceObs, C float64) bool {
+	tol := e.cfg.Tolerance
+	if !(o.Delay > minDelay) || !(o.Granted >= (1-tol)*C) || !(o.Throughput < (1-tol)*C) {
+		return false
+	}
+	for i := range o.Tenants {
+		t := &o.Tenants[i]
+		if t.Granted > 0 && t.Used < (1-tol)*t.Granted && t.Demand >= (1-tol)*t.Granted {
+			return true
+		}
+	}
+	return false
 }
 
 // violated reports the VDC-violation signal: some tenant used clearly

@@ -224,7 +224,7 @@ func TestEstimatorPhases(t *testing.T) {
 		// Handed out and served, no queue: ① increase.
 		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
 		// Queued and served less than the estimate: ② revert.
-		{aobs(1200, 0.002, 1500), PhaseRevert, 1000, 1000, 1500},
+		{aobs(1240, 0.002, 1500), PhaseRevert, 1000, 1000, 1500},
 		{aobs(1000, 0, 1000), PhaseIncrease, 1250, 1000, 1500},
 		// Served less without a queue: demand fell, not congestion.
 		{aobs(900, 0, 1250), PhaseIdle, 1250, 1000, 1500},
@@ -318,6 +318,40 @@ func TestEstimatorPhases(t *testing.T) {
 	runSteps(t, "clear shortfall behind a short queue", testEstimator(1000, 2000), []estStep{
 		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
 		{aobs(1460, 0.002, 1500), PhaseRevert, 1000, 1000, 1500},
+	})
+
+	// The revert that set maxW saw the appliance saturated at 1300;
+	// later it serves 1350 without a queue, clearly more: that bound was
+	// a transient and is withdrawn (maxW back to 2000). A later revert
+	// whose throughput is not exceeded keeps its bound.
+	runSteps(t, "stale revert", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
+		{aobs(1300, 0.002, 1500), PhaseRevert, 1000, 1000, 1500},
+		{aobs(1000, 0, 1000), PhaseIncrease, 1250, 1000, 1500},
+		{aobs(1250, 0, 1250), PhaseIncrease, 1375, 1250, 1500},
+		{aobs(1350, 0, 1375), PhaseIncrease, 1675, 1350, 2000},
+		{aobs(1600, 0.003, 1675), PhaseRevert, 1350, 1350, 1675},
+		{aobs(1350, 0, 1350), PhaseIncrease, 1512.5, 1350, 1675},
+		{aobs(1512.5, 0, 1512.5), PhaseIncrease, 1593.75, 1512.5, 1675},
+	})
+
+	// A closed-loop tenant that used clearly less than its grant behind
+	// a queue too short to count as one (QueueDelay), although its demand
+	// without the queue reached the grant, while the appliance served
+	// clearly less than the estimate: a revert. The same shortfall with
+	// the tenant's demand short of its grant is demand that fell (held);
+	// so is any shortfall without a queue at all.
+	b := func(used, granted, demand float64) TenantObs {
+		return TenantObs{Tenant: "B", Guarantee: 100, Granted: granted, Used: used, Outstanding: used * 0.001, Demand: demand}
+	}
+	runSteps(t, "grants lost behind a short queue", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
+		{aobs(1400, 0.0002, 1500, b(800, 900, 920)), PhaseRevert, 1000, 1000, 1500},
+	})
+	runSteps(t, "demand fell behind a short queue", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
+		{aobs(1400, 0.0002, 1500, b(800, 900, 820)), PhaseIdle, 1500, 1000, 2000},
+		{aobs(1400, 0, 1500, b(800, 900, 920)), PhaseIdle, 1500, 1000, 2000},
 	})
 
 	fixed := testEstimator(1000, 1000)
