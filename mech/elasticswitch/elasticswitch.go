@@ -473,6 +473,13 @@ type Agent struct {
 	// them is in out or in (forgetHints clears them when a pair leaves)
 	egHint []*outPair
 	inHint []*inPair
+	// rgHint[h][j] is the pair the j-th remote guarantee of host h's last
+	// message named (nil: none): a host names the same pairs in the same
+	// order from one GP period to the next; forgetHints clears it
+	rgHint map[string][]*outPair
+
+	// limits is the storage of a step's Actions.Limits (see Step)
+	limits []mech.Limit
 }
 
 // growHints returns h with at least n entries (new ones nil).
@@ -487,6 +494,7 @@ func growHints[P any](h []*P, n int) []*P {
 func (a *Agent) forgetHints() {
 	clear(a.egHint)
 	clear(a.inHint)
+	clear(a.rgHint)
 }
 
 // NewAgent returns the agent for env.Host under cfg (validated).
@@ -546,7 +554,9 @@ func (a *Agent) Share(p mech.PairID, out bool) (float64, bool) {
 }
 
 // Step implements mech.Agent: it takes the messages and observations,
-// runs GP when due, then RA for every pair whose source is here.
+// runs GP when due, then RA for every pair whose source is here. The
+// returned Limits are the agent's storage, valid until its next Step (a
+// driver applies them before stepping it again).
 func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	now := obs.Now
 	var act mech.Actions
@@ -555,9 +565,18 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 		if !ok {
 			continue
 		}
-		for _, rg := range g.Pairs {
+		hint := a.rgHint[m.From]
+		for len(hint) < len(g.Pairs) {
+			hint = append(hint, nil)
+		}
+		named := false // the message named a pair of ours from its destination's host
+		for j, rg := range g.Pairs {
 			// The host of a known pair's destination is kept with it.
-			p := a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]
+			p := hint[j]
+			if p == nil || p.id.Src != rg.Src || p.id.Dst != rg.Dst {
+				p = a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]
+				hint[j] = p
+			}
 			h := ""
 			if p != nil {
 				h = p.dstHost
@@ -570,6 +589,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 				}
 				continue
 			}
+			named = named || p != nil
 			if p != nil && rg.Share >= 0 {
 				p.remote, p.remoteUnbounded, p.remoteKnown = rg.Share, rg.Unbounded, true
 				p.heard = now
@@ -578,6 +598,12 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 					p.remoteCeiling = rg.Ceiling
 				}
 			}
+		}
+		if named { // hints kept only for hosts that send us guarantees
+			if a.rgHint == nil {
+				a.rgHint = map[string][]*outPair{}
+			}
+			a.rgHint[m.From] = hint
 		}
 	}
 	a.egHint = growHints(a.egHint, len(obs.Egress))
@@ -662,8 +688,10 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	}
 	a.clearFresh()
 
-	act.Limits = a.allocate(now, make([]mech.Limit, 0, len(a.outList)))
+	clear(a.limits) // the last step's: no names kept alive
+	act.Limits = a.allocate(now, a.limits[:0])
 	a.forget(now, &act)
+	a.limits = act.Limits
 	a.det.EndStep()
 	return act
 }
