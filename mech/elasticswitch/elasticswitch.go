@@ -353,26 +353,29 @@ const (
 // end is GP's state of a pair at one of its ends.
 type end struct {
 	id    mech.PairID
-	fresh bool    // seen for the first time in this step
 	share float64 // this end's share of its VM's hose
 	state pairState
 	peak  float64       // highest per-period rate since the last GP
-	held  bool          // held back by its limiter in a period since the last GP (source only)
 	last  time.Duration // last time it sent anything (or was created)
 	since time.Duration // when it was created
 	// demand is the demand estimate the share was last split for: GP's
 	// estimate, or +Inf for a pair not yet through a GP (see repartition).
 	demand float64
+	rate   float64 // rate measured in this step (0 if not seen)
+	// what the environment says of the pair, kept from its creation or
+	// the last UpdateEnv (see annotate): the hosts of its source and
+	// destination VMs, the positions of those VMs in Agent.vms (-1: not
+	// on this host), and whether it is best-effort
+	srcHost, dstHost string
+	srcVM, dstVM     int32
+	bestEffort       bool
+
+	fresh   bool // seen for the first time in this step
+	held    bool // held back by its limiter in a period since the last GP (source only)
+	heldNow bool // held back by its limiter in this step (source only)
 	// early: the pair appeared since the last GP and has not stopped; its
 	// demand is re-estimated at every step (see earlyDemands).
-	early   bool
-	rate    float64 // rate measured in this step (0 if not seen)
-	heldNow bool    // held back by its limiter in this step (source only)
-	// what the environment says of the pair, kept from its creation or
-	// the last UpdateEnv (see annotate): whether it is best-effort, and
-	// the hosts of its source and destination VMs
-	bestEffort       bool
-	srcHost, dstHost string
+	early bool
 }
 
 // outPair is a pair whose source VM is on this host.
@@ -451,6 +454,10 @@ type Agent struct {
 	steps   int
 	local   map[string]mech.VM // VMs on this host
 	det     *ra.Detector
+	// vms are the VMs on this host in the environment's order, vmIx
+	// their positions (end.srcVM, end.dstVM)
+	vms  []mech.VM
+	vmIx map[string]int32
 
 	out     map[mech.PairID]*outPair
 	outList []*outPair // sorted by (Src, Dst)
@@ -514,16 +521,35 @@ func NewAgent(cfg Config, env mech.Env) (*Agent, error) {
 		out:     map[mech.PairID]*outPair{},
 		in:      map[mech.PairID]*inPair{},
 	}
-	for _, v := range env.VMs {
-		if v.Host == env.Host {
-			a.local[v.Name] = v
-		}
-	}
+	a.setLocal()
 	if l := env.HostLinks[env.Host]; cfg.IncreaseLink > 0 && l > cfg.IncreaseLink && !math.IsInf(l, 0) {
 		a.cfg.RA.Increase *= l / cfg.IncreaseLink
 		a.cfg.RA.StartIncrease = cfg.IncreaseStart * l / cfg.IncreaseLink
 	}
 	return a, nil
+}
+
+// setLocal sets the agent's local VMs (local, vms, vmIx) from its
+// environment.
+func (a *Agent) setLocal() {
+	a.local = map[string]mech.VM{}
+	a.vms = a.vms[:0]
+	a.vmIx = map[string]int32{}
+	for _, v := range a.env.VMs {
+		if v.Host == a.env.Host {
+			a.local[v.Name] = v
+			a.vmIx[v.Name] = int32(len(a.vms))
+			a.vms = append(a.vms, v)
+		}
+	}
+}
+
+// vmIndex is the position of a VM in vms (-1: not on this host).
+func (a *Agent) vmIndex(vm string) int32 {
+	if i, ok := a.vmIx[vm]; ok {
+		return i
+	}
+	return -1
 }
 
 // Period implements mech.Agent: the RA period.
@@ -707,6 +733,7 @@ func (a *Agent) newEnd(id mech.PairID, hose float64, now time.Duration) end {
 // end.srcHost, end.dstHost), so that a step looks none of it up.
 func (a *Agent) annotate(e *end) {
 	e.bestEffort = a.bestEffort(e.id)
+	e.srcVM, e.dstVM = a.vmIndex(e.id.Src), a.vmIndex(e.id.Dst)
 	e.srcHost = a.env.HostOf(e.id.Src)
 	e.dstHost = a.env.HostOf(e.id.Dst)
 }
@@ -819,8 +846,8 @@ func (a *Agent) repartition() map[string]bool {
 		return nil // nothing appeared or stopped early: no side to re-split
 	}
 	var ends []*end
-	runs(a.outList, func(p *outPair) string { return p.id.Src }, func(src string, run []*outPair) {
-		if !outs[src] {
+	runs(a.outList, func(p *outPair) int32 { return p.srcVM }, func(src int32, run []*outPair) {
+		if !outs[run[0].id.Src] {
 			return
 		}
 		ends = ends[:0]
@@ -829,9 +856,10 @@ func (a *Agent) repartition() map[string]bool {
 			ends = append(ends, &p.end)
 			demands[k] = p.demand
 		}
-		a.resplit(a.local[src].Out, ends, demands)
+		a.resplit(a.vms[src].Out, ends, demands)
 	})
-	runs(a.inList, func(p *inPair) string { return p.id.Dst }, func(dst string, run []*inPair) {
+	runs(a.inList, func(p *inPair) int32 { return p.dstVM }, func(vm int32, run []*inPair) {
+		dst := run[0].id.Dst
 		if !ins[dst] {
 			return
 		}
@@ -841,7 +869,7 @@ func (a *Agent) repartition() map[string]bool {
 			ends = append(ends, &p.end)
 			demands[k] = p.demand
 		}
-		if !a.resplit(a.local[dst].In, ends, demands) {
+		if !a.resplit(a.vms[vm].In, ends, demands) {
 			delete(ins, dst)
 		}
 	})
