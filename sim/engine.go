@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -785,34 +786,43 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 	period := e.now - h.last
 	obs := &mech.HostObs{Now: e.now, Period: period}
 	sec := period.Seconds()
-	h.obsEgr = h.obsEgr[:0]
+	// Observations are written in place, at most one per pair.
+	egr := slices.Grow(h.obsEgr[:0], len(h.egress))[:len(h.egress)]
+	n := 0
 	for _, i := range h.egress {
 		p := &e.pairs[i]
 		limited := !math.IsInf(p.limRate, 1)
 		if (p.txBits > 0 || limited || p.txLoss > 0 || p.txMark > 0) && !e.undeclared(p) {
-			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.txLoss, Marks: p.txMark}
+			o := &egr[n]
+			n++
+			*o = mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.txLoss, Marks: p.txMark}
 			if sec > 0 {
 				o.Rate = p.txBits / sec
 			}
 			o.LimiterBound = p.srcTicks > 0 && 2*p.boundTicks >= p.srcTicks
-			h.obsEgr = append(h.obsEgr, o)
 		}
 		p.txBits, p.txLoss, p.txMark, p.boundTicks, p.srcTicks = 0, 0, 0, 0, 0
 	}
-	h.obsIngr = h.obsIngr[:0]
+	clear(egr[n:])
+	h.obsEgr = egr[:n]
+	ingr := slices.Grow(h.obsIngr[:0], len(h.ingress))[:len(h.ingress)]
+	n = 0
 	drops := false // some pair was dropped at a VM's ingress
 	for _, i := range h.ingress {
 		p := &e.pairs[i]
 		drops = drops || p.inDropAcc > 0
 		if (p.rxBits > 0 || p.rxLoss > 0 || p.rxMark > 0) && !e.undeclared(p) {
-			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.rxLoss, Marks: p.rxMark}
+			o := &ingr[n]
+			n++
+			*o = mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.rxLoss, Marks: p.rxMark}
 			if sec > 0 {
 				o.Rate = p.rxBits / sec
 			}
-			h.obsIngr = append(h.obsIngr, o)
 		}
 		p.rxBits, p.rxLoss, p.rxMark = 0, 0, 0
 	}
+	clear(ingr[n:])
+	h.obsIngr = ingr[:n]
 	obs.Egress, obs.Ingress = h.obsEgr, h.obsIngr
 	h.obsVMs = h.obsVMs[:0]
 	for _, vi := range h.vms {

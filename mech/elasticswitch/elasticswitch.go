@@ -413,6 +413,10 @@ type inPair struct {
 	// ceiling is the pair's share of this host's downlink (see edge.go;
 	// 0: none yet)
 	ceiling float64
+	// twin is the same pair at its source when that is on this host too,
+	// as found when Agent.hintGen was twinGen (see remoteGuarantees)
+	twin    *outPair
+	twinGen int
 }
 
 // GuaranteesKind is the kind of a Guarantees message body.
@@ -484,6 +488,8 @@ type Agent struct {
 	// message named (nil: none): a host names the same pairs in the same
 	// order from one GP period to the next; forgetHints clears it
 	rgHint map[string][]*outPair
+	// hintGen counts forgetHints (inPair.twin)
+	hintGen int
 
 	// limits is the storage of a step's Actions.Limits (see Step)
 	limits []mech.Limit
@@ -502,6 +508,7 @@ func (a *Agent) forgetHints() {
 	clear(a.egHint)
 	clear(a.inHint)
 	clear(a.rgHint)
+	a.hintGen++
 }
 
 // NewAgent returns the agent for env.Host under cfg (validated).

@@ -179,7 +179,7 @@ func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
 			switch h := p.srcHost; h {
 			case "":
 			case a.env.Host:
-				if o := a.out[p.id]; o != nil {
+				if o := a.twin(p); o != nil {
 					o.remote, o.remoteUnbounded, o.remoteKnown = p.share, p.state == unbounded, true
 				}
 			default:
@@ -222,4 +222,15 @@ func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
 	}
 	slices.SortFunc(msgs, func(x, y mech.Message) int { return strings.Compare(x.To, y.To) })
 	return msgs
+}
+
+// twin returns the pair p at its source (on this host; nil: not known
+// there), looked up once until a pair is forgotten.
+func (a *Agent) twin(p *inPair) *outPair {
+	if p.twin != nil && p.twinGen == a.hintGen {
+		return p.twin
+	}
+	o := a.out[p.id]
+	p.twin, p.twinGen = o, a.hintGen
+	return o
 }
