@@ -143,15 +143,13 @@ type pairState struct {
 	ctlBits            float64
 	ctlBound, ctlTicks int
 
-	src    int // vm index
-	dst    int
-	limRes int // the limiter's resource index in the current problem (-1: none)
-	nconn  int // connections ever made, for ECMP hashing
-	_      [8]byte
+	src   int // vm index
+	dst   int
+	nconn int // connections ever made, for ECMP hashing
+	_     [16]byte
 
-	links []int  // the pair's route (for the oracle)
-	limID string // the limiter's resource ID (made when first in force)
-	_     [24]byte
+	links []int // the pair's route (for the oracle)
+	_     [40]byte
 }
 
 type connState struct {
@@ -265,7 +263,14 @@ type engine struct {
 	// per-VM demands and I/O for agents and the controller (vmio.go)
 	vmio vmIO
 
-	out        *eval.Input
+	out *eval.Input
+	// limRes[i] is the resource index of pair i's limiter in the current
+	// problem (-1: none), beside the pairs so that marking saturation
+	// reads it without a line of every pair's record
+	limRes []int32
+	// limID[i] is the resource ID of pair i's limiter (made when first
+	// in force)
+	limID      []string
 	sampleTick int     // ticks since the last sample
 	pend       pending // ticks accounted, not yet added up (account)
 	now        time.Duration
@@ -524,7 +529,7 @@ func (e *engine) pairFor(tenant, src, dst string) int {
 	// Pairs start at different points of their packet streams, so that
 	// equal pairs through one queue do not lose packets in lockstep.
 	phase := float64(topo.PairHash(e.sc.Seed+1, src, dst)>>11) / (1 << 53)
-	e.pairs = append(e.pairs, pairState{id: id, tenant: tenant, src: s, dst: d, links: links, limRate: math.Inf(1), limRes: -1,
+	e.pairs = append(e.pairs, pairState{id: id, tenant: tenant, src: s, dst: d, links: links, limRate: math.Inf(1),
 		lossAcc: phase, markAcc: phase})
 	return len(e.pairs) - 1
 }
