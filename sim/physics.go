@@ -390,10 +390,13 @@ func (e *engine) solveNetwork() {
 		return
 	}
 	e.built, e.builtOK = e.shape, same
-	flows := e.prob.Flows[:0]
+	// Room for every connection and for a path of 8 uses each (a
+	// limiter, a VM's, up to 6 links; appendRequestFlows adds what more
+	// it needs), so that a large problem is not copied as it grows.
+	flows := slices.Grow(e.prob.Flows[:0], len(e.conns))
 	e.tcpConns = e.tcpConns[:0]
 	e.rflowSlot = e.rflowSlot[:0]
-	uses := e.uses[:0]
+	uses := slices.Grow(e.uses[:0], 8*len(e.conns))
 	for i := range e.conns {
 		c := &e.conns[i]
 		if !c.active || c.udp {
