@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -142,15 +143,13 @@ type pairState struct {
 	ctlBits            float64
 	ctlBound, ctlTicks int
 
-	src    int // vm index
-	dst    int
-	limRes int // the limiter's resource index in the current problem (-1: none)
-	nconn  int // connections ever made, for ECMP hashing
-	_      [8]byte
+	src   int // vm index
+	dst   int
+	nconn int // connections ever made, for ECMP hashing
+	_     [16]byte
 
-	links []int  // the pair's route (for the oracle)
-	limID string // the limiter's resource ID (made when first in force)
-	_     [24]byte
+	links []int // the pair's route (for the oracle)
+	_     [40]byte
 }
 
 type connState struct {
@@ -264,7 +263,14 @@ type engine struct {
 	// per-VM demands and I/O for agents and the controller (vmio.go)
 	vmio vmIO
 
-	out        *eval.Input
+	out *eval.Input
+	// limRes[i] is the resource index of pair i's limiter in the current
+	// problem (-1: none), beside the pairs so that marking saturation
+	// reads it without a line of every pair's record
+	limRes []int32
+	// limID[i] is the resource ID of pair i's limiter (made when first
+	// in force)
+	limID      []string
 	sampleTick int     // ticks since the last sample
 	pend       pending // ticks accounted, not yet added up (account)
 	now        time.Duration
@@ -523,7 +529,7 @@ func (e *engine) pairFor(tenant, src, dst string) int {
 	// Pairs start at different points of their packet streams, so that
 	// equal pairs through one queue do not lose packets in lockstep.
 	phase := float64(topo.PairHash(e.sc.Seed+1, src, dst)>>11) / (1 << 53)
-	e.pairs = append(e.pairs, pairState{id: id, tenant: tenant, src: s, dst: d, links: links, limRate: math.Inf(1), limRes: -1,
+	e.pairs = append(e.pairs, pairState{id: id, tenant: tenant, src: s, dst: d, links: links, limRate: math.Inf(1),
 		lossAcc: phase, markAcc: phase})
 	return len(e.pairs) - 1
 }
@@ -785,34 +791,43 @@ func (e *engine) observe(h *hostAgent) *mech.HostObs {
 	period := e.now - h.last
 	obs := &mech.HostObs{Now: e.now, Period: period}
 	sec := period.Seconds()
-	h.obsEgr = h.obsEgr[:0]
+	// Observations are written in place, at most one per pair.
+	egr := slices.Grow(h.obsEgr[:0], len(h.egress))[:len(h.egress)]
+	n := 0
 	for _, i := range h.egress {
 		p := &e.pairs[i]
 		limited := !math.IsInf(p.limRate, 1)
 		if (p.txBits > 0 || limited || p.txLoss > 0 || p.txMark > 0) && !e.undeclared(p) {
-			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.txLoss, Marks: p.txMark}
+			o := &egr[n]
+			n++
+			*o = mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.txLoss, Marks: p.txMark}
 			if sec > 0 {
 				o.Rate = p.txBits / sec
 			}
 			o.LimiterBound = p.srcTicks > 0 && 2*p.boundTicks >= p.srcTicks
-			h.obsEgr = append(h.obsEgr, o)
 		}
 		p.txBits, p.txLoss, p.txMark, p.boundTicks, p.srcTicks = 0, 0, 0, 0, 0
 	}
-	h.obsIngr = h.obsIngr[:0]
+	clear(egr[n:])
+	h.obsEgr = egr[:n]
+	ingr := slices.Grow(h.obsIngr[:0], len(h.ingress))[:len(h.ingress)]
+	n = 0
 	drops := false // some pair was dropped at a VM's ingress
 	for _, i := range h.ingress {
 		p := &e.pairs[i]
 		drops = drops || p.inDropAcc > 0
 		if (p.rxBits > 0 || p.rxLoss > 0 || p.rxMark > 0) && !e.undeclared(p) {
-			o := mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.rxLoss, Marks: p.rxMark}
+			o := &ingr[n]
+			n++
+			*o = mech.PairObs{Pair: p.id, Tenant: p.tenant, Limit: p.limRate, Losses: p.rxLoss, Marks: p.rxMark}
 			if sec > 0 {
 				o.Rate = p.rxBits / sec
 			}
-			h.obsIngr = append(h.obsIngr, o)
 		}
 		p.rxBits, p.rxLoss, p.rxMark = 0, 0, 0
 	}
+	clear(ingr[n:])
+	h.obsIngr = ingr[:n]
 	obs.Egress, obs.Ingress = h.obsEgr, h.obsIngr
 	h.obsVMs = h.obsVMs[:0]
 	for _, vi := range h.vms {

@@ -49,12 +49,19 @@ func (e *engine) buildResources() {
 		return len(res) - 1
 	}
 	inForce := func(rate float64, id string) bool { return !math.IsInf(rate, 1) && id == "" }
+	if cap(e.limRes) < len(e.pairs) {
+		e.limRes = make([]int32, len(e.pairs))
+	}
+	e.limRes = e.limRes[:len(e.pairs)]
+	for len(e.limID) < len(e.pairs) {
+		e.limID = append(e.limID, "")
+	}
 	for i := range e.pairs {
 		p := &e.pairs[i]
-		if inForce(p.limRate, p.limID) {
-			p.limID = "pair:" + p.id.Src + "->" + p.id.Dst
+		if inForce(p.limRate, e.limID[i]) {
+			e.limID[i] = "pair:" + p.id.Src + "->" + p.id.Dst
 		}
-		p.limRes = add(p.limRate, p.limID)
+		e.limRes[i] = int32(add(p.limRate, e.limID[i]))
 	}
 	for i := range e.vms {
 		v := &e.vms[i]
@@ -152,8 +159,8 @@ func grow(s []float64, n int) []float64 {
 func (e *engine) path(buf []hop, c *connState) []hop {
 	p := &e.pairs[c.pair]
 	src, dst := &e.vms[p.src], &e.vms[p.dst]
-	if p.limRes >= 0 {
-		buf = append(buf, hop{p.limRes, -1})
+	if r := int(e.limRes[c.pair]); r >= 0 {
+		buf = append(buf, hop{r, -1})
 	}
 	if src.egRes >= 0 {
 		buf = append(buf, hop{src.egRes, -1})
@@ -383,10 +390,13 @@ func (e *engine) solveNetwork() {
 		return
 	}
 	e.built, e.builtOK = e.shape, same
-	flows := e.prob.Flows[:0]
+	// Room for every connection and for a path of 8 uses each (a
+	// limiter, a VM's, up to 6 links; appendRequestFlows adds what more
+	// it needs), so that a large problem is not copied as it grows.
+	flows := slices.Grow(e.prob.Flows[:0], len(e.conns))
 	e.tcpConns = e.tcpConns[:0]
 	e.rflowSlot = e.rflowSlot[:0]
-	uses := e.uses[:0]
+	uses := slices.Grow(e.uses[:0], 8*len(e.conns))
 	for i := range e.conns {
 		c := &e.conns[i]
 		if !c.active || c.udp {
@@ -468,11 +478,11 @@ func (e *engine) markSaturation() {
 		f := &e.rflows[i]
 		f.enfBound = f.enfRes >= 0 && e.sat[f.enfRes]
 	}
-	for i := range e.pairs {
+	for i, r := range e.limRes {
 		p := &e.pairs[i]
 		p.rate, p.lossRate = 0, 0
 		p.inDrop, p.markRate, p.sentRate = 0, 0, 0
-		p.bound = p.limRes >= 0 && e.sat[p.limRes]
+		p.bound = r >= 0 && e.sat[r]
 	}
 	// A saturated link is congested — its queue overflows — when traffic
 	// pushes into it that is not held back upstream: a TCP connection not

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/spec"
@@ -75,6 +76,10 @@ func (e *engine) schedule(t time.Duration, gen int, kind eventKind) {
 // derived from the scenario seed and its position, so that adding a
 // workload does not change the draws of the others.
 func (e *engine) buildWorkloads() error {
+	// Most workloads have a pair and a connection or more: room for one
+	// each, so that a large scenario's are not copied as they grow.
+	e.pairs = slices.Grow(e.pairs, len(e.sc.Workloads))
+	e.conns = slices.Grow(e.conns, len(e.sc.Workloads))
 	for wi := range e.sc.Workloads {
 		w := &e.sc.Workloads[wi]
 		sizes, err := sizeSampler(w.Sizes)

@@ -150,24 +150,26 @@ type Host struct {
 	steps, writes, refused, retries, invalid, dropped, updates atomic.Int64
 }
 
-// desired is a limit the mechanism wants, the step that last set it, and
-// whether its last write failed.
+// desired is a limit the mechanism wants (its enforcement point is
+// keyOf(l): set as soon as it is made), the step that last set it, and
+// whether its last write failed. It is two cache lines, the limit the
+// first: a step reads and writes both.
 type desired struct {
 	l      mech.Limit
 	step   int64
+	gen    int64 // Host.gen when its VMs were last checked
+	pos    int   // its index in Host.order
+	hint   int32 // the enforcer's (HintedVerifier, HintedEnforcer)
 	failed bool
-	gen    int64    // Host.gen when its VMs were last checked
-	key    limitKey // its enforcement point
-	pos    int      // its index in Host.order
-	hint   int32    // the enforcer's (HintedVerifier, HintedEnforcer)
-	gone   bool     // no longer desired (unwant)
+	gone   bool // no longer desired (unwant)
+	_      [32]byte
 }
 
 // want returns the desired limit of point k, made if there is none.
 func (h *Host) want(k limitKey) *desired {
 	d := h.limits[k]
 	if d == nil {
-		d = &desired{key: k, pos: len(h.order), hint: -1}
+		d = &desired{l: limitOf(k), pos: len(h.order), hint: -1}
 		h.limits[k] = d
 		h.order = append(h.order, d)
 	}
@@ -193,7 +195,7 @@ func (h *Host) unwant(k limitKey) {
 // the one the i-th limit of the last step had.
 func (h *Host) lookup(i int, k limitKey) *desired {
 	if i < len(h.seen) {
-		if d := h.seen[i]; d != nil && !d.gone && d.key == k {
+		if d := h.seen[i]; d != nil && !d.gone && keyOf(d.l) == k {
 			return d
 		}
 	}
@@ -230,6 +232,11 @@ type limitKey struct {
 	kind mech.LimitKind
 	pair mech.PairID
 	vm   string
+}
+
+// limitOf is a limit of point k (rate 0).
+func limitOf(k limitKey) mech.Limit {
+	return mech.Limit{Kind: k.kind, Pair: k.pair, VM: k.vm}
 }
 
 func keyOf(l mech.Limit) limitKey {
@@ -641,7 +648,7 @@ func (h *Host) reconcile(step int64, schedTouched [2]bool, be BatchEnforcer, b *
 		case ver == nil || ver.HoldsLimit(d.l):
 			continue
 		}
-		redo = append(redo, d.key)
+		redo = append(redo, keyOf(d.l))
 	}
 	slices.SortFunc(redo, compareKeys)
 	for _, k := range redo {

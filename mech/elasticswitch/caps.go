@@ -37,12 +37,7 @@ func (a *Agent) UpdateEnv(env mech.Env) error {
 	}
 	a.env = env
 	a.forgetHints()
-	a.local = map[string]mech.VM{}
-	for _, v := range env.VMs {
-		if v.Host == env.Host {
-			a.local[v.Name] = v
-		}
-	}
+	a.setLocal()
 	a.outList = prune(a.outList, func(p *outPair) bool {
 		if _, here := a.local[p.id.Src]; here && env.HostOf(p.id.Dst) != "" {
 			return false

@@ -353,26 +353,29 @@ const (
 // end is GP's state of a pair at one of its ends.
 type end struct {
 	id    mech.PairID
-	fresh bool    // seen for the first time in this step
 	share float64 // this end's share of its VM's hose
 	state pairState
 	peak  float64       // highest per-period rate since the last GP
-	held  bool          // held back by its limiter in a period since the last GP (source only)
 	last  time.Duration // last time it sent anything (or was created)
 	since time.Duration // when it was created
 	// demand is the demand estimate the share was last split for: GP's
 	// estimate, or +Inf for a pair not yet through a GP (see repartition).
 	demand float64
+	rate   float64 // rate measured in this step (0 if not seen)
+	// what the environment says of the pair, kept from its creation or
+	// the last UpdateEnv (see annotate): the hosts of its source and
+	// destination VMs, the positions of those VMs in Agent.vms (-1: not
+	// on this host), and whether it is best-effort
+	srcHost, dstHost string
+	srcVM, dstVM     int32
+	bestEffort       bool
+
+	fresh   bool // seen for the first time in this step
+	held    bool // held back by its limiter in a period since the last GP (source only)
+	heldNow bool // held back by its limiter in this step (source only)
 	// early: the pair appeared since the last GP and has not stopped; its
 	// demand is re-estimated at every step (see earlyDemands).
-	early   bool
-	rate    float64 // rate measured in this step (0 if not seen)
-	heldNow bool    // held back by its limiter in this step (source only)
-	// what the environment says of the pair, kept from its creation or
-	// the last UpdateEnv (see annotate): whether it is best-effort, and
-	// the hosts of its source and destination VMs
-	bestEffort       bool
-	srcHost, dstHost string
+	early bool
 }
 
 // outPair is a pair whose source VM is on this host.
@@ -410,6 +413,10 @@ type inPair struct {
 	// ceiling is the pair's share of this host's downlink (see edge.go;
 	// 0: none yet)
 	ceiling float64
+	// twin is the same pair at its source when that is on this host too,
+	// as found when Agent.hintGen was twinGen (see remoteGuarantees)
+	twin    *outPair
+	twinGen int
 }
 
 // GuaranteesKind is the kind of a Guarantees message body.
@@ -451,6 +458,10 @@ type Agent struct {
 	steps   int
 	local   map[string]mech.VM // VMs on this host
 	det     *ra.Detector
+	// vms are the VMs on this host in the environment's order, vmIx
+	// their positions (end.srcVM, end.dstVM)
+	vms  []mech.VM
+	vmIx map[string]int32
 
 	out     map[mech.PairID]*outPair
 	outList []*outPair // sorted by (Src, Dst)
@@ -473,6 +484,15 @@ type Agent struct {
 	// them is in out or in (forgetHints clears them when a pair leaves)
 	egHint []*outPair
 	inHint []*inPair
+	// rgHint[h][j] is the pair the j-th remote guarantee of host h's last
+	// message named (nil: none): a host names the same pairs in the same
+	// order from one GP period to the next; forgetHints clears it
+	rgHint map[string][]*outPair
+	// hintGen counts forgetHints (inPair.twin)
+	hintGen int
+
+	// limits is the storage of a step's Actions.Limits (see Step)
+	limits []mech.Limit
 }
 
 // growHints returns h with at least n entries (new ones nil).
@@ -487,6 +507,8 @@ func growHints[P any](h []*P, n int) []*P {
 func (a *Agent) forgetHints() {
 	clear(a.egHint)
 	clear(a.inHint)
+	clear(a.rgHint)
+	a.hintGen++
 }
 
 // NewAgent returns the agent for env.Host under cfg (validated).
@@ -506,16 +528,35 @@ func NewAgent(cfg Config, env mech.Env) (*Agent, error) {
 		out:     map[mech.PairID]*outPair{},
 		in:      map[mech.PairID]*inPair{},
 	}
-	for _, v := range env.VMs {
-		if v.Host == env.Host {
-			a.local[v.Name] = v
-		}
-	}
+	a.setLocal()
 	if l := env.HostLinks[env.Host]; cfg.IncreaseLink > 0 && l > cfg.IncreaseLink && !math.IsInf(l, 0) {
 		a.cfg.RA.Increase *= l / cfg.IncreaseLink
 		a.cfg.RA.StartIncrease = cfg.IncreaseStart * l / cfg.IncreaseLink
 	}
 	return a, nil
+}
+
+// setLocal sets the agent's local VMs (local, vms, vmIx) from its
+// environment.
+func (a *Agent) setLocal() {
+	a.local = map[string]mech.VM{}
+	a.vms = a.vms[:0]
+	a.vmIx = map[string]int32{}
+	for _, v := range a.env.VMs {
+		if v.Host == a.env.Host {
+			a.local[v.Name] = v
+			a.vmIx[v.Name] = int32(len(a.vms))
+			a.vms = append(a.vms, v)
+		}
+	}
+}
+
+// vmIndex is the position of a VM in vms (-1: not on this host).
+func (a *Agent) vmIndex(vm string) int32 {
+	if i, ok := a.vmIx[vm]; ok {
+		return i
+	}
+	return -1
 }
 
 // Period implements mech.Agent: the RA period.
@@ -546,7 +587,9 @@ func (a *Agent) Share(p mech.PairID, out bool) (float64, bool) {
 }
 
 // Step implements mech.Agent: it takes the messages and observations,
-// runs GP when due, then RA for every pair whose source is here.
+// runs GP when due, then RA for every pair whose source is here. The
+// returned Limits are the agent's storage, valid until its next Step (a
+// driver applies them before stepping it again).
 func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	now := obs.Now
 	var act mech.Actions
@@ -555,9 +598,18 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 		if !ok {
 			continue
 		}
-		for _, rg := range g.Pairs {
+		hint := a.rgHint[m.From]
+		for len(hint) < len(g.Pairs) {
+			hint = append(hint, nil)
+		}
+		named := false // the message named a pair of ours from its destination's host
+		for j, rg := range g.Pairs {
 			// The host of a known pair's destination is kept with it.
-			p := a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]
+			p := hint[j]
+			if p == nil || p.id.Src != rg.Src || p.id.Dst != rg.Dst {
+				p = a.out[mech.PairID{Src: rg.Src, Dst: rg.Dst}]
+				hint[j] = p
+			}
 			h := ""
 			if p != nil {
 				h = p.dstHost
@@ -570,6 +622,7 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 				}
 				continue
 			}
+			named = named || p != nil
 			if p != nil && rg.Share >= 0 {
 				p.remote, p.remoteUnbounded, p.remoteKnown = rg.Share, rg.Unbounded, true
 				p.heard = now
@@ -578,6 +631,12 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 					p.remoteCeiling = rg.Ceiling
 				}
 			}
+		}
+		if named { // hints kept only for hosts that send us guarantees
+			if a.rgHint == nil {
+				a.rgHint = map[string][]*outPair{}
+			}
+			a.rgHint[m.From] = hint
 		}
 	}
 	a.egHint = growHints(a.egHint, len(obs.Egress))
@@ -662,8 +721,10 @@ func (a *Agent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	}
 	a.clearFresh()
 
-	act.Limits = a.allocate(now, make([]mech.Limit, 0, len(a.outList)))
+	clear(a.limits) // the last step's: no names kept alive
+	act.Limits = a.allocate(now, a.limits[:0])
 	a.forget(now, &act)
+	a.limits = act.Limits
 	a.det.EndStep()
 	return act
 }
@@ -679,6 +740,7 @@ func (a *Agent) newEnd(id mech.PairID, hose float64, now time.Duration) end {
 // end.srcHost, end.dstHost), so that a step looks none of it up.
 func (a *Agent) annotate(e *end) {
 	e.bestEffort = a.bestEffort(e.id)
+	e.srcVM, e.dstVM = a.vmIndex(e.id.Src), a.vmIndex(e.id.Dst)
 	e.srcHost = a.env.HostOf(e.id.Src)
 	e.dstHost = a.env.HostOf(e.id.Dst)
 }
@@ -791,8 +853,8 @@ func (a *Agent) repartition() map[string]bool {
 		return nil // nothing appeared or stopped early: no side to re-split
 	}
 	var ends []*end
-	runs(a.outList, func(p *outPair) string { return p.id.Src }, func(src string, run []*outPair) {
-		if !outs[src] {
+	runs(a.outList, func(p *outPair) int32 { return p.srcVM }, func(src int32, run []*outPair) {
+		if !outs[run[0].id.Src] {
 			return
 		}
 		ends = ends[:0]
@@ -801,9 +863,10 @@ func (a *Agent) repartition() map[string]bool {
 			ends = append(ends, &p.end)
 			demands[k] = p.demand
 		}
-		a.resplit(a.local[src].Out, ends, demands)
+		a.resplit(a.vms[src].Out, ends, demands)
 	})
-	runs(a.inList, func(p *inPair) string { return p.id.Dst }, func(dst string, run []*inPair) {
+	runs(a.inList, func(p *inPair) int32 { return p.dstVM }, func(vm int32, run []*inPair) {
+		dst := run[0].id.Dst
 		if !ins[dst] {
 			return
 		}
@@ -813,7 +876,7 @@ func (a *Agent) repartition() map[string]bool {
 			ends = append(ends, &p.end)
 			demands[k] = p.demand
 		}
-		if !a.resplit(a.local[dst].In, ends, demands) {
+		if !a.resplit(a.vms[vm].In, ends, demands) {
 			delete(ins, dst)
 		}
 	})

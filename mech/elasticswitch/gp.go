@@ -113,7 +113,7 @@ func grow(s *[]float64, n int) []float64 {
 
 // runs calls fn with every run of consecutive items of list that have
 // the same key (the pair lists are sorted by their local VM), in order.
-func runs[T any](list []T, key func(T) string, fn func(key string, run []T)) {
+func runs[T any, K comparable](list []T, key func(T) K, fn func(key K, run []T)) {
 	for i := 0; i < len(list); {
 		k := key(list[i])
 		j := i + 1
@@ -132,7 +132,7 @@ func runs[T any](list []T, key func(T) string, fn func(key string, run []T)) {
 func (a *Agent) partition(now time.Duration) []mech.Message {
 	var ends []*end
 	// Out side: outList is sorted by source VM.
-	runs(a.outList, func(p *outPair) string { return p.id.Src }, func(src string, run []*outPair) {
+	runs(a.outList, func(p *outPair) int32 { return p.srcVM }, func(src int32, run []*outPair) {
 		ends = ends[:0]
 		demands := grow(&a.demands, len(run))
 		for k, p := range run {
@@ -147,17 +147,17 @@ func (a *Agent) partition(now time.Duration) []mech.Message {
 			}
 			demands[k] = a.estimate(&p.end, now)
 		}
-		a.divide(a.local[src].Out, ends, demands)
+		a.divide(a.vms[src].Out, ends, demands)
 	})
 	// In side: inList is sorted by destination VM.
-	runs(a.inList, func(p *inPair) string { return p.id.Dst }, func(dst string, run []*inPair) {
+	runs(a.inList, func(p *inPair) int32 { return p.dstVM }, func(dst int32, run []*inPair) {
 		ends = ends[:0]
 		demands := grow(&a.demands, len(run))
 		for k, p := range run {
 			ends = append(ends, &p.end)
 			demands[k] = a.estimate(&p.end, now)
 		}
-		a.divide(a.local[dst].In, ends, demands)
+		a.divide(a.vms[dst].In, ends, demands)
 	})
 	return a.remoteGuarantees(nil)
 }
@@ -179,7 +179,7 @@ func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
 			switch h := p.srcHost; h {
 			case "":
 			case a.env.Host:
-				if o := a.out[p.id]; o != nil {
+				if o := a.twin(p); o != nil {
 					o.remote, o.remoteUnbounded, o.remoteKnown = p.share, p.state == unbounded, true
 				}
 			default:
@@ -222,4 +222,15 @@ func (a *Agent) remoteGuarantees(only func(*inPair) bool) []mech.Message {
 	}
 	slices.SortFunc(msgs, func(x, y mech.Message) int { return strings.Compare(x.To, y.To) })
 	return msgs
+}
+
+// twin returns the pair p at its source (on this host; nil: not known
+// there), looked up once until a pair is forgotten.
+func (a *Agent) twin(p *inPair) *outPair {
+	if p.twin != nil && p.twinGen == a.hintGen {
+		return p.twin
+	}
+	o := a.out[p.id]
+	p.twin, p.twinGen = o, a.hintGen
+	return o
 }
