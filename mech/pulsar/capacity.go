@@ -117,7 +117,9 @@ type TenantObs struct {
 //   - exercised: the allocation handed the estimate out, Granted ≥
 //     (1−tol)·C ("demand exceeds it");
 //   - throughput signal: queued and X < C — the saturated appliance
-//     serves less than the estimate. (A shortfall without a queue is
+//     serves less than the estimate, by more than the counters' rounding
+//     (0.1%: an appliance that served what it was handed behind a short
+//     queue is at its capacity, not above it). (A shortfall without a queue is
 //     demand that fell, not congestion; and the appliance can be saturated
 //     with the estimate not handed out, when flows are held back elsewhere
 //     or their grants fell with what they got, so the signal does not wait
@@ -297,7 +299,7 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 	X := o.Throughput
 	queued := o.Delay > minDelay && o.Delay > e.cfg.QueueDelay*o.Latency
 	exercised := C > 0 && o.Granted >= (1-tol)*C
-	over := (queued || e.grantsLost(o, C)) && X < C*(1-1e-6)
+	over := (queued || e.grantsLost(o, C)) && X < C*(1-servedShort)
 	// A shortfall within the tolerance, behind a queue shorter than the
 	// shortfall would have built at the appliance, is not yet clear: a
 	// real appliance near its capacity serves a little less than it was

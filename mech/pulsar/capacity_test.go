@@ -315,6 +315,14 @@ func TestEstimatorPhases(t *testing.T) {
 		{aobs(1735, 0.002, 1750), PhaseIdle, 1750, 1500, 2000},
 		{aobs(1750, 0, 1750), PhaseIncrease, 1875, 1750, 2000},
 	})
+	// Served what it was handed, to the counters' rounding (0.1%), behind
+	// a queue: at its capacity, held; a shortfall just beyond that is a
+	// revert as before.
+	runSteps(t, "served to the rounding behind a queue", testEstimator(1000, 2000), []estStep{
+		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
+		{aobs(1499, 0.005, 1500), PhaseIdle, 1500, 1000, 2000},
+		{aobs(1498, 0.005, 1500), PhaseRevert, 1000, 1000, 1500},
+	})
 	runSteps(t, "clear shortfall behind a short queue", testEstimator(1000, 2000), []estStep{
 		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
 		{aobs(1460, 0.002, 1500), PhaseRevert, 1000, 1000, 1500},
