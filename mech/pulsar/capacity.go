@@ -119,11 +119,12 @@ type TenantObs struct {
 //   - throughput signal: queued and X < C — the saturated appliance
 //     serves less than the estimate, by more than the counters' rounding
 //     (0.1%: an appliance that served what it was handed behind a short
-//     queue is at its capacity, not above it). (A shortfall without a queue is
-//     demand that fell, not congestion; and the appliance can be saturated
-//     with the estimate not handed out, when flows are held back elsewhere
-//     or their grants fell with what they got, so the signal does not wait
-//     for the estimate to be exercised.) While searching, a shortfall
+//     queue is at its capacity, not above it). (A shortfall without a
+//     queue is demand that fell, not congestion; and the appliance can be
+//     saturated with the estimate not handed out, when flows are held
+//     back elsewhere or their grants fell with what they got, so the
+//     signal does not wait for the estimate to be exercised.) While
+//     searching, a shortfall
 //     within the tolerance (X ≥ (1−tol)·C) behind a queue shorter than
 //     the shortfall would have built at the appliance — an average
 //     delay of (C−X)·T/(2X) over the interval T; D below half that — is
