@@ -78,27 +78,28 @@ workloads:
 `
 
 // BenchmarkEnforcement is the goodput of one TCP flow between two VMs on
-// links shaped at 40 Gbit/s (far above what two cores forward: the flow
-// is CPU-bound, unshaped in effect), 3 s per iteration, counted by the
+// links shaped at 40 Gbit/s (far above what two cores forward: the flow is
+// CPU-bound, unshaped in effect), 3 s per iteration, counted by the
 // receiving generator: "plain" without any class of the agent (no pair
 // limiter, receive counters removed); "counter" with the receiver's eBPF
-// counter alone (no pair limiter); "htb-root" with the pair limiter's
-// HTB root qdisc alone (the pair's class and classifier removed: its
-// packets go through HTB's direct queue; no receive counter); "limiter"
-// with the pair limiter and no receive counter; "hook-nop" with an eBPF
-// program that does nothing where the receive counter goes (the egress
-// hook of the receiver's device on its server), "hook-nop-vm" the same on
-// the ingress hook of the receiving VM's own device, "tcx-nop" the
-// program of "hook-nop" attached through TCX (a BPF link) instead of a
-// clsact qdisc; "classes" with the
-// pair limiter (its class unlimited, i.e. at dataplane.MaxRate) on the
-// sender's interface and the receive counter; "classes-default-tsq" the
-// same with the kernel's TCP small-queue budget instead of VMTSQBytes;
-// "agent" with the classes and both servers' agents reading every
-// counter every 15 ms. The 1G variants are on 1 Gbit/s links, the
-// experiments' scale. Each run logs the packets the receiving VM's device
-// took and their mean size (offload packets: what a hook's program runs
-// on).
+// counter alone (no pair limiter); "htb-root" with the pair limiter's HTB
+// root qdisc alone (the pair's class and classifier removed: its packets
+// go through HTB's direct queue; no receive counter); "limiter" with the
+// pair limiter and no receive counter, "limiter-default-tsq" the same with
+// the kernel's TCP small-queue budget instead of VMTSQBytes; "hook-nop"
+// with an eBPF program that does nothing where the receive counter goes
+// (the egress hook of the receiver's device on its server), "hook-nop-vm"
+// the same on the ingress hook of the receiving VM's own device, "tcx-nop"
+// the program of "hook-nop" attached through TCX (a BPF link) instead of a
+// clsact qdisc; "classes" with the pair limiter (its class unlimited, i.e.
+// at dataplane.MaxRate) on the sender's interface and the receive counter;
+// "classes-default-tsq" the same with the kernel's TCP small-queue budget
+// instead of VMTSQBytes; "agent" with the classes and both servers' agents
+// reading every counter every 15 ms. The 1G variants are on 1 Gbit/s
+// links, the experiments' scale. -test.count repeats each case back to
+// back; scripts/enforcement-cost interleaves them. Each run logs the
+// packets the receiving VM's device took and their mean size (offload
+// packets: what a hook's program runs on).
 func BenchmarkEnforcement(b *testing.B) {
 	for _, tc := range []struct {
 		name                    string
@@ -110,6 +111,7 @@ func BenchmarkEnforcement(b *testing.B) {
 		{"counter", false, true, false, false, overheadYAML},
 		{"htb-root", true, false, false, false, overheadYAML},
 		{"limiter", true, false, false, false, overheadYAML},
+		{"limiter-default-tsq", true, false, false, true, overheadYAML},
 		{"hook-nop", false, false, false, false, overheadYAML},
 		{"hook-nop-vm", false, false, false, false, overheadYAML},
 		{"tcx-nop", false, false, false, false, overheadYAML},
