@@ -91,15 +91,17 @@ workloads:
 // (the egress hook of the receiver's device on its server), "hook-nop-vm"
 // the same on the ingress hook of the receiving VM's own device, "tcx-nop"
 // the program of "hook-nop" attached through TCX (a BPF link) instead of a
-// clsact qdisc; "classes" with the pair limiter (its class unlimited, i.e.
-// at dataplane.MaxRate) on the sender's interface and the receive counter;
-// "classes-default-tsq" the same with the kernel's TCP small-queue budget
-// instead of VMTSQBytes; "agent" with the classes and both servers' agents
-// reading every counter every 15 ms. The 1G variants are on 1 Gbit/s
-// links, the experiments' scale. -test.count repeats each case back to
-// back; scripts/enforcement-cost interleaves them. Each run logs the
-// packets the receiving VM's device took and their mean size (offload
-// packets: what a hook's program runs on).
+// clsact qdisc; "rx-htb" with an HTB root qdisc and no class there instead
+// (every packet in its direct queue), "rx-htb-nop" the same with the
+// program as its classifier; "classes" with the pair limiter (its class
+// unlimited, i.e. at dataplane.MaxRate) on the sender's interface and the
+// receive counter; "classes-default-tsq" the same with the kernel's TCP
+// small-queue budget instead of VMTSQBytes; "agent" with the classes and
+// both servers' agents reading every counter every 15 ms. The 1G variants
+// are on 1 Gbit/s links, the experiments' scale. -test.count repeats each
+// case back to back; scripts/enforcement-cost interleaves them. Each run
+// logs the packets the receiving VM's device took and their mean size
+// (offload packets: what a hook's program runs on).
 func BenchmarkEnforcement(b *testing.B) {
 	for _, tc := range []struct {
 		name                    string
@@ -115,6 +117,8 @@ func BenchmarkEnforcement(b *testing.B) {
 		{"hook-nop", false, false, false, false, overheadYAML},
 		{"hook-nop-vm", false, false, false, false, overheadYAML},
 		{"tcx-nop", false, false, false, false, overheadYAML},
+		{"rx-htb", false, false, false, false, overheadYAML},
+		{"rx-htb-nop", false, false, false, false, overheadYAML},
 		{"classes", true, true, false, false, overheadYAML},
 		{"classes-default-tsq", true, true, false, true, overheadYAML},
 		{"agent", true, true, true, false, overheadYAML},
@@ -142,6 +146,10 @@ func BenchmarkEnforcement(b *testing.B) {
 				nopHook(b, tb, "y", true)
 			case "tcx-nop":
 				nopTCX(b, tb, "y")
+			case "rx-htb":
+				nopQdisc(b, tb, "y", false)
+			case "rx-htb-nop":
+				nopQdisc(b, tb, "y", true)
 			}
 			if tc.name == "htb-root" {
 				// the HTB root qdisc alone: the pair's class and
@@ -380,6 +388,33 @@ func nopAt(b *testing.B, tb *Testbed, vm string, inVM bool) (*ebpf.Program, *dat
 		b.Fatal(err)
 	}
 	return prog, ns, dev, idx
+}
+
+// nopQdisc puts an HTB root qdisc with no class on vm's device on its
+// server (egress, where the receive counter goes): every packet takes its
+// direct queue. With classify, nopHook's program is its classifier
+// (cls_bpf, direct action: it matches nothing, so the packet still takes
+// the direct queue).
+func nopQdisc(b *testing.B, tb *Testbed, vm string, classify bool) {
+	b.Helper()
+	prog, ns, _, idx := nopAt(b, tb, vm, false)
+	q := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Handle: netlink.MakeHandle(0x7a, 0), Parent: netlink.HANDLE_ROOT})
+	if err := ns.Netlink().QdiscAdd(q); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ns.Netlink().QdiscDel(q) })
+	if !classify {
+		return
+	}
+	f := &netlink.BpfFilter{
+		FilterAttrs:  netlink.FilterAttrs{LinkIndex: idx, Parent: netlink.MakeHandle(0x7a, 0), Handle: 1, Priority: 0xb3, Protocol: unix.ETH_P_ALL},
+		Fd:           prog.FD(),
+		Name:         "nop",
+		DirectAction: true,
+	}
+	if err := ns.Netlink().FilterAdd(f); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // nopTCX is nopHook's program on the same device and direction attached
