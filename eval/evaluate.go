@@ -102,6 +102,18 @@ type Report struct {
 // of request flows to appliances only do not.
 func (r *Report) PairTraffic() bool { return r.VMSeconds > 0 || r.MeanThroughput > 0 }
 
+// WorstAtAppliance is the tenant and appliance with the lowest VDC
+// compliance among those with a guarantee (nil: none; the first of equals).
+func (r *Report) WorstAtAppliance() *ApplianceReport {
+	var w *ApplianceReport
+	for i, a := range r.Appliances {
+		if a.Guarantee > 0 && (w == nil || a.Compliance < w.Compliance) {
+			w = &r.Appliances[i]
+		}
+	}
+	return w
+}
+
 // TenantReport is one tenant's part of a Report.
 type TenantReport struct {
 	Name                  string    `json:"name"`

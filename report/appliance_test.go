@@ -10,8 +10,9 @@ import (
 )
 
 // A run without VM pairs: the summary says the network figures do not
-// apply rather than printing 100% of nothing, and the comparison gives its
-// VDC compliance only.
+// apply rather than printing 100% of nothing, both headline the worst
+// tenant at an appliance, and the comparison gives its VDC compliance and
+// that tenant only.
 func TestApplianceSummary(t *testing.T) {
 	r, err := eval.Evaluate(evaltest.RequestsOnly([][2]float64{{150, 50}, {120, 96}}, []float64{1, 0.5}))
 	if err != nil {
@@ -21,11 +22,14 @@ func TestApplianceSummary(t *testing.T) {
 	if !strings.Contains(md, "No VM-to-VM traffic") || strings.Contains(md, "| work conservation | guarantee compliance") {
 		t.Errorf("summary of a run without VM pairs:\n%s", md)
 	}
+	if !strings.Contains(md, "**Worst tenant at an appliance: B at kv**, VDC compliance 50.0%") {
+		t.Errorf("summary does not headline the worst tenant at an appliance:\n%s", md)
+	}
 	c, err := Compare([]*eval.Report{r})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cm := string(comparisonMD(c)); !strings.Contains(cm, "| test | 75.0% | n/a | n/a | n/a |") {
+	if cm := string(comparisonMD(c)); !strings.Contains(cm, "| test | 75.0% | B at kv 50.0% | n/a | n/a | n/a |") {
 		t.Errorf("comparison:\n%s", cm)
 	}
 }

@@ -49,6 +49,9 @@ type MechanismSummary struct {
 	GuaranteedVMSeconds float64 `json:"guaranteed_vm_seconds"`
 	// Worst is eval.Report.Worst.
 	Worst *eval.WorstTenant `json:"worst_tenant,omitempty"`
+	// WorstAtAppliance is the tenant and appliance with the lowest VDC
+	// compliance among those with a guarantee (nil: none).
+	WorstAtAppliance *eval.ApplianceReport `json:"worst_at_appliance,omitempty"`
 }
 
 // ComparisonRow is one tenant under one mechanism.
@@ -97,7 +100,8 @@ func Compare(reports []*eval.Report) (*Comparison, error) {
 			Mechanism: r.Mechanism, Scenario: r.Scenario,
 			WorkConservation: r.WorkConservation, Compliance: r.Compliance, Jain: r.Jain,
 			VDCCompliance: r.VDCCompliance, GuaranteedVMSeconds: r.VMSeconds, Worst: r.Worst,
-			MeanThroughput: r.MeanThroughput, Guarantee: r.Guarantee, IdealThroughput: r.IdealThroughput,
+			WorstAtAppliance: r.WorstAtAppliance(),
+			MeanThroughput:   r.MeanThroughput, Guarantee: r.Guarantee, IdealThroughput: r.IdealThroughput,
 		})
 		for _, t := range r.Tenants {
 			c.Rows = append(c.Rows, ComparisonRow{
@@ -155,8 +159,8 @@ func comparisonMD(c *Comparison) []byte {
 	fmt.Fprintf(&b, "# %s — mechanisms compared\n\nThroughputs in %s.\n\n", mdEscape(c.Scenario), c.Units)
 	vdc := len(c.Appliances) > 0
 	if vdc {
-		b.WriteString("| mechanism | VDC compliance | worst tenant | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
-		b.WriteString("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		b.WriteString("| mechanism | VDC compliance | worst tenant at an appliance | worst tenant | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
+		b.WriteString("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	} else {
 		b.WriteString("| mechanism | worst tenant | work conservation | compliance | Jain | mean throughput | mean guarantee | mean ideal |\n")
 		b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
@@ -173,6 +177,11 @@ func comparisonMD(c *Comparison) []byte {
 				v = pct(m.VDCCompliance)
 			}
 			fmt.Fprintf(&b, " %s |", v)
+			if w := m.WorstAtAppliance; w != nil {
+				fmt.Fprintf(&b, " %s at %s %s |", mdEscape(w.Tenant), mdEscape(w.Appliance), pct(w.Compliance))
+			} else {
+				b.WriteString(" n/a |")
+			}
 		}
 		if m.GuaranteedVMSeconds == 0 && m.MeanThroughput == 0 {
 			b.WriteString(" n/a | n/a | n/a | n/a | – | – | – |\n") // no VM-to-VM traffic

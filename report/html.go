@@ -256,7 +256,7 @@ func reportHTML(r *eval.Report) ([]byte, error) {
 		p.Headline = template.HTML(fmt.Sprintf("Worst tenant: <b>%s</b> — compliance %s (mean %s against a guarantee of %s %s)",
 			template.HTMLEscapeString(w.Name), pct(w.Compliance), num(w.MeanThroughput), num(w.Guarantee), template.HTMLEscapeString(r.Units)))
 	}
-	worstApp := worstAppliance(r)
+	worstApp := r.WorstAtAppliance()
 	if worstApp != nil && (r.Worst == nil || !pairs) {
 		p.Headline = template.HTML(fmt.Sprintf("Worst tenant at an appliance: <b>%s</b> at %s — compliance %s (mean %s against a VDC guarantee of %s %s)",
 			template.HTMLEscapeString(worstApp.Tenant), template.HTMLEscapeString(worstApp.Appliance), pct(worstApp.Compliance),
@@ -473,7 +473,7 @@ func comparisonHTML(c *Comparison, reports []*eval.Report) ([]byte, error) {
 	}
 	if !pairs {
 		for m, r := range reports {
-			if w := worstAppliance(r); w != nil {
+			if w := r.WorstAtAppliance(); w != nil {
 				hl = append(hl, fmt.Sprintf("%s: <b>%s</b> at %s %s", template.HTMLEscapeString(labels[m]), template.HTMLEscapeString(w.Tenant),
 					template.HTMLEscapeString(w.Appliance), pct(w.Compliance)))
 			}
@@ -485,7 +485,7 @@ func comparisonHTML(c *Comparison, reports []*eval.Report) ([]byte, error) {
 
 	head := []string{"mechanism"}
 	if vdc {
-		head = append(head, "#VDC compliance")
+		head = append(head, "#VDC compliance", "worst tenant at an appliance")
 	}
 	head = append(head, "worst tenant", "#worst tenant's compliance", "#work conservation", "#compliance", "#Jain", "#mean throughput", "#mean guarantee", "#mean ideal")
 	t := newTable("Mechanisms", head...)
@@ -496,7 +496,11 @@ func comparisonHTML(c *Comparison, reports []*eval.Report) ([]byte, error) {
 			if ms.VDCCompliance >= 0 {
 				v = pct(ms.VDCCompliance)
 			}
-			row = append(row, v)
+			wa := "n/a"
+			if w := ms.WorstAtAppliance; w != nil {
+				wa = fmt.Sprintf("%s at %s %s", w.Tenant, w.Appliance, pct(w.Compliance))
+			}
+			row = append(row, v, wa)
 		}
 		if ms.GuaranteedVMSeconds == 0 && ms.MeanThroughput == 0 {
 			row = append(row, "n/a", "n/a", "n/a", "n/a", "–", "–", "–", "–")
@@ -564,7 +568,7 @@ func comparisonHTML(c *Comparison, reports []*eval.Report) ([]byte, error) {
 		mv[m] = []float64{w, comp, wc}
 		if !pairs {
 			mv[m] = []float64{math.NaN(), math.NaN()}
-			if wa := worstAppliance(reports[m]); wa != nil {
+			if wa := reports[m].WorstAtAppliance(); wa != nil {
 				mv[m][0] = 100 * wa.Compliance
 			}
 			if ms.VDCCompliance >= 0 {
@@ -666,16 +670,4 @@ func sameTimes(reports []*eval.Report) bool {
 		}
 	}
 	return true
-}
-
-// worstAppliance is the tenant and appliance with the lowest VDC compliance
-// among those with a guarantee (nil: none).
-func worstAppliance(r *eval.Report) *eval.ApplianceReport {
-	var w *eval.ApplianceReport
-	for i, a := range r.Appliances {
-		if a.Guarantee > 0 && (w == nil || a.Compliance < w.Compliance) {
-			w = &r.Appliances[i]
-		}
-	}
-	return w
 }

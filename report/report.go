@@ -210,6 +210,10 @@ func summary(r *eval.Report) []byte {
 	if w := r.Worst; w != nil {
 		fmt.Fprintf(&b, "**Worst tenant: %s**, compliance %s (mean %s against a guarantee of %s).\n\n", mdEscape(w.Name), pct(w.Compliance), num(w.MeanThroughput), num(w.Guarantee))
 	}
+	if a := r.WorstAtAppliance(); a != nil {
+		fmt.Fprintf(&b, "**Worst tenant at an appliance: %s at %s**, VDC compliance %s (mean %s against a guarantee of %s %s).\n\n",
+			mdEscape(a.Tenant), mdEscape(a.Appliance), pct(a.Compliance), num(a.Mean), num(a.Guarantee), r.TokenUnits)
+	}
 	pairs := r.PairTraffic()
 	if pairs {
 		b.WriteString("| work conservation | guarantee compliance | Jain (throughput / guarantee) | mean throughput | mean guarantee | mean ideal |\n")

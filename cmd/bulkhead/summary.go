@@ -20,6 +20,9 @@ func writeSummary(w io.Writer, r *eval.Report, where string) {
 	}
 	if len(r.Appliances) > 0 && r.VDCCompliance >= 0 {
 		fmt.Fprintf(w, ", VDC compliance %.2f", r.VDCCompliance)
+		if a := r.WorstAtAppliance(); a != nil {
+			fmt.Fprintf(w, ", worst tenant %s at %s %.2f", a.Tenant, a.Appliance, a.Compliance)
+		}
 	}
 	for _, u := range r.ApplianceUse {
 		fmt.Fprintf(w, ", %s %.0f%% busy", u.Appliance, 100*u.Mean)
