@@ -55,7 +55,9 @@ type Options struct {
 	// constants).
 	Loss string
 	// GSOMaxSize bounds the offload packets of the VMs' interfaces (0: the
-	// kernel's 64 KB).
+	// kernel's 64 KB). Above 64 KB (up to MaxGSO) it is BIG TCP: every
+	// link's and VM's veth, on both sides, takes packets that large, so
+	// that they cross the datacenter whole.
 	GSOMaxSize int
 	// TCP is the congestion control of the VMs' and appliances' TCP
 	// (DefaultTCP if empty), set on their routes so that the machine's
@@ -122,8 +124,8 @@ func Up(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options)
 	if err := CheckTCP(opts.TCP); err != nil {
 		return nil, err
 	}
-	if opts.GSOMaxSize != 0 && (opts.GSOMaxSize < 1500 || opts.GSOMaxSize > 65536) {
-		return nil, fmt.Errorf("testbed: offload packets of %d bytes: want 1500 to 65536, or 0 for the kernel's 64 KB", opts.GSOMaxSize)
+	if opts.GSOMaxSize != 0 && (opts.GSOMaxSize < 1500 || opts.GSOMaxSize > MaxGSO) {
+		return nil, fmt.Errorf("testbed: offload packets of %d bytes: want 1500 to %d (above 65536: BIG TCP), or 0 for the kernel's 64 KB", opts.GSOMaxSize, MaxGSO)
 	}
 	plan, err := NewPlan(sc, tp, PlanOptions{Prefix: opts.Prefix, Scale: opts.Scale, QueueBytes: opts.QueueBytes, QueueTime: opts.QueueTime,
 		Limiters: opts.Limiters, Schedulers: opts.Schedulers})
@@ -248,6 +250,14 @@ func (tb *Testbed) createLinks() error {
 		if err := b.AddAddr(l.DevB, netip.PrefixFrom(l.AddrB, 31)); err != nil {
 			return err
 		}
+		if tb.gso > kernelGSO {
+			if err := a.SetGSOMaxSize(l.DevA, tb.gso); err != nil {
+				return err
+			}
+			if err := b.SetGSOMaxSize(l.DevB, tb.gso); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -269,6 +279,11 @@ func (tb *Testbed) createVMs() error {
 		}
 		if tb.gso > 0 {
 			if err := vm.SetGSOMaxSize(v.Dev, tb.gso); err != nil {
+				return err
+			}
+		}
+		if tb.gso > kernelGSO {
+			if err := srv.SetGSOMaxSize(v.HostDev, tb.gso); err != nil {
 				return err
 			}
 		}
@@ -421,6 +436,17 @@ func CheckTCP(cc string) error {
 	}
 	return nil
 }
+
+// MaxGSO is the largest offload packet a veth takes (its tso_max_size):
+// Options.GSOMaxSize above the kernel's 64 KB is BIG TCP, the kernel's
+// way (Linux 6.3+ for IPv4) of sending fewer, larger packets through a
+// host, as Cilium configures it on fast paths. The kernel segments a
+// packet larger than a device's gso_max_size in software, so every veth
+// on the path takes the size.
+const MaxGSO = 524280
+
+// kernelGSO is the kernel's default gso_max_size.
+const kernelGSO = 65536
 
 // VMRTOMin is the least TCP retransmission timeout in the VMs (the
 // rto_min metric of their default route): 5 ms instead of Linux's

@@ -77,6 +77,11 @@ workloads:
   - {tenant: T, kind: tcp, src: x, dst: y}
 `
 
+// bigGSO is the largest offload packet of the "big-" cases of
+// BenchmarkEnforcement: the most a veth takes (tso_max_size), as with BIG
+// TCP.
+const bigGSO = 524280
+
 // BenchmarkEnforcement is the goodput of one TCP flow between two VMs on
 // links shaped at 40 Gbit/s (far above what two cores forward: the flow is
 // CPU-bound, unshaped in effect), 3 s per iteration, counted by the
@@ -108,25 +113,29 @@ func BenchmarkEnforcement(b *testing.B) {
 		classes, counter, agent bool
 		defaultTSQ              bool
 		yaml                    string
+		gso                     int
 	}{
-		{"plain", false, false, false, false, overheadYAML},
-		{"counter", false, true, false, false, overheadYAML},
-		{"htb-root", true, false, false, false, overheadYAML},
-		{"limiter", true, false, false, false, overheadYAML},
-		{"limiter-default-tsq", true, false, false, true, overheadYAML},
-		{"hook-nop", false, false, false, false, overheadYAML},
-		{"hook-nop-vm", false, false, false, false, overheadYAML},
-		{"tcx-nop", false, false, false, false, overheadYAML},
-		{"rx-htb", false, false, false, false, overheadYAML},
-		{"rx-htb-nop", false, false, false, false, overheadYAML},
-		{"classes", true, true, false, false, overheadYAML},
-		{"classes-default-tsq", true, true, false, true, overheadYAML},
-		{"agent", true, true, true, false, overheadYAML},
-		{"1G-plain", false, false, false, false, overheadYAML1G},
-		{"1G-agent", true, true, true, false, overheadYAML1G},
+		{"plain", false, false, false, false, overheadYAML, 0},
+		{"counter", false, true, false, false, overheadYAML, 0},
+		{"htb-root", true, false, false, false, overheadYAML, 0},
+		{"limiter", true, false, false, false, overheadYAML, 0},
+		{"limiter-default-tsq", true, false, false, true, overheadYAML, 0},
+		{"hook-nop", false, false, false, false, overheadYAML, 0},
+		{"hook-nop-vm", false, false, false, false, overheadYAML, 0},
+		{"tcx-nop", false, false, false, false, overheadYAML, 0},
+		{"rx-htb", false, false, false, false, overheadYAML, 0},
+		{"rx-htb-nop", false, false, false, false, overheadYAML, 0},
+		{"classes", true, true, false, false, overheadYAML, 0},
+		{"classes-default-tsq", true, true, false, true, overheadYAML, 0},
+		{"agent", true, true, true, false, overheadYAML, 0},
+		{"big-plain", false, false, false, false, overheadYAML, bigGSO},
+		{"big-classes", true, true, false, false, overheadYAML, bigGSO},
+		{"big-agent", true, true, true, false, overheadYAML, bigGSO},
+		{"1G-plain", false, false, false, false, overheadYAML1G, 0},
+		{"1G-agent", true, true, true, false, overheadYAML1G, 0},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			_, tb := benchUp(b, tc.yaml, Options{Limiters: tc.classes})
+			_, tb := benchUp(b, tc.yaml, Options{Limiters: tc.classes, GSOMaxSize: tc.gso})
 			ctx := context.Background()
 			if tc.defaultTSQ {
 				x, _ := tb.plan.VM("x")
@@ -439,37 +448,48 @@ func nopTCX(b *testing.B, tb *Testbed, vm string) {
 // "classes" with 16 and 64 VM pairs, one TCP flow each, between two hosts
 // on links of 40 Gbit/s (CPU-bound: their total is what the two cores
 // forward): the aggregate goodput with and without the agent's classes
-// (a pair limiter per pair, unlimited, and a counting class per pair).
+// (a pair limiter per pair, unlimited, and the receiver's eBPF counter);
+// the "big-" cases with BIG TCP (offload packets of bigGSO bytes).
 func BenchmarkEnforcementPairs(b *testing.B) {
-	for _, n := range []int{16, 64} {
-		for _, classes := range []bool{false, true} {
-			name := fmt.Sprintf("%d-plain", n)
-			if classes {
-				name = fmt.Sprintf("%d-classes", n)
-			}
-			b.Run(name, func(b *testing.B) {
-				_, tb := benchUp(b, pairsYAML(n), Options{Limiters: classes})
-				var fl []flow
-				for i := 1; i <= n; i++ {
-					src, dst := fmt.Sprintf("x%d", i), fmt.Sprintf("y%d", i)
-					pair := -1
-					for k, p := range tb.plan.Pairs {
-						if p.Src == src && p.Dst == dst {
-							pair = k
-						}
-					}
-					if pair < 0 {
-						b.Fatalf("no pair %s->%s in the plan", src, dst)
-					}
-					if !classes {
-						dropRX(b, tb, dst)
-					}
-					fl = append(fl, flow{pair: pair, src: src, dst: dst, workload: "w", conns: 1, phase: phase(0, 3*time.Second), port: 5201})
+	for _, gso := range []int{0, bigGSO} {
+		for _, n := range []int{16, 64} {
+			for _, classes := range []bool{false, true} {
+				name := fmt.Sprintf("%d-plain", n)
+				if classes {
+					name = fmt.Sprintf("%d-classes", n)
 				}
-				measureGoodput(b, tb, fl)
-			})
+				if gso > 0 {
+					name = "big-" + name
+				}
+				b.Run(name, func(b *testing.B) { enforcementPairs(b, n, classes, gso) })
+			}
 		}
 	}
+}
+
+// enforcementPairs is one case of BenchmarkEnforcementPairs: n pairs, one
+// TCP flow each, with the agents' classes or none, offload packets of gso
+// bytes (0: the kernel's 64 KB).
+func enforcementPairs(b *testing.B, n int, classes bool, gso int) {
+	_, tb := benchUp(b, pairsYAML(n), Options{Limiters: classes, GSOMaxSize: gso})
+	var fl []flow
+	for i := 1; i <= n; i++ {
+		src, dst := fmt.Sprintf("x%d", i), fmt.Sprintf("y%d", i)
+		pair := -1
+		for k, p := range tb.plan.Pairs {
+			if p.Src == src && p.Dst == dst {
+				pair = k
+			}
+		}
+		if pair < 0 {
+			b.Fatalf("no pair %s->%s in the plan", src, dst)
+		}
+		if !classes {
+			dropRX(b, tb, dst)
+		}
+		fl = append(fl, flow{pair: pair, src: src, dst: dst, workload: "w", conns: 1, phase: phase(0, 3*time.Second), port: 5201})
+	}
+	measureGoodput(b, tb, fl)
 }
 
 // measureGoodput runs the flows b.N times for 3.1 s and reports their

@@ -64,7 +64,7 @@ func (f *testbedFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.prefix, "prefix", "", "run prefix (2-8 lowercase letters/digits; default: random bhXXXXX)")
 	cmd.Flags().Float64Var(&f.scale, "scale", 1, "multiply every capacity and rate on the wire (measurements are divided by it)")
 	cmd.Flags().IntVar(&f.queue, "queue", 0, "drop-tail queue of each link direction, bytes (0: 8 ms of the link's rate, 1 ms for mechanisms that react to losses, at least 128 KB; docs/testbed.md)")
-	cmd.Flags().IntVar(&f.gso, "gso", 0, "largest offload (GSO/TSO) packet of the VMs, bytes (0: the kernel's 64 KB)")
+	cmd.Flags().IntVar(&f.gso, "gso", 0, "largest offload (GSO/TSO) packet of the VMs, bytes (0: the kernel's 64 KB; up to 524280: BIG TCP, every veth on the path takes it)")
 	cmd.Flags().StringVar(&f.tcp, "tcp", testbed.DefaultTCP, "TCP congestion control of the VMs and appliances (loss-based cubic, as the simulator's TCP, whatever the machine's default; docs/testbed.md)")
 	cmd.Flags().StringVar(&f.mechanism, "mechanism", "", "mechanism run by host agents (default: the scenario's): "+strings.Join(testbed.Mechanisms(), ", "))
 	cmd.Flags().StringVar(&f.loss, "loss", testbed.LossSeq, "agents' loss counter: tcp (senders' TCP retransmissions) or seq (eBPF sequence-number gaps at the receivers, ElasticSwitch §6; sees UDP too)")
