@@ -300,7 +300,12 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 	X := o.Throughput
 	queued := o.Delay > minDelay && o.Delay > e.cfg.QueueDelay*o.Latency
 	exercised := C > 0 && o.Granted >= (1-tol)*C
-	over := (queued || e.grantsLost(o, C)) && X < C*(1-servedShort)
+	// Grants lost behind a short queue count only above the window's
+	// floor: minW is what the appliance was shown to serve, or the
+	// guarantees' sum it was admitted for, and a tenant short of its grant
+	// behind a few microseconds of queue there is no evidence that it
+	// cannot (it would lower the floor and close the window above it).
+	over := (queued || C > e.minW && e.grantsLost(o, C)) && X < C*(1-servedShort)
 	// A shortfall within the tolerance, behind a queue shorter than the
 	// shortfall would have built at the appliance, is not yet clear: a
 	// real appliance near its capacity serves a little less than it was

@@ -356,6 +356,13 @@ func TestEstimatorPhases(t *testing.T) {
 		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
 		{aobs(1400, 0.0002, 1500, b(800, 900, 920)), PhaseRevert, 1000, 1000, 1500},
 	})
+	// At the window's floor the same shortfall is no signal: the floor
+	// is what the appliance was shown to serve (or the guarantees' sum),
+	// and lowering it on a few microseconds of queue would close the
+	// window above it for the rest of the run.
+	runSteps(t, "grants lost at the floor", testEstimator(1000, 2000), []estStep{
+		{aobs(960, 0.0002, 1000, b(800, 900, 920)), PhaseIdle, 1000, 1000, 2000},
+	})
 	runSteps(t, "demand fell behind a short queue", testEstimator(1000, 2000), []estStep{
 		{aobs(1000, 0, 1000), PhaseIncrease, 1500, 1000, 2000},
 		{aobs(1400, 0.0002, 1500, b(800, 900, 820)), PhaseIdle, 1500, 1000, 2000},
