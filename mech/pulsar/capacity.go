@@ -142,7 +142,10 @@ type TenantObs struct {
 //     so a saturated appliance it shares shows a short queue and the
 //     tenant's throughput falling with the latency rather than a long
 //     queue; left alone, the spare it cannot use goes to the others,
-//     whose requests lengthen its round trip further.
+//     whose requests lengthen its round trip further. This holds only
+//     above the window's floor (C > minW): at the floor, what the
+//     appliance was shown to serve or the guarantees' sum, a short queue
+//     is no evidence that it cannot serve it.
 //   - VDC-violation signal: some tenant used less than (1−tol) of its
 //     guarantee because of the appliance: either queued, and the tenant
 //     had requests outstanding — it was starved by the queue, whatever it
