@@ -472,8 +472,8 @@ func comparisonHTML(c *Comparison, reports []*eval.Report) ([]byte, error) {
 		}
 	}
 	if !pairs {
-		for m, r := range reports {
-			if w := r.WorstAtAppliance(); w != nil {
+		for m, ms := range c.Mechanisms {
+			if w := ms.WorstAtAppliance; w != nil {
 				hl = append(hl, fmt.Sprintf("%s: <b>%s</b> at %s %s", template.HTMLEscapeString(labels[m]), template.HTMLEscapeString(w.Tenant),
 					template.HTMLEscapeString(w.Appliance), pct(w.Compliance)))
 			}
@@ -568,7 +568,7 @@ func comparisonHTML(c *Comparison, reports []*eval.Report) ([]byte, error) {
 		mv[m] = []float64{w, comp, wc}
 		if !pairs {
 			mv[m] = []float64{math.NaN(), math.NaN()}
-			if wa := reports[m].WorstAtAppliance(); wa != nil {
+			if wa := ms.WorstAtAppliance; wa != nil {
 				mv[m][0] = 100 * wa.Compliance
 			}
 			if ms.VDCCompliance >= 0 {
