@@ -97,7 +97,8 @@ workloads:
 // unlimited, i.e. at dataplane.MaxRate) on the sender's interface and the
 // receive counter; "classes-default-tsq" the same with the kernel's TCP
 // small-queue budget instead of VMTSQBytes; "agent" with the classes and
-// both servers' agents reading every counter every 15 ms. The 1G variants
+// both servers' agents reading every counter every 15 ms (reported with
+// the agents' time in their steps, in thousandths of a core). The 1G variants
 // are on 1 Gbit/s links, the experiments' scale. -test.count repeats each
 // case back to back; scripts/enforcement-cost interleaves them. Each run
 // logs the packets the receiving VM's device took and their mean size
@@ -167,15 +168,31 @@ func BenchmarkEnforcement(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			var as *agents
+			var t0 time.Time
 			if tc.agent {
-				as, err := tb.startAgents(ctx, pollOnly{}, "", nil)
+				var err error
+				as, err = tb.startAgents(ctx, pollOnly{}, "", nil)
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { _ = as.stop() })
+				t0 = time.Now()
 			}
 			fl := []flow{{pair: 0, src: "x", dst: "y", workload: "w", conns: 1, phase: phase(0, 3*time.Second), port: 5201}}
 			measureGoodput(b, tb, fl)
+			if as != nil {
+				// the agents' time in their steps (reading the counters),
+				// in thousandths of a core
+				var steps int64
+				var in time.Duration
+				for _, a := range as.list {
+					steps += a.Steps()
+					in += a.StepTime()
+				}
+				b.ReportMetric(1000*in.Seconds()/time.Since(t0).Seconds(), "agents-step-ms/s")
+				b.ReportMetric(float64(in.Microseconds())/float64(max(steps, 1)), "µs/step")
+			}
 			// the packets (offload packets: what a hook's program runs
 			// on) and bytes the receiving VM's device took
 			y, _ := tb.plan.VM("y")
