@@ -117,7 +117,8 @@ func DRF(p *VectorProblem) ([]float64, error) {
 		}
 		g.endFlow()
 	}
-	g.run() // every flow has a finite demand cap
+	g.eOnly = true // only the allocations are read
+	g.run()        // every flow has a finite demand cap
 	for i := range x {
 		if dom[i] > 0 {
 			x[i] = min(1, max(0, g.e[i]/dom[i]))

@@ -226,6 +226,7 @@ func (s *Solver) Solve(p *Problem, rates []float64) error {
 	s.lastF, s.lastR, s.lastFlat = nF, nR, !hier
 	var err error
 	g.usePrio = hier
+	g.eOnly = !hier // the classes' passes read the engine's loads and levels
 	if !hier {
 		s.iterations = 1
 		s.converged = true
@@ -280,6 +281,7 @@ func (s *Solver) SolveAgain(p *Problem, rates []float64) error {
 	s.iterations = 1
 	s.converged = true
 	g.usePrio = false
+	g.eOnly = true
 	g.sameUses = true
 	err := s.runEngine(p)
 	g.sameUses = false

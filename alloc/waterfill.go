@@ -22,7 +22,10 @@ const byDemand = -1
 // unfrozen flows), updated lazily when a flow on it freezes, and a list of
 // flows sorted by demand level dem/w. Each flow freezes once and touches
 // each of its uses once, so a run costs O(U log S + F log F) for U uses,
-// S sub-resources and F flows.
+// S sub-resources and F flows. A caller that reads only the allocations
+// (eOnly) lets the run freeze up front, in O(U), the flows that no shared
+// sub-resource can hold back (freezeOwn): in the simulator, every flow
+// whose limiter binds before any link fills.
 type engine struct {
 	// inputs
 	cap      []float64
@@ -62,7 +65,23 @@ type engine struct {
 	// sameUses: the uses are those of the last run, and so is the
 	// sub-resource → flows index (subStart, subFlow, subCoef)
 	sameUses bool
+
+	// eOnly: the caller reads only e (and run's result), so run may
+	// freeze up front the flows that nothing shared can hold back
+	// (freezeOwn); by, used, level and satList then describe only the
+	// others. Not with usePrio.
+	eOnly bool
+	own   []float64 // freezeOwn: a flow's allocation at its own event
+	ownBy []int32   // freezeOwn: what froze it there (a sub or byDemand)
+	skip  []bool    // freezeOwn: a sub-resource left out of the queue
+	nOwn  int       // flows the last run froze up front (freezeOwn)
 }
+
+// slackTol is how far below its capacity the allocations a sub-resource's
+// flows would reach at their own events must stay for freezeOwn to leave
+// it out: far above the rounding of its running load (about n·2⁻⁵³ of
+// its capacity for n uses), so that it could not saturate in run.
+const slackTol = 1e-9
 
 // tieTol is the relative difference under which two saturation levels are
 // treated as equal when attributing flows to sub-resources.
@@ -165,6 +184,9 @@ func (g *engine) run() int {
 		}
 	}
 
+	g.nOwn = 0
+	reduced := g.eOnly && !g.usePrio && g.freezeOwn()
+
 	// Queue of sub-resources that can saturate. One used by a single
 	// flow keeps its key until that flow freezes (and it leaves the
 	// queue): it waits in the queue's sorted part rather than its heap.
@@ -172,7 +194,7 @@ func (g *engine) run() int {
 	fixed := true
 	for s := 0; s < nS; s++ {
 		g.slopeRef[s] = g.slope[s]
-		if g.cnt[s] > 0 && !math.IsInf(g.cap[s], 1) {
+		if g.cnt[s] > 0 && !math.IsInf(g.cap[s], 1) && !(reduced && g.skip[s]) {
 			k := g.cap[s] / g.slope[s]
 			if math.IsNaN(k) {
 				fixed = false
@@ -194,7 +216,7 @@ func (g *engine) run() int {
 	// Flows by demand level (flows with equal levels in index order).
 	g.order = g.order[:0]
 	for f := 0; f < nF; f++ {
-		if !math.IsInf(g.dem[f], 1) {
+		if !math.IsInf(g.dem[f], 1) && g.active[f] {
 			g.order = append(g.order, demandEvent{g.dem[f] / g.w[f], int32(f)})
 		}
 	}
@@ -209,7 +231,12 @@ func (g *engine) run() int {
 	})
 
 	L := 0.0
-	g.remaining = nF
+	g.remaining = 0
+	for f := 0; f < nF; f++ {
+		if g.active[f] {
+			g.remaining++
+		}
+	}
 	di := 0
 	for g.remaining > 0 {
 		for di < len(g.order) && !g.active[g.order[di].f] {
@@ -267,6 +294,106 @@ func (g *engine) run() int {
 		}
 	}
 	return -1
+}
+
+// freezeOwn freezes, before the run, every flow that run would freeze at
+// one of its own events — its demand, or a sub-resource it alone uses —
+// because every sub-resource it shares with other flows is slack: the
+// allocations its flows would reach at their own events stay below its
+// capacity (by slackTol), so it cannot saturate while one of them is
+// active (a flow frozen earlier holds less than that). Those flows get
+// the allocation run gives them: the first of their events in run's
+// order (a demand before a sub-resource at its level, sub-resources at
+// one level by index) at that event's level, which run reaches exactly
+// (events are taken in order of level). The run then queues only the
+// sub-resources that can still saturate and the flows that use one, and
+// each of those flows meets the same events in the same order as in the
+// full run: no sub-resource in its queue is shared with a flow frozen
+// here. It marks the sub-resources left out in skip and reports whether
+// it froze anything (not if a level is NaN).
+func (g *engine) freezeOwn() bool {
+	nS, nF := len(g.cap), len(g.w)
+	g.own = grow(g.own, nF)
+	g.ownBy = grow(g.ownBy, nF)
+	g.skip = grow(g.skip, nS)
+	useStart, useSub, useCoef := g.useStart, g.useSub, g.useCoef
+	cnt, capa := g.cnt, g.cap
+	load := g.used // scratch: zero here (run), cleared before returning
+	alone := false // some flow shares no finite sub-resource
+	for f := 0; f < nF; f++ {
+		wf := g.w[f]
+		lv, by := math.Inf(1), int32(byDemand)
+		if !math.IsInf(g.dem[f], 1) {
+			lv = g.dem[f] / wf
+		}
+		shares := false
+		for k := useStart[f]; k < useStart[f+1]; k++ {
+			s := useSub[k]
+			if math.IsInf(capa[s], 1) {
+				continue
+			}
+			if cnt[s] != 1 {
+				shares = true
+				continue
+			}
+			key := capa[s] / g.slope[s]
+			if key < lv || (key == lv && by != byDemand && s < by) {
+				lv, by = key, s
+			}
+		}
+		if math.IsNaN(lv) {
+			clear(load)
+			return false
+		}
+		alone = alone || !shares
+		g.ownBy[f] = by
+		e := lv
+		switch {
+		case math.IsInf(lv, 1):
+		case by == byDemand:
+			e = g.dem[f]
+		default:
+			e = wf * lv
+		}
+		g.own[f] = e
+		// load[s]: what sub-resource s would carry with every flow at
+		// its own event
+		for k := useStart[f]; k < useStart[f+1]; k++ {
+			load[useSub[k]] += useCoef[k] * e
+		}
+	}
+	slack := false // some finite sub-resource shared by flows is slack
+	for s := 0; s < nS; s++ {
+		g.skip[s] = cnt[s] > 1 && load[s] <= capa[s]*(1-slackTol)
+		slack = slack || (g.skip[s] && !math.IsInf(capa[s], 1))
+	}
+	if !slack && !alone {
+		// every flow shares a sub-resource that can saturate
+		clear(load)
+		return false
+	}
+	n := 0
+	for f := 0; f < nF; f++ {
+		free := !math.IsInf(g.own[f], 1)
+		for k := useStart[f]; k < useStart[f+1] && free; k++ {
+			s := useSub[k]
+			free = cnt[s] == 1 || g.skip[s] || math.IsInf(capa[s], 1)
+		}
+		if !free {
+			continue
+		}
+		g.active[f] = false
+		g.e[f], g.by[f] = g.own[f], g.ownBy[f]
+		for k := useStart[f]; k < useStart[f+1]; k++ {
+			if s := useSub[k]; cnt[s] == 1 {
+				g.skip[s] = true
+			}
+		}
+		n++
+	}
+	clear(load)
+	g.nOwn = n
+	return n > 0
 }
 
 // saturate marks sub-resource s saturated at level L and freezes its flows.

@@ -1,0 +1,165 @@
+package alloc
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// ownProblem fills g with a random flat problem shaped to exercise
+// freezeOwn: most flows behind a sub-resource of their own (a limiter),
+// shared sub-resources from slack to tight, capacities and limits from a
+// small set so that levels tie (between flows, a flow's demand and its
+// limiter, two limiters of one flow), zero and infinite capacities, a
+// sub-resource used twice by one flow, flows with no uses.
+func ownProblem(g *engine, r *rand.Rand) {
+	vals := []float64{0, 1, 2, 3, 4, 6, 8, 12}
+	pick := func() float64 {
+		if r.IntN(3) == 0 {
+			return 0.5 + r.Float64()*10
+		}
+		return vals[r.IntN(len(vals))]
+	}
+	nShared := 1 + r.IntN(8)
+	nF := 1 + r.IntN(40)
+	// sub-resources: shared ones first, then at most two limiters a flow
+	lims := make([][]int32, nF)
+	nS := nShared
+	for f := range lims {
+		for range r.IntN(3) {
+			lims[f] = append(lims[f], int32(nS))
+			nS++
+		}
+	}
+	g.reset(nS, nF)
+	for s := 0; s < nShared; s++ {
+		switch r.IntN(6) {
+		case 0:
+			g.cap[s] = math.Inf(1)
+		case 1:
+			g.cap[s] = 1e3 // slack
+		default:
+			g.cap[s] = pick() * float64(1+r.IntN(6))
+		}
+	}
+	for s := nShared; s < nS; s++ {
+		g.cap[s] = pick()
+		if r.IntN(10) == 0 {
+			g.cap[s] = math.Inf(1)
+		}
+	}
+	for f := 0; f < nF; f++ {
+		g.w[f] = 1
+		if r.IntN(4) == 0 {
+			g.w[f] = []float64{2, 0.5, 3, 0.1 + r.Float64()*4}[r.IntN(4)]
+		}
+		g.dem[f] = math.Inf(1)
+		if r.IntN(3) == 0 {
+			g.dem[f] = pick()
+		}
+		if r.IntN(12) > 0 {
+			for range 1 + r.IntN(3) {
+				c := 1.0
+				if r.IntN(4) == 0 {
+					c = 0.5 + r.Float64()*2
+				}
+				g.addUse(int32(r.IntN(nShared)), c)
+			}
+		}
+		for _, s := range lims[f] {
+			g.addUse(s, 1)
+		}
+		g.endFlow()
+	}
+}
+
+// TestFreezeOwnSameAllocations: a run that freezes up front the flows
+// nothing shared can hold back (eOnly) gives every flow the allocation of
+// the full run, bit for bit, and reports the same unbounded flow; on the
+// same engine again (sameUses) too. Enough instances freeze some flows up
+// front and leave others to the queue for the comparison to mean
+// something.
+func TestFreezeOwnSameAllocations(t *testing.T) {
+	mixed := 0
+	const n = 4000
+	for seed := uint64(0); seed < n; seed++ {
+		r := rand.New(rand.NewPCG(seed, 11))
+		var full, own engine
+		ownProblem(&full, r)
+		ownProblem(&own, rand.New(rand.NewPCG(seed, 11)))
+		own.eOnly = true
+		for again := range 2 {
+			if again == 1 {
+				// new limits and demands, the same uses
+				for s := range full.cap {
+					if r.IntN(2) == 0 {
+						full.cap[s] *= 0.5 + r.Float64()
+					}
+				}
+				for f := range full.dem {
+					if r.IntN(3) == 0 {
+						full.dem[f] = r.Float64() * 10
+					}
+				}
+				copy(own.cap, full.cap)
+				copy(own.dem, full.dem)
+				full.sameUses, own.sameUses = true, true
+			}
+			uf, uo := full.run(), own.run()
+			if uf != uo {
+				t.Fatalf("seed %d run %d: unbounded flow %d, with flows frozen up front %d", seed, again, uf, uo)
+			}
+			if uf >= 0 {
+				break
+			}
+			for f := range full.e {
+				if math.Float64bits(full.e[f]) != math.Float64bits(own.e[f]) {
+					t.Fatalf("seed %d run %d flow %d: %v in the full run, %v with %d flows frozen up front", seed, again, f, full.e[f], own.e[f], own.nOwn)
+				}
+			}
+			if own.nOwn > 0 && own.nOwn < len(own.e) {
+				mixed++
+			}
+		}
+	}
+	if mixed < n/4 {
+		t.Errorf("only %d of %d runs froze some flows up front and queued others", mixed, 2*n)
+	}
+}
+
+// BenchmarkFreezeOwn: the water-filling of 10,000 flows shaped like the
+// simulator's datacenter run, each behind its limiter, side by side with
+// (own) and without (full) the flows that nothing shared can hold back
+// frozen up front: "slack", limits of 10–200 Mbit/s, under which no link
+// fills (ElasticSwitch's limits between its congestion events); "tight",
+// limits of 50–1,050 Mbit/s, under which the hosts' links fill and every
+// flow waits in the queue.
+func BenchmarkFreezeOwn(b *testing.B) {
+	for _, lim := range []struct {
+		name     string
+		lo, span float64
+	}{{"slack", 10e6, 190e6}, {"tight", 50e6, 1e9}} {
+		p := datacenterProblem(10000, 1)
+		r := rand.New(rand.NewPCG(3, 3))
+		for i := range p.Flows {
+			p.Resources[p.Flows[i].Uses[0].Resource].Capacity = lim.lo + lim.span*r.Float64()
+		}
+		for _, mode := range []string{"full", "own"} {
+			b.Run(lim.name+"/"+mode, func(b *testing.B) {
+				s := Solver{Trusted: true}
+				rates := make([]float64, len(p.Flows))
+				if err := s.Solve(p, rates); err != nil {
+					b.Fatal(err)
+				}
+				g := &s.eng
+				g.eOnly, g.sameUses = mode == "own", true
+				for b.Loop() {
+					if f := g.run(); f >= 0 {
+						b.Fatalf("flow %d unbounded", f)
+					}
+				}
+				b.ReportMetric(float64(g.nOwn), "frozen-up-front")
+			})
+		}
+	}
+}
