@@ -13,7 +13,7 @@ import (
 // limiter, two limiters of one flow), zero and infinite capacities, a
 // sub-resource used twice by one flow, flows with no uses.
 func ownProblem(g *engine, r *rand.Rand) {
-	vals := []float64{0, 1, 2, 3, 4, 6, 8, 12}
+	vals := []float64{0, math.Copysign(0, -1), 1, 2, 3, 4, 6, 8, 12}
 	pick := func() float64 {
 		if r.IntN(3) == 0 {
 			return 0.5 + r.Float64()*10

@@ -353,7 +353,7 @@ func (g *engine) freezeOwn() bool {
 		case by == byDemand:
 			e = g.dem[f]
 		default:
-			e = wf * lv
+			e = wf * max(0, lv) // run's level starts at +0: a key of −0 gives +0
 		}
 		g.own[f] = e
 		// load[s]: what sub-resource s would carry with every flow at
