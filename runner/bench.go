@@ -83,8 +83,9 @@ func ManyToOneScenario(senders int, duration time.Duration) (*Scenario, error) {
 }
 
 // SimSpeed runs s under the named mechanism without evaluation and returns
-// simulated seconds per wall-clock second.
-func SimSpeed(ctx context.Context, s *Scenario, mechanism string) (float64, time.Duration, error) {
+// simulated seconds per wall-clock second and the wall time; ph, if not
+// nil, receives where that time went.
+func SimSpeed(ctx context.Context, s *Scenario, mechanism string, ph *sim.Phases) (float64, time.Duration, error) {
 	m, err := all.New(mechanism, nil)
 	if err != nil {
 		return 0, 0, err
@@ -94,7 +95,7 @@ func SimSpeed(ctx context.Context, s *Scenario, mechanism string) (float64, time
 		return 0, 0, err
 	}
 	start := time.Now()
-	if _, err := sim.Run(ctx, s.Spec, s.Topo, sim.Options{Mechanism: m, Reservations: res}); err != nil {
+	if _, err := sim.Run(ctx, s.Spec, s.Topo, sim.Options{Mechanism: m, Reservations: res, Phases: ph}); err != nil {
 		return 0, 0, err
 	}
 	wall := time.Since(start)

@@ -16,7 +16,7 @@ func benchSim(b *testing.B, s *runner.Scenario) {
 func benchSimUnder(b *testing.B, s *runner.Scenario, mechanism string) {
 	b.Helper()
 	for b.Loop() {
-		if _, _, err := runner.SimSpeed(context.Background(), s, mechanism); err != nil {
+		if _, _, err := runner.SimSpeed(context.Background(), s, mechanism, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -47,6 +47,8 @@ type Options struct {
 	// start with (default: the scenario's); its VMs must be VMs of the
 	// scenario, on the same servers.
 	Model *model.Model
+	// Phases, if set, receives where the run's wall time went.
+	Phases *Phases
 	// Workers is how many host agents step at once (0: GOMAXPROCS), for
 	// mechanisms whose agents are independent (mech.Concurrent); others
 	// step one at a time. On large runs it is also how many workers add
@@ -70,9 +72,14 @@ type Update struct {
 // Run simulates the scenario on the topology under opts.Mechanism and
 // returns what the evaluation needs (samples of every pair, FCTs).
 func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options) (*eval.Input, error) {
+	t0 := time.Now()
 	e, err := newEngine(sc, tp, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Phases != nil {
+		*opts.Phases = Phases{Setup: time.Since(t0)}
+		e.clock = &clock{ph: opts.Phases}
 	}
 	if err := e.run(ctx); err != nil {
 		return nil, err
@@ -181,6 +188,7 @@ type engine struct {
 	dt    time.Duration
 	dtSec float64
 	log   *slog.Logger
+	clock *clock // Options.Phases (nil: none)
 
 	vms    []vmInfo
 	vmIdx  map[string]int
@@ -672,6 +680,8 @@ func (e *engine) run(ctx context.Context) error {
 	lastSample := time.Duration(0)
 	start := time.Now()
 	lastProgress := start
+	c := e.clock
+	c.start()
 	for e.now = 0; e.now < dur; e.now += e.dt {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("sim: stopped at t=%v: %w", e.now, err)
@@ -682,20 +692,26 @@ func (e *engine) run(ctx context.Context) error {
 		if err := e.applyUpdates(); err != nil {
 			return err
 		}
+		c.lap(partOther)
 		if err := e.stepAgents(); err != nil {
 			return err
 		}
+		c.lap(partAgents)
 		if err := e.stepController(); err != nil {
 			return err
 		}
+		c.lap(partController)
 		e.physics()
+		c.lap(partPhysics)
 		e.account()
 		e.accountRequests()
 		end := e.now + e.dt
+		c.lap(partOther)
 		if end >= nextSample || end >= dur {
 			e.takeSample(end, end-lastSample)
 			lastSample = end
 			nextSample = end + sample
+			c.lap(partSamples)
 		}
 		if e.opts.Progress != nil {
 			if w := time.Since(lastProgress); w >= time.Second && time.Since(start) >= 2*time.Second {
@@ -706,6 +722,7 @@ func (e *engine) run(ctx context.Context) error {
 		}
 	}
 	e.catchUp()
+	c.lap(partOther)
 	return nil
 }
 
@@ -744,6 +761,9 @@ func (e *engine) stepAgents() error {
 	step := func(h *hostAgent) {
 		h.obs = e.observe(h)
 		h.msgs, h.err = h.drv.Step(h.obs)
+	}
+	if e.clock != nil {
+		e.clock.ph.Steps += len(due)
 	}
 	e.deferSettings = true
 	if w := e.workers(len(due)); w > 1 {

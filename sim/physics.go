@@ -27,6 +27,9 @@ func (e *engine) physics() {
 	}
 	e.catchUp() // the ticks pending had the state about to change
 	e.dirty = false
+	if e.clock != nil {
+		e.clock.ph.Solves++
+	}
 	e.buildResources()
 	e.solveUDP()
 	e.solveTCP()
@@ -604,6 +607,17 @@ func (e *engine) catchUp() {
 	if n == 0 {
 		return
 	}
+	if c := e.clock; c != nil {
+		t := time.Now()
+		e.catchUpTicks(n)
+		c.ph.Accounting += time.Since(t)
+		return
+	}
+	e.catchUpTicks(n)
+}
+
+// catchUpTicks is catchUp of the n ticks pending.
+func (e *engine) catchUpTicks(n int) {
 	e.pend.ticks = 0
 	pd := &e.pend
 	if len(pd.outOf) != len(e.vms) || len(pd.bits) != len(e.pairs) {

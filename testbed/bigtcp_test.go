@@ -87,9 +87,10 @@ func TestBigTCP(t *testing.T) {
 // kernel's default 64 KB, though its class's burst (1 ms at the rate) is
 // smaller than one such packet at the lower limits. One pair on links of
 // 40 Gbit/s, limited in turn to 1, 4 and 12 Gbit/s: the flow's goodput
-// over a second at each limit is within 90–102% of it (HTB charges every
-// segment's headers, so a full flow's goodput is about 1448/1514 = 95.6%
-// of its limit), with either packet size.
+// over a second at each limit is within 90–99% of it (HTB charges every
+// segment's headers, so a flow held at its limit has a goodput of about
+// 1448/1514 = 95.6% of it; more would be a burst the class let through),
+// with either packet size.
 func TestBigTCPLimits(t *testing.T) {
 	needRoot(t)
 	sc, tp := parseScenario(t, overheadYAML)
@@ -132,8 +133,8 @@ func TestBigTCPLimits(t *testing.T) {
 					size = "512 KB"
 				}
 				t.Logf("offload packets up to %s, limit %.0f Gbit/s: goodput %.3f Gbit/s (%.1f%%)", size, lim/1e9, rate/1e9, 100*rate/lim)
-				if r := rate / lim; r < 0.9 || r > 1.02 {
-					t.Errorf("offload packets up to %s: a flow limited to %.0f Gbit/s got %.3f Gbit/s (%.1f%% of its limit), want 90–102%%", size, lim/1e9, rate/1e9, 100*r)
+				if r := rate / lim; r < 0.9 || r > 0.99 {
+					t.Errorf("offload packets up to %s: a flow limited to %.0f Gbit/s got %.3f Gbit/s (%.1f%% of its limit), want 90–99%%", size, lim/1e9, rate/1e9, 100*r)
 				}
 			}
 		}()

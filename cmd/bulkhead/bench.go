@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech/pulsar"
 	"github.com/bulkhead-dc/bulkhead/proxy/proxybench"
 	"github.com/bulkhead-dc/bulkhead/runner"
+	"github.com/bulkhead-dc/bulkhead/sim"
 	"github.com/spf13/cobra"
 )
 
@@ -235,6 +237,11 @@ per wall-clock second:
     connection per VM pair within a tenant (runner.DatacenterScenario);
   - ElasticSwitch's many-to-one with --senders senders (default 300), 30 s.
 
+For the first run it also tells where the wall time went, per simulated
+second: the host agents' steps and the accounting and samples, which run on
+several cores, and the network's re-solves, which are serial and so bound
+how much more cores would help.
+
 --cpuprofile FILE writes a CPU profile of the first run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -263,7 +270,8 @@ per wall-clock second:
 					return err
 				}
 			}
-			speed, wall, err := runner.SimSpeed(cmd.Context(), s, mechanism)
+			var ph sim.Phases
+			speed, wall, err := runner.SimSpeed(cmd.Context(), s, mechanism, &ph)
 			if profile != "" {
 				pprof.StopCPUProfile()
 			}
@@ -272,12 +280,13 @@ per wall-clock second:
 			}
 			fmt.Fprintf(w, "%s, %s simulated at 1 ms ticks under %s: %.2f s wall, %.2f simulated s per wall s\n",
 				what, duration, mechanism, wall.Seconds(), speed)
+			printPhases(w, &ph, duration)
 			if senders > 0 {
 				m, err := runner.ManyToOneScenario(senders, 30*time.Second)
 				if err != nil {
 					return err
 				}
-				speed, wall, err := runner.SimSpeed(cmd.Context(), m, mechanism)
+				speed, wall, err := runner.SimSpeed(cmd.Context(), m, mechanism, nil)
 				if err != nil {
 					return err
 				}
@@ -295,6 +304,22 @@ per wall-clock second:
 	cmd.Flags().DurationVar(&duration, "duration", 30*time.Second, "simulated time of the first run")
 	cmd.Flags().StringVar(&mechanism, "mechanism", "none", "mechanism to run")
 	return cmd
+}
+
+// printPhases tells where a run's wall time went, per simulated second:
+// the parts that run on several cores and the serial re-solves bound how
+// fast a larger machine could run it.
+func printPhases(w io.Writer, ph *sim.Phases, simulated time.Duration) {
+	per := func(d time.Duration) string {
+		return fmt.Sprintf("%.3f s", d.Seconds()/simulated.Seconds())
+	}
+	cores := "1 core"
+	if n := runtime.GOMAXPROCS(0); n > 1 {
+		cores = fmt.Sprintf("up to %d cores", n)
+	}
+	fmt.Fprintf(w, "  wall time per simulated second: agents %s (%d steps, on %s), network re-solves %s (%d, serial), accounting %s and samples %s (on %s), controller %s, other %s; setup %.2f s\n",
+		per(ph.Agents), ph.Steps, cores, per(ph.Physics), ph.Solves, per(ph.Accounting), per(ph.Samples), cores,
+		per(ph.Controller), per(ph.Other), ph.Setup.Seconds())
 }
 
 func newBenchPulsarCmd() *cobra.Command {
