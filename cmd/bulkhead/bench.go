@@ -311,7 +311,7 @@ how much more cores would help.
 // fast a larger machine could run it.
 func printPhases(w io.Writer, ph *sim.Phases, simulated time.Duration) {
 	per := func(d time.Duration) string {
-		return fmt.Sprintf("%.3f s", d.Seconds()/simulated.Seconds())
+		return fmt.Sprintf("%.1f ms", 1000*d.Seconds()/simulated.Seconds())
 	}
 	cores := "1 core"
 	if n := runtime.GOMAXPROCS(0); n > 1 {
