@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/sim"
 	"github.com/bulkhead-dc/bulkhead/spec"
 )
@@ -60,14 +59,7 @@ func (a *probeAgent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions 
 
 func runProbe(t *testing.T, yaml string) *probeLog {
 	t.Helper()
-	sc, err := spec.Parse([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := runner.Prepare(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := prepare(t, yaml)
 	log := &probeLog{}
 	if _, err := sim.Run(context.Background(), s.Spec, s.Topo, sim.Options{Mechanism: probe{log}}); err != nil {
 		t.Fatal(err)

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/sim"
-	"github.com/bulkhead-dc/bulkhead/spec"
 )
 
 // holdCentral is a test mechanism with a central controller that holds
@@ -75,14 +73,7 @@ func TestControllerObservations(t *testing.T) {
   - {tenant: A, kind: requests, src: [a1, a2], appliance: fs, outstanding: 64, mix: [{type: write, size: 64KB}]}
   - {tenant: B, kind: requests, src: b1, appliance: fs, outstanding: 8, mix: [{type: write, size: 64KB}]}
 `
-	sc, err := spec.Parse([]byte(y), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := runner.Prepare(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := prepare(t, y)
 	var seen []mech.ControllerObs
 	m := holdCentral{flow: mech.FlowID{Src: "b1", Dst: "fs"}, app: "fs", rate: 100e6, obs: &seen}
 	if _, err := sim.Run(context.Background(), s.Spec, s.Topo, sim.Options{Mechanism: m}); err != nil {
@@ -155,14 +146,7 @@ func TestControllerDefaultBySrc(t *testing.T) {
   - {tenant: B, kind: requests, src: b1, appliance: fs, outstanding: 64, mix: [{type: write, size: 64KB}]}
   - {tenant: B, kind: requests, src: b2, appliance: fs, outstanding: 64, mix: [{type: write, size: 64KB}]}
 `
-	sc, err := spec.Parse([]byte(y), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := runner.Prepare(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := prepare(t, y)
 	m := defaultsCentral{def: 10e6, bySrc: map[string]float64{"a1": 50e6, "b1": 20e6}}
 	in, err := sim.Run(context.Background(), s.Spec, s.Topo, sim.Options{Mechanism: m})
 	if err != nil {

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech/all"
-	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/sim"
-	"github.com/bulkhead-dc/bulkhead/spec"
 )
 
 // TestPhases: a run timed into Options.Phases gives the same results as
@@ -22,14 +20,7 @@ func TestPhases(t *testing.T) {
   - {tenant: A, kind: tcp, src: a-tx, dst: a-rx}
   - {tenant: B, kind: udp, rate: 900Mbps, src: b-tx, dst: b-rx}
 `
-	sc, err := spec.Parse([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := runner.Prepare(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := prepare(t, yaml)
 	do := func(ph *sim.Phases) any {
 		m, err := all.New("elasticswitch", nil)
 		if err != nil {

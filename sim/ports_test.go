@@ -72,14 +72,7 @@ workloads:
 
 func runPorts(t *testing.T, yaml string, m portCentral) (*eval.Input, error) {
 	t.Helper()
-	sc, err := spec.Parse([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := runner.Prepare(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := prepare(t, yaml)
 	res, err := runner.Reservations(s)
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,8 @@ tenants:
     vms: [{name: b-tx, server: s2}, {name: b-rx, server: s3}]
 `
 
-func run(t *testing.T, yaml, mechanism string) *eval.Input {
+// prepare parses and prepares a test scenario.
+func prepare(t *testing.T, yaml string) *runner.Scenario {
 	t.Helper()
 	sc, err := spec.Parse([]byte(yaml), "test.yaml")
 	if err != nil {
@@ -41,6 +42,12 @@ func run(t *testing.T, yaml, mechanism string) *eval.Input {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+func run(t *testing.T, yaml, mechanism string) *eval.Input {
+	t.Helper()
+	s := prepare(t, yaml)
 	m, err := all.New(mechanism, nil)
 	if err != nil {
 		t.Fatal(err)

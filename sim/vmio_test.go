@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
-	"github.com/bulkhead-dc/bulkhead/runner"
 	"github.com/bulkhead-dc/bulkhead/sim"
-	"github.com/bulkhead-dc/bulkhead/spec"
 )
 
 // vmProbe is a central test mechanism: agents and the controller record
@@ -71,14 +69,7 @@ func TestVMDemandsAndControllerMessages(t *testing.T) {
   - {tenant: A, kind: tcp, src: a-tx, dst: a-rx, rate: 300Mbps}
   - {tenant: B, kind: tcp, src: b-tx, dst: b-rx}
 `
-	sc, err := spec.Parse([]byte(y), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := runner.Prepare(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := prepare(t, y)
 	log := &vmProbeLog{agent: map[string][]mech.VMObs{}, ctl: map[string][]mech.VMObs{}, received: map[string]int{}}
 	if _, err := sim.Run(context.Background(), s.Spec, s.Topo, sim.Options{Mechanism: vmProbe{log}}); err != nil {
 		t.Fatal(err)
