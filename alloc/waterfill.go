@@ -75,7 +75,16 @@ type engine struct {
 	ownBy []int32   // freezeOwn: what froze it there (a sub or byDemand)
 	skip  []bool    // freezeOwn: a sub-resource left out of the queue
 	nOwn  int       // flows the last run froze up front (freezeOwn)
+	// ownSkip is how many more runs do not try freezeOwn: it changes no
+	// allocation, only the work, and when it freezes under a twentieth
+	// of the flows its passes cost more than they save, so the next
+	// ownSkipRuns runs go without it.
+	ownSkip int
 }
+
+// ownSkipRuns is how many runs go without freezeOwn after one in which it
+// froze little.
+const ownSkipRuns = 7
 
 // slackTol is how far below its capacity the allocations a sub-resource's
 // flows would reach at their own events must stay for freezeOwn to leave
@@ -185,7 +194,17 @@ func (g *engine) run() int {
 	}
 
 	g.nOwn = 0
-	reduced := g.eOnly && !g.usePrio && g.freezeOwn()
+	reduced := false
+	switch {
+	case !g.eOnly || g.usePrio:
+	case g.ownSkip > 0:
+		g.ownSkip--
+	default:
+		reduced = g.freezeOwn()
+		if 20*g.nOwn < nF {
+			g.ownSkip = ownSkipRuns
+		}
+	}
 
 	// Queue of sub-resources that can saturate. One used by a single
 	// flow keeps its key until that flow freezes (and it leaves the
