@@ -133,7 +133,8 @@ func TestFreezeOwnSameAllocations(t *testing.T) {
 // frozen up front: "slack", limits of 10–200 Mbit/s, under which no link
 // fills (ElasticSwitch's limits between its congestion events); "tight",
 // limits of 50–1,050 Mbit/s, under which the hosts' links fill and every
-// flow waits in the queue.
+// flow waits in the queue (and "own" tries freezing up front in one run
+// of eight, as a solver does after runs that freeze little).
 func BenchmarkFreezeOwn(b *testing.B) {
 	for _, lim := range []struct {
 		name     string
