@@ -68,8 +68,9 @@ type engine struct {
 
 	// eOnly: the caller reads only e (and run's result), so run may
 	// freeze up front the flows that nothing shared can hold back
-	// (freezeOwn); by, used, level and satList then describe only the
-	// others. Not with usePrio.
+	// (freezeOwn); used, level and satList then leave those flows and
+	// their own sub-resources out (by still names what froze them). Not
+	// with usePrio.
 	eOnly bool
 	own   []float64 // freezeOwn: a flow's allocation at its own event
 	ownBy []int32   // freezeOwn: what froze it there (a sub or byDemand)

@@ -47,18 +47,23 @@ func benchUp(b *testing.B, y string, o Options) (*spec.Scenario, *Testbed) {
 	return sc, tb
 }
 
-// pollOnly is a mechanism whose agents step every 15 ms (ElasticSwitch's
-// RA period) and never set a limit: the agent's cost of reading counters
-// without the mechanism's.
-type pollOnly struct{}
+// pollOnly is a mechanism whose agents step every period (default 15 ms,
+// ElasticSwitch's RA period) and never set a limit: the agent's cost of
+// reading counters without the mechanism's.
+type pollOnly struct{ period time.Duration }
 
-func (pollOnly) Name() string                                     { return "poll-only" }
-func (pollOnly) Capabilities() mech.Capabilities                  { return mech.Capabilities{} }
-func (pollOnly) NewAgent(mech.Env) (mech.Agent, error)            { return pollAgent{}, nil }
-func (pollAgent) Period() time.Duration                           { return 15 * time.Millisecond }
+func (pollOnly) Name() string                    { return "poll-only" }
+func (pollOnly) Capabilities() mech.Capabilities { return mech.Capabilities{} }
+func (m pollOnly) NewAgent(mech.Env) (mech.Agent, error) {
+	if m.period == 0 {
+		m.period = 15 * time.Millisecond
+	}
+	return pollAgent(m), nil
+}
+func (a pollAgent) Period() time.Duration                         { return a.period }
 func (pollAgent) Step(*mech.HostObs, []mech.Message) mech.Actions { return mech.Actions{} }
 
-type pollAgent struct{}
+type pollAgent struct{ period time.Duration }
 
 // overheadYAML has links of 40 Gbit/s; overheadYAML1G the same at 1 Gbit/s.
 var overheadYAML1G = strings.ReplaceAll(overheadYAML, "40Gbps", "1Gbps")
@@ -98,7 +103,8 @@ workloads:
 // receive counter; "classes-default-tsq" the same with the kernel's TCP
 // small-queue budget instead of VMTSQBytes; "agent" with the classes and
 // both servers' agents reading every counter every 15 ms (reported with
-// the agents' time in their steps, in thousandths of a core). The 1G variants
+// the agents' time in their steps, in thousandths of a core);
+// "big-agent-150ms" the same every 150 ms. The 1G variants
 // are on 1 Gbit/s links, the experiments' scale. -test.count repeats each
 // case back to back; scripts/enforcement-cost interleaves them. Each run
 // logs the packets the receiving VM's device took and their mean size
@@ -127,6 +133,7 @@ func BenchmarkEnforcement(b *testing.B) {
 		{"big-plain", false, false, false, false, overheadYAML, MaxGSO},
 		{"big-classes", true, true, false, false, overheadYAML, MaxGSO},
 		{"big-agent", true, true, true, false, overheadYAML, MaxGSO},
+		{"big-agent-150ms", true, true, true, false, overheadYAML, MaxGSO},
 		{"1G-plain", false, false, false, false, overheadYAML1G, 0},
 		{"1G-agent", true, true, true, false, overheadYAML1G, 0},
 	} {
@@ -172,7 +179,11 @@ func BenchmarkEnforcement(b *testing.B) {
 			var t0 time.Time
 			if tc.agent {
 				var err error
-				as, err = tb.startAgents(ctx, pollOnly{}, "", nil)
+				m := pollOnly{}
+				if strings.HasSuffix(tc.name, "-150ms") {
+					m.period = 150 * time.Millisecond
+				}
+				as, err = tb.startAgents(ctx, m, "", nil)
 				if err != nil {
 					b.Fatal(err)
 				}
