@@ -87,10 +87,15 @@ type engine struct {
 // froze little.
 const ownSkipRuns = 7
 
-// slackTol is how far below its capacity the allocations a sub-resource's
-// flows would reach at their own events must stay for freezeOwn to leave
-// it out: far above the rounding of its running load (about n·2⁻⁵³ of
-// its capacity for n uses), so that it could not saturate in run.
+// slackTol is, per use and one more, how far below its capacity (as a
+// fraction of it) the allocations a sub-resource's flows would reach at
+// their own events must stay for freezeOwn to leave it out, so that the
+// rounding of run's key for it cannot make it saturate first: for n uses,
+// its running load is off by at most about n·2⁻⁵³ of its capacity, and
+// its running slope by 2n·2⁻⁵³ of its initial value while it is above
+// satLevel's 10⁻⁶ of that value (below, satLevel recomputes it), so its
+// key by less than n·2.3·10⁻¹⁰ of capacity/slope, under the margin of
+// (n+1)·10⁻⁹.
 const slackTol = 1e-9
 
 // tieTol is the relative difference under which two saturation levels are
@@ -320,8 +325,8 @@ func (g *engine) run() int {
 // one of its own events — its demand, or a sub-resource it alone uses —
 // because every sub-resource it shares with other flows is slack: the
 // allocations its flows would reach at their own events stay below its
-// capacity (by slackTol), so it cannot saturate while one of them is
-// active (a flow frozen earlier holds less than that). Those flows get
+// capacity (by a margin, slackTol), so it cannot saturate while one of
+// them is active (a flow frozen earlier holds less than that). Those flows get
 // the allocation run gives them: the first of their events in run's
 // order (a demand before a sub-resource at its level, sub-resources at
 // one level by index) at that event's level, which run reaches exactly
@@ -330,7 +335,7 @@ func (g *engine) run() int {
 // each of those flows meets the same events in the same order as in the
 // full run: no sub-resource in its queue is shared with a flow frozen
 // here. It marks the sub-resources left out in skip and reports whether
-// it froze anything (not if a level is NaN).
+// it froze anything (nothing if a capacity or a level is NaN).
 func (g *engine) freezeOwn() bool {
 	nS, nF := len(g.cap), len(g.w)
 	g.own = grow(g.own, nF)
@@ -357,6 +362,10 @@ func (g *engine) freezeOwn() bool {
 				continue
 			}
 			key := capa[s] / g.slope[s]
+			if math.IsNaN(key) {
+				clear(load)
+				return false
+			}
 			if key < lv || (key == lv && by != byDemand && s < by) {
 				lv, by = key, s
 			}
@@ -382,9 +391,17 @@ func (g *engine) freezeOwn() bool {
 			load[useSub[k]] += useCoef[k] * e
 		}
 	}
+	// A shared sub-resource is slack if its load stays below its
+	// capacity by the margin, strictly: one of capacity 0 saturates at
+	// level 0 together with its flows' own events there, and freezes them
+	// in another order.
 	slack := false // some finite sub-resource shared by flows is slack
 	for s := 0; s < nS; s++ {
-		g.skip[s] = cnt[s] > 1 && load[s] <= capa[s]*(1-slackTol)
+		if math.IsNaN(capa[s]) {
+			clear(load)
+			return false
+		}
+		g.skip[s] = cnt[s] > 1 && load[s] < capa[s]*(1-slackTol*float64(1+cnt[s]))
 		slack = slack || (g.skip[s] && !math.IsInf(capa[s], 1))
 	}
 	if !slack && !alone {

@@ -705,8 +705,8 @@ func (e *engine) run(ctx context.Context) error {
 		c.lap(partPhysics)
 		e.account()
 		e.accountRequests()
+		c.lap(partAccounting)
 		end := e.now + e.dt
-		c.lap(partOther)
 		if end >= nextSample || end >= dur {
 			e.takeSample(end, end-lastSample)
 			lastSample = end

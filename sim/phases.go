@@ -6,13 +6,14 @@ import "time"
 // sizes a large run sees which part bounds it: the host agents step on up
 // to Options.Workers goroutines at once, the network's re-solves are
 // serial, and the accumulators and samples are added up on the workers.
-// Timing costs two clock readings per part per tick.
+// Timing costs a clock reading per part and tick, and two per catching
+// up.
 type Phases struct {
 	Setup      time.Duration // building the engine: topology, pairs, agents
 	Agents     time.Duration // observing, stepping the host agents, applying their limits and messages
 	Controller time.Duration // the central controller's steps
 	Physics    time.Duration // re-solving the network after a change (serial)
-	Accounting time.Duration // catching up the accumulators between changes
+	Accounting time.Duration // adding up the ticks: catching up the accumulators, or tick by tick with sized or request flows
 	Samples    time.Duration // taking the samples, without catching up
 	Other      time.Duration // events, model updates, the ticks themselves
 	Solves     int           // network re-solves
@@ -48,6 +49,7 @@ const (
 	partAgents
 	partController
 	partPhysics
+	partAccounting
 	partSamples
 )
 
@@ -66,6 +68,9 @@ func (c *clock) lap(k part) {
 		d = &c.ph.Controller
 	case partPhysics:
 		d = &c.ph.Physics
+	case partAccounting:
+		// the catching up within it is already there
+		d = &c.ph.Accounting
 	case partSamples:
 		d = &c.ph.Samples
 	}

@@ -85,7 +85,7 @@ func TestBigTCP(t *testing.T) {
 // TestBigTCPLimits: a pair limiter holds a fast TCP flow to its limit as
 // well with BIG TCP's offload packets of up to 512 KB as with the
 // kernel's default 64 KB, though its class's burst (1 ms at the rate) is
-// smaller than one such packet at the lower limits. One pair on links of
+// smaller than one such packet up to about 4.2 Gbit/s. One pair on links of
 // 40 Gbit/s, limited in turn to 1, 4 and 12 Gbit/s: the flow's goodput
 // over a second at each limit is within 90–99% of it (HTB charges every
 // segment's headers, so a flow held at its limit has a goodput of about

@@ -290,7 +290,7 @@ func tenantMeans(t *testing.T, in *eval.Input) (map[string]float64, *eval.Report
 // TestFig3 (b): Pulsar Fig. 3's network scenario (two tenants on one 1 Gbps
 // link, 1 vs 4 TCP connections) on real TCP: under none the aggressive
 // tenant takes more than 60% of the link (1.5× the other's; per-connection
-// sharing would give it 80%, and ten CI runs gave it 70–82%); under static
+// sharing would give it 80%, and ten CI runs gave it 69.5–82%); under static
 // both get ≈ 450 Mbps (within 15%). The runs are shortened to 5 s.
 func TestFig3(t *testing.T) {
 	needRoot(t)
