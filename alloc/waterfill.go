@@ -256,12 +256,7 @@ func (g *engine) run() int {
 	})
 
 	L := 0.0
-	g.remaining = 0
-	for f := 0; f < nF; f++ {
-		if g.active[f] {
-			g.remaining++
-		}
-	}
+	g.remaining = nF - g.nOwn
 	di := 0
 	for g.remaining > 0 {
 		for di < len(g.order) && !g.active[g.order[di].f] {

@@ -24,11 +24,11 @@ func TestBigTCP(t *testing.T) {
 	defer tb.Close()
 	y, _ := tb.plan.VM("y")
 	dev := func() (bytes, packets uint64) {
-		l, err := tb.ns[y.NS].Netlink().LinkByName(y.Dev)
-		if err != nil || l.Attrs().Statistics == nil {
-			t.Fatalf("%s's device: %v", y.Name, err)
+		bytes, packets, err := vmReceived(tb, "y")
+		if err != nil {
+			t.Fatal(err)
 		}
-		return l.Attrs().Statistics.RxBytes, l.Attrs().Statistics.RxPackets
+		return bytes, packets
 	}
 	p, err := tb.plan.dpPair("x", "y")
 	if err != nil {

@@ -217,10 +217,8 @@ func BenchmarkEnforcement(b *testing.B) {
 			}
 			// the packets (offload packets: what a hook's program runs
 			// on) and bytes the receiving VM's device took
-			y, _ := tb.plan.VM("y")
-			if l, err := tb.ns[y.NS].Netlink().LinkByName(y.Dev); err == nil && l.Attrs().Statistics != nil {
-				st := l.Attrs().Statistics
-				b.Logf("%s received %d packets, %d bytes: %.0f bytes a packet", y.Dev, st.RxPackets, st.RxBytes, float64(st.RxBytes)/float64(max(st.RxPackets, 1)))
+			if bytes, packets, err := vmReceived(tb, "y"); err == nil {
+				b.Logf("y received %d packets, %d bytes: %.0f bytes a packet", packets, bytes, float64(bytes)/float64(max(packets, 1)))
 			}
 		})
 	}
@@ -538,17 +536,42 @@ func measureGoodput(b *testing.B, tb *Testbed, fl []flow) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		g.begin(ctx, fl, time.Now(), 1)
-		time.Sleep(500 * time.Millisecond) // slow start
-		b0, t0 := g.received.Load(), time.Now()
-		time.Sleep(2400 * time.Millisecond)
-		bits += float64(g.received.Load()-b0) * 8
-		secs += time.Since(t0).Seconds()
-		time.Sleep(200 * time.Millisecond)
+		n, d := window(func() uint64 { return uint64(g.received.Load()) })
+		bits, secs = bits+n, secs+d
 	}
 	if err := g.err(); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(bits/secs/1e9, "Gbit/s")
+}
+
+// window is one measured run of flows just started: 0.5 s of slow start,
+// then the bits a byte count rises by over 2.4 s, then 0.2 s more before
+// the flows stop at 3.1 s. It returns the bits and the seconds.
+func window(count func() uint64) (bits, secs float64) {
+	time.Sleep(500 * time.Millisecond) // slow start
+	b0, t0 := count(), time.Now()
+	time.Sleep(2400 * time.Millisecond)
+	bits, secs = float64(count()-b0)*8, time.Since(t0).Seconds()
+	time.Sleep(200 * time.Millisecond)
+	return bits, secs
+}
+
+// vmReceived is the bytes and packets a VM's own device has received
+// (link-layer bytes; offload packets).
+func vmReceived(tb *Testbed, vm string) (bytes, packets uint64, err error) {
+	v, ok := tb.plan.VM(vm)
+	if !ok {
+		return 0, 0, fmt.Errorf("no VM %s", vm)
+	}
+	l, err := tb.ns[v.NS].Netlink().LinkByName(v.Dev)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s's device: %w", vm, err)
+	}
+	if l.Attrs().Statistics == nil {
+		return 0, 0, fmt.Errorf("%s's device: no statistics", vm)
+	}
+	return l.Attrs().Statistics.RxBytes, l.Attrs().Statistics.RxPackets, nil
 }
 
 // measureIperf is measureGoodput with the flows run by iperf3 clients and
@@ -557,13 +580,12 @@ func measureGoodput(b *testing.B, tb *Testbed, fl []flow) {
 func measureIperf(b *testing.B, tb *Testbed, fl []flow) {
 	b.Helper()
 	ctx := context.Background()
-	d, _ := tb.plan.VM(fl[0].dst)
 	rx := func() uint64 {
-		l, err := tb.ns[d.NS].Netlink().LinkByName(d.Dev)
-		if err != nil || l.Attrs().Statistics == nil {
-			b.Fatalf("%s's device: %v", d.Name, err)
+		bytes, _, err := vmReceived(tb, fl[0].dst)
+		if err != nil {
+			b.Fatal(err)
 		}
-		return l.Attrs().Statistics.RxBytes
+		return bytes
 	}
 	var bits, secs float64
 	b.ResetTimer()
@@ -575,12 +597,8 @@ func measureIperf(b *testing.B, tb *Testbed, fl []flow) {
 				b.Fatal(err)
 			}
 			w.begin(ctx, fl, time.Now(), 1)
-			time.Sleep(500 * time.Millisecond) // slow start
-			b0, t0 := rx(), time.Now()
-			time.Sleep(2400 * time.Millisecond)
-			bits += float64(rx()-b0) * 8
-			secs += time.Since(t0).Seconds()
-			time.Sleep(200 * time.Millisecond)
+			n, d := window(rx)
+			bits, secs = bits+n, secs+d
 			w.stop()
 			if err := w.err(); err != nil {
 				b.Fatal(err)
