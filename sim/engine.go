@@ -11,8 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
@@ -81,6 +79,8 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, opts Options
 		*opts.Phases = Phases{Setup: time.Since(t0)}
 		e.clock = &clock{ph: opts.Phases}
 	}
+	e.pool = newPool(e.maxWorkers())
+	defer e.pool.Close()
 	if err := e.run(ctx); err != nil {
 		return nil, err
 	}
@@ -226,6 +226,7 @@ type engine struct {
 	shape, built int
 	builtOK      bool
 	solver       alloc.Solver
+	pool         *pool // the run's helper goroutines
 	prob         alloc.Problem
 	uses         []alloc.Use
 	tcpRates     []float64
@@ -767,7 +768,7 @@ func (e *engine) stepAgents() error {
 	}
 	e.deferSettings = true
 	if w := e.workers(len(due)); w > 1 {
-		inTurn(w, len(due), func(i int) { step(due[i]) })
+		e.pool.Run(w, len(due), func(i int) { step(due[i]) })
 	} else {
 		for _, h := range due {
 			step(h)
@@ -967,11 +968,7 @@ const maxSplit = 64
 // in turn by whichever is free, so that a worker the machine holds back
 // delays the others little.
 func (e *engine) split(n, work int, fn func(k, lo, hi int)) {
-	w := e.opts.Workers
-	if w <= 0 {
-		w = runtime.GOMAXPROCS(0)
-	}
-	w = min(w, work/splitMin, n, maxSplit)
+	w := min(e.maxWorkers(), work/splitMin, n, maxSplit)
 	if w <= 1 {
 		if n > 0 {
 			fn(0, 0, n)
@@ -979,28 +976,15 @@ func (e *engine) split(n, work int, fn func(k, lo, hi int)) {
 		return
 	}
 	parts := min(4*w, n, maxSplit)
-	inTurn(w, parts, func(k int) { fn(k, k*n/parts, (k+1)*n/parts) })
+	e.pool.Run(w, parts, func(k int) { fn(k, k*n/parts, (k+1)*n/parts) })
 }
 
-// inTurn calls fn(k) for every k in [0, n) on w goroutines, each taking
-// the next k when it is free, and returns when all have returned.
-func inTurn(w, n int, fn func(k int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				k := int(next.Add(1)) - 1
-				if k >= n {
-					return
-				}
-				fn(k)
-			}
-		}()
+// maxWorkers is Options.Workers, GOMAXPROCS by default.
+func (e *engine) maxWorkers() int {
+	if w := e.opts.Workers; w > 0 {
+		return w
 	}
-	wg.Wait()
+	return runtime.GOMAXPROCS(0)
 }
 
 // workers is how many agents step at once when n are due.
@@ -1008,9 +992,5 @@ func (e *engine) workers(n int) int {
 	if !e.concurrent {
 		return 1
 	}
-	w := e.opts.Workers
-	if w <= 0 {
-		w = runtime.GOMAXPROCS(0)
-	}
-	return min(w, n)
+	return min(e.maxWorkers(), n)
 }
