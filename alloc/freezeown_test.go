@@ -3,8 +3,25 @@ package alloc
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 )
+
+// splitIn returns a Solver.Parallel that cuts [0, n) into parts parts
+// and runs them at once, each on a goroutine of its own.
+func splitIn(parts int) func(n int, fn func(lo, hi int)) {
+	return func(n int, fn func(lo, hi int)) {
+		var wg sync.WaitGroup
+		for k := range parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				fn(k*n/parts, (k+1)*n/parts)
+			}()
+		}
+		wg.Wait()
+	}
+}
 
 // ownProblem fills g with a random flat problem shaped to exercise
 // freezeOwn: most flows behind a sub-resource of their own (a limiter),
@@ -76,7 +93,8 @@ func ownProblem(g *engine, r *rand.Rand) {
 // TestFreezeOwnSameAllocations: a run that freezes up front the flows
 // nothing shared can hold back (eOnly) gives every flow the allocation of
 // the full run, bit for bit, and reports the same unbounded flow; on the
-// same engine again (sameUses) too. Enough instances freeze some flows up
+// same engine again (sameUses) too; and so does one whose passes are
+// split in parts that run at once (parallel). Enough instances freeze some flows up
 // front and leave others to the queue for the comparison to mean
 // something.
 func TestFreezeOwnSameAllocations(t *testing.T) {
@@ -84,10 +102,12 @@ func TestFreezeOwnSameAllocations(t *testing.T) {
 	const n = 20000
 	for seed := uint64(0); seed < n; seed++ {
 		r := rand.New(rand.NewPCG(seed, 11))
-		var full, own engine
+		var full, own, par engine
 		ownProblem(&full, r)
 		ownProblem(&own, rand.New(rand.NewPCG(seed, 11)))
-		own.eOnly = true
+		ownProblem(&par, rand.New(rand.NewPCG(seed, 11)))
+		own.eOnly, par.eOnly = true, true
+		par.parallel = splitIn(1 + int(seed%4))
 		for again := range 2 {
 			if again == 1 {
 				// new limits and demands, the same uses
@@ -103,12 +123,17 @@ func TestFreezeOwnSameAllocations(t *testing.T) {
 				}
 				copy(own.cap, full.cap)
 				copy(own.dem, full.dem)
-				full.sameUses, own.sameUses = true, true
+				copy(par.cap, full.cap)
+				copy(par.dem, full.dem)
+				full.sameUses, own.sameUses, par.sameUses = true, true, true
 			}
-			own.ownSkip = 0 // try it every time
-			uf, uo := full.run(), own.run()
-			if uf != uo {
-				t.Fatalf("seed %d run %d: unbounded flow %d, with flows frozen up front %d", seed, again, uf, uo)
+			own.ownSkip, par.ownSkip = 0, 0 // try it every time
+			uf, uo, up := full.run(), own.run(), par.run()
+			if uf != uo || uf != up {
+				t.Fatalf("seed %d run %d: unbounded flow %d, with flows frozen up front %d, in parallel %d", seed, again, uf, uo, up)
+			}
+			if own.nOwn != par.nOwn {
+				t.Fatalf("seed %d run %d: %d flows frozen up front, in parallel %d", seed, again, own.nOwn, par.nOwn)
 			}
 			if uf >= 0 {
 				break
@@ -116,6 +141,9 @@ func TestFreezeOwnSameAllocations(t *testing.T) {
 			for f := range full.e {
 				if math.Float64bits(full.e[f]) != math.Float64bits(own.e[f]) {
 					t.Fatalf("seed %d run %d flow %d: %v in the full run, %v with %d flows frozen up front", seed, again, f, full.e[f], own.e[f], own.nOwn)
+				}
+				if math.Float64bits(full.e[f]) != math.Float64bits(par.e[f]) {
+					t.Fatalf("seed %d run %d flow %d: %v in the full run, %v with %d flows frozen up front in parallel", seed, again, f, full.e[f], par.e[f], par.nOwn)
 				}
 			}
 			if own.nOwn > 0 && own.nOwn < len(own.e) {
@@ -132,17 +160,19 @@ func TestFreezeOwnSameAllocations(t *testing.T) {
 // fails unless every flow got the same allocation both times.
 func sameAsFull(t *testing.T, name string, g *engine) {
 	t.Helper()
-	g.eOnly, g.ownSkip = true, 0
-	if f := g.run(); f >= 0 {
-		t.Fatalf("%s: flow %d unbounded", name, f)
-	}
-	got, n := append([]float64(nil), g.e...), g.nOwn
-	g.eOnly, g.sameUses = false, true
-	g.run()
-	g.sameUses = false
-	for f := range got {
-		if math.Float64bits(got[f]) != math.Float64bits(g.e[f]) {
-			t.Errorf("%s: flow %d got %v with %d flows frozen up front, %v in the full run", name, f, got[f], n, g.e[f])
+	for _, par := range []func(int, func(int, int)){nil, splitIn(3)} {
+		g.eOnly, g.ownSkip, g.parallel = true, 0, par
+		if f := g.run(); f >= 0 {
+			t.Fatalf("%s: flow %d unbounded", name, f)
+		}
+		got, n := append([]float64(nil), g.e...), g.nOwn
+		g.eOnly, g.sameUses, g.parallel = false, true, nil
+		g.run()
+		g.sameUses = false
+		for f := range got {
+			if math.Float64bits(got[f]) != math.Float64bits(g.e[f]) {
+				t.Errorf("%s (parallel: %v): flow %d got %v with %d flows frozen up front, %v in the full run", name, par != nil, f, got[f], n, g.e[f])
+			}
 		}
 	}
 }
@@ -202,7 +232,9 @@ func TestFreezeOwnEdges(t *testing.T) {
 // fills (ElasticSwitch's limits between its congestion events); "tight",
 // limits of 50–1,050 Mbit/s, under which the hosts' links fill and every
 // flow waits in the queue (and "own" tries freezing up front in one run
-// of eight, as a solver does after runs that freeze little).
+// of eight, as a solver does after runs that freeze little); and
+// "own-2-parts", the same with its passes split in two parts that run at
+// once on goroutines started for each pass.
 func BenchmarkFreezeOwn(b *testing.B) {
 	for _, lim := range []struct {
 		name     string
@@ -213,15 +245,19 @@ func BenchmarkFreezeOwn(b *testing.B) {
 		for i := range p.Flows {
 			p.Resources[p.Flows[i].Uses[0].Resource].Capacity = lim.lo + lim.span*r.Float64()
 		}
-		for _, mode := range []string{"full", "own"} {
+		for _, mode := range []string{"full", "own", "own-2-parts"} {
 			b.Run(lim.name+"/"+mode, func(b *testing.B) {
 				s := Solver{Trusted: true}
+				if mode == "own-2-parts" {
+					s.Parallel = splitIn(2)
+				}
 				rates := make([]float64, len(p.Flows))
 				if err := s.Solve(p, rates); err != nil {
 					b.Fatal(err)
 				}
 				g := &s.eng
-				g.eOnly, g.sameUses = mode == "own", true
+				g.eOnly, g.sameUses = mode != "full", true
+				g.parallel = s.Parallel
 				for b.Loop() {
 					if f := g.run(); f >= 0 {
 						b.Fatalf("flow %d unbounded", f)

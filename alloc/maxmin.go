@@ -53,6 +53,14 @@ type Solver struct {
 	// oracle, controllers). Invalid input then gives undefined results.
 	Trusted bool
 
+	// Parallel, if set, runs fn on parts [lo, hi) that cover [0, n),
+	// possibly several at once, and returns when all have returned. The
+	// solver then splits among them its passes over flows and resources
+	// that are independent (freezing up front the flows nothing shared
+	// holds back); the allocations are the same. The caller decides how
+	// many parts, and whether n is worth splitting.
+	Parallel func(n int, fn func(lo, hi int))
+
 	eng       engine
 	ids       map[string]int
 	floorLoad []float64
@@ -295,6 +303,7 @@ func (s *Solver) SolveAgain(p *Problem, rates []float64) error {
 }
 
 func (s *Solver) runEngine(p *Problem) error {
+	s.eng.parallel = s.Parallel
 	if f := s.eng.run(); f >= 0 {
 		return flowErr(f, p.Flows[f].ID, -1, "demand", "unbounded: no demand cap and no finite-capacity resource on its path")
 	}

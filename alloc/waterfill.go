@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sync/atomic"
 )
 
 // byDemand marks a flow frozen by its demand cap (engine.by).
@@ -81,6 +82,10 @@ type engine struct {
 	// of the flows its passes cost more than they save, so the next
 	// ownSkipRuns runs go without it.
 	ownSkip int
+
+	// parallel, if set, runs fn on parts [lo, hi) covering [0, n),
+	// possibly several at once (Solver.Parallel)
+	parallel func(n int, fn func(lo, hi int))
 }
 
 // ownSkipRuns is how many runs go without freezeOwn after one in which it
@@ -336,6 +341,9 @@ func (g *engine) freezeOwn() bool {
 	g.own = grow(g.own, nF)
 	g.ownBy = grow(g.ownBy, nF)
 	g.skip = grow(g.skip, nS)
+	if g.parallel != nil {
+		return g.freezeOwnParallel()
+	}
 	useStart, useSub, useCoef := g.useStart, g.useSub, g.useCoef
 	cnt, capa := g.cnt, g.cap
 	load := g.used // scratch: zero here (run), cleared before returning
@@ -426,6 +434,113 @@ func (g *engine) freezeOwn() bool {
 	clear(load)
 	g.nOwn = n
 	return n > 0
+}
+
+// freezeOwnParallel is freezeOwn in three passes that g.parallel splits:
+// over flows (their own events), over sub-resources (their loads at those
+// events, from the sub-resource → flows index, adding in flow order as
+// freezeOwn does, so to the same sums) and over flows again (those
+// frozen). A pass writes only its own flows' or sub-resources' entries
+// (and the sub-resources only its flow uses), so the parts are
+// independent and the result is freezeOwn's.
+func (g *engine) freezeOwnParallel() bool {
+	nS, nF := len(g.cap), len(g.w)
+	useStart, useSub := g.useStart, g.useSub
+	cnt, capa := g.cnt, g.cap
+	var nan, alone, slack atomic.Bool
+	g.parallel(nF, func(lo, hi int) {
+		for f := lo; f < hi; f++ {
+			wf := g.w[f]
+			lv, by := math.Inf(1), int32(byDemand)
+			if !math.IsInf(g.dem[f], 1) {
+				lv = g.dem[f] / wf
+			}
+			shares := false
+			for k := useStart[f]; k < useStart[f+1]; k++ {
+				s := useSub[k]
+				if math.IsInf(capa[s], 1) {
+					continue
+				}
+				if cnt[s] != 1 {
+					shares = true
+					continue
+				}
+				key := capa[s] / g.slope[s]
+				if math.IsNaN(key) {
+					nan.Store(true)
+					return
+				}
+				if key < lv || (key == lv && by != byDemand && s < by) {
+					lv, by = key, s
+				}
+			}
+			if math.IsNaN(lv) {
+				nan.Store(true)
+				return
+			}
+			if !shares {
+				alone.Store(true)
+			}
+			g.ownBy[f] = by
+			e := lv
+			switch {
+			case math.IsInf(lv, 1):
+			case by == byDemand:
+				e = g.dem[f]
+			default:
+				e = wf * max(0, lv)
+			}
+			g.own[f] = e
+		}
+	})
+	if nan.Load() {
+		return false
+	}
+	subStart, subFlow, subCoef, own := g.subStart, g.subFlow, g.subCoef, g.own
+	g.parallel(nS, func(lo, hi int) {
+		for s := lo; s < hi; s++ {
+			if math.IsNaN(capa[s]) {
+				nan.Store(true)
+				return
+			}
+			load := 0.0
+			for k := subStart[s]; k < subStart[s+1]; k++ {
+				load += subCoef[k] * own[subFlow[k]]
+			}
+			g.skip[s] = cnt[s] > 1 && load < capa[s]*(1-slackTol*float64(1+cnt[s]))
+			if g.skip[s] && !math.IsInf(capa[s], 1) {
+				slack.Store(true)
+			}
+		}
+	})
+	if nan.Load() || (!slack.Load() && !alone.Load()) {
+		return false
+	}
+	var frozen atomic.Int64
+	g.parallel(nF, func(lo, hi int) {
+		n := 0
+		for f := lo; f < hi; f++ {
+			free := !math.IsInf(g.own[f], 1)
+			for k := useStart[f]; k < useStart[f+1] && free; k++ {
+				s := useSub[k]
+				free = cnt[s] == 1 || g.skip[s] || math.IsInf(capa[s], 1)
+			}
+			if !free {
+				continue
+			}
+			g.active[f] = false
+			g.e[f], g.by[f] = g.own[f], g.ownBy[f]
+			for k := useStart[f]; k < useStart[f+1]; k++ {
+				if s := useSub[k]; cnt[s] == 1 {
+					g.skip[s] = true
+				}
+			}
+			n++
+		}
+		frozen.Add(int64(n))
+	})
+	g.nOwn = int(frozen.Load())
+	return g.nOwn > 0
 }
 
 // saturate marks sub-resource s saturated at level L and freezes its flows.

@@ -386,6 +386,11 @@ func newEngine(sc *spec.Scenario, tp *topo.Topology, opts Options) (*engine, err
 	// The simulator builds its problems itself from validated inputs and
 	// solves them every time something changes.
 	e.solver.Trusted = true
+	// the solver's passes over a large problem's flows and resources run
+	// on the run's workers
+	e.solver.Parallel = func(n int, fn func(lo, hi int)) {
+		e.split(n, n, func(_, lo, hi int) { fn(lo, hi) })
+	}
 	e.appSolver.Trusted = true
 	if err := e.buildVMs(); err != nil {
 		return nil, err
