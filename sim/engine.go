@@ -234,17 +234,24 @@ type engine struct {
 	capacity     []float64
 	udpLoad      []float64 // UDP passing each resource
 	load         []float64 // total passing each resource
-	udpScale     []float64 // fraction of arriving UDP that passes
-	udpIn        []float64
-	sat          []bool
-	congested    []bool // per link: saturated and overflowing
-	scheds       []schedState
-	ports        []portState
-	portOf       []int          // per link: port index, -1
-	dscp         map[string]int // tenant → DSCP code point its packets carry
-	classedAt    []*classedRes  // per resource: its classes, nil if flat
-	classed      bool           // some resource has classes
-	hops         []hop
+	// probGen counts the network problems built (solveNetwork); the
+	// index of their uses by resource (loadsByResource) is of problem
+	// byResGen
+	probGen, byResGen                int
+	byResOK                          bool
+	byResStart, byResFill, byResFlow []int32
+	byResCoef                        []float64
+	udpScale                         []float64 // fraction of arriving UDP that passes
+	udpIn                            []float64
+	sat                              []bool
+	congested                        []bool // per link: saturated and overflowing
+	scheds                           []schedState
+	ports                            []portState
+	portOf                           []int          // per link: port index, -1
+	dscp                             map[string]int // tenant → DSCP code point its packets carry
+	classedAt                        []*classedRes  // per resource: its classes, nil if flat
+	classed                          bool           // some resource has classes
+	hops                             []hop
 
 	// appliances and request flows
 	apps      []applianceState

@@ -149,9 +149,11 @@ func (e *engine) buildResources() {
 	e.sat = e.sat[:R]
 }
 
-func grow(s []float64, n int) []float64 {
+// grow returns s resliced to length n, or a new slice if it is too short;
+// its contents are undefined.
+func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]float64, n)
+		return make([]T, n)
 	}
 	return s[:n]
 }
@@ -393,6 +395,7 @@ func (e *engine) solveNetwork() {
 		return
 	}
 	e.built, e.builtOK = e.shape, same
+	e.probGen++
 	// Room for every connection and for a path of 8 uses each (a
 	// limiter, a VM's, up to 6 links; appendRequestFlows adds what more
 	// it needs), so that a large problem is not copied as it grows.
@@ -459,34 +462,40 @@ func (e *engine) solveBuilt(again bool) {
 // and from that the per-pair tick state: delivered rate, network losses,
 // whether the pair's own limiter held it back.
 func (e *engine) markSaturation() {
-	copy(e.load, e.udpLoad)
-	// A TCP connection's uses in the problem are its path (solveNetwork).
-	for f, i := range e.tcpConns {
-		c := &e.conns[i]
-		for _, u := range e.prob.Flows[f].Uses {
-			e.load[u.Resource] += c.rate
+	if e.maxWorkers() > 1 && len(e.uses) >= 2*splitMin {
+		e.loadsByResource()
+	} else {
+		copy(e.load, e.udpLoad)
+		// A TCP connection's uses in the problem are its path (solveNetwork).
+		for f, i := range e.tcpConns {
+			c := &e.conns[i]
+			for _, u := range e.prob.Flows[f].Uses {
+				e.load[u.Resource] += c.rate
+			}
 		}
-	}
-	for k, i := range e.rflowSlot {
-		f := &e.rflows[i]
-		for _, u := range e.prob.Flows[len(e.tcpConns)+k].Uses {
-			e.load[u.Resource] += u.Coef * f.rate
+		for k, i := range e.rflowSlot {
+			f := &e.rflows[i]
+			for _, u := range e.prob.Flows[len(e.tcpConns)+k].Uses {
+				e.load[u.Resource] += u.Coef * f.rate
+			}
 		}
-	}
-	for r := range e.load {
-		cp := e.capacity[r]
-		e.sat[r] = e.load[r] >= cp*(1-satTol) && (e.load[r] > 0 || cp == 0)
+		for r := range e.load {
+			e.sat[r] = e.saturated(r)
+		}
 	}
 	for _, i := range e.rflowSlot {
 		f := &e.rflows[i]
 		f.enfBound = f.enfRes >= 0 && e.sat[f.enfRes]
 	}
-	for i, r := range e.limRes {
-		p := &e.pairs[i]
-		p.rate, p.lossRate = 0, 0
-		p.inDrop, p.markRate, p.sentRate = 0, 0, 0
-		p.bound = r >= 0 && e.sat[r]
-	}
+	e.split(len(e.limRes), len(e.limRes), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			r := e.limRes[i]
+			p := &e.pairs[i]
+			p.rate, p.lossRate = 0, 0
+			p.inDrop, p.markRate, p.sentRate = 0, 0, 0
+			p.bound = r >= 0 && e.sat[r]
+		}
+	})
 	// A saturated link is congested — its queue overflows — when traffic
 	// pushes into it that is not held back upstream: a TCP connection not
 	// bound by its own limiter, a request flow not bound by its enforcer,
@@ -559,6 +568,62 @@ func (e *engine) markSaturation() {
 			}
 		}
 	}
+}
+
+// saturated is whether resource r is full at its load.
+func (e *engine) saturated(r int) bool {
+	cp := e.capacity[r]
+	return e.load[r] >= cp*(1-satTol) && (e.load[r] > 0 || cp == 0)
+}
+
+// loadsByResource is markSaturation's loads and saturation, resource by
+// resource on the run's workers: each resource adds its flows' rates in
+// flow order, from an index of the problem's uses by resource (rebuilt
+// with the problem), to the same sums as the pass over the flows.
+func (e *engine) loadsByResource() {
+	R := len(e.load)
+	if e.byResGen != e.probGen || !e.byResOK {
+		e.byResGen, e.byResOK = e.probGen, true
+		start := grow(e.byResStart, R+1)
+		clear(start)
+		for f := range e.prob.Flows {
+			for _, u := range e.prob.Flows[f].Uses {
+				start[u.Resource+1]++
+			}
+		}
+		for r := range R {
+			start[r+1] += start[r]
+		}
+		n := int(start[R])
+		flow, coef := grow(e.byResFlow, n), grow(e.byResCoef, n)
+		fill := append(e.byResFill[:0], start[:R]...)
+		for f := range e.prob.Flows {
+			for _, u := range e.prob.Flows[f].Uses {
+				k := fill[u.Resource]
+				fill[u.Resource]++
+				flow[k], coef[k] = int32(f), u.Coef
+			}
+		}
+		e.byResStart, e.byResFlow, e.byResCoef, e.byResFill = start, flow, coef, fill
+	}
+	// A flow's rate is tcpRates' (solveTCP copied it to its connection
+	// or request flow); a TCP connection's uses add its rate as it is.
+	nt := int32(len(e.tcpConns))
+	rate, start, flow, coef := e.tcpRates, e.byResStart, e.byResFlow, e.byResCoef
+	e.split(R, len(e.uses), func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			load := e.udpLoad[r]
+			for k := start[r]; k < start[r+1]; k++ {
+				if f := flow[k]; f < nt {
+					load += rate[f]
+				} else {
+					load += coef[k] * rate[f]
+				}
+			}
+			e.load[r] = load
+			e.sat[r] = e.saturated(r)
+		}
+	})
 }
 
 // account advances one tick: bits delivered per pair, sized flows that
