@@ -63,8 +63,9 @@ func TestQueueSortedPartSameOrder(t *testing.T) {
 
 // TestSolveAgainSameRates: SolveAgain, after Solve of a problem with the
 // same flows and uses, gives the rates of a fresh Solve bit for bit, with
-// capacities, demands and weights changed between the two, and with a
-// limiter (a resource of one flow) on most flows.
+// capacities, demands, weights and floors changed between the two, and
+// with a limiter (a resource of one flow) on most flows; and so does a
+// solver whose passes run in parts at once (Parallel).
 func TestSolveAgainSameRates(t *testing.T) {
 	for seed := uint64(0); seed < 40; seed++ {
 		r := rand.New(rand.NewPCG(seed, 3))
@@ -77,7 +78,9 @@ func TestSolveAgainSameRates(t *testing.T) {
 			p.Flows[i].Uses = append(p.Flows[i].Uses, Use{Resource: len(p.Resources) - 1, Coef: 1})
 		}
 		again := Solver{Trusted: true}
+		par := Solver{Trusted: true, Parallel: splitIn(1 + int(seed%3))}
 		rates := make([]float64, len(p.Flows))
+		parRates := make([]float64, len(p.Flows))
 		for round := 0; round < 4; round++ {
 			if round > 0 {
 				for k := range p.Resources {
@@ -91,17 +94,21 @@ func TestSolveAgainSameRates(t *testing.T) {
 						p.Flows[k].Demand = 1e7 + r.Float64()*3e8
 					case 1:
 						p.Flows[k].Weight = float64(1 + r.IntN(4))
+					case 2:
+						if round == 3 {
+							p.Flows[k].Floor = 1e3 * float64(r.IntN(3))
+						}
 					}
 				}
 			}
-			var err error
+			var err, perr error
 			if round == 0 {
-				err = again.Solve(p, rates)
+				err, perr = again.Solve(p, rates), par.Solve(p, parRates)
 			} else {
-				err = again.SolveAgain(p, rates)
+				err, perr = again.SolveAgain(p, rates), par.SolveAgain(p, parRates)
 			}
-			if err != nil {
-				t.Fatal(err)
+			if err != nil || perr != nil {
+				t.Fatal(err, perr)
 			}
 			fresh := Solver{Trusted: true}
 			want := make([]float64, len(p.Flows))
@@ -111,6 +118,9 @@ func TestSolveAgainSameRates(t *testing.T) {
 			for k := range want {
 				if math.Float64bits(rates[k]) != math.Float64bits(want[k]) {
 					t.Fatalf("seed %d round %d flow %d: %v again, %v fresh", seed, round, k, rates[k], want[k])
+				}
+				if math.Float64bits(parRates[k]) != math.Float64bits(want[k]) {
+					t.Fatalf("seed %d round %d flow %d: %v again in parallel, %v fresh", seed, round, k, parRates[k], want[k])
 				}
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 )
 
 // MaxClassIterations caps the water-filling passes of the iteration that
@@ -268,24 +269,34 @@ func (s *Solver) SolveAgain(p *Problem, rates []float64) error {
 		}
 	}
 	clear(s.floorLoad)
-	for i := range p.Flows {
-		if f := &p.Flows[i]; f.Floor > 0 {
-			for _, u := range f.Uses {
-				s.floorLoad[u.Resource] += u.Coef * f.Floor
+	g := &s.eng
+	var floors atomic.Bool
+	s.each(nF, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			f := &p.Flows[i]
+			g.w[i] = f.Weight
+			g.dem[i] = f.Demand - f.Floor // +Inf stays +Inf
+			if f.Floor > 0 {
+				floors.Store(true)
+			}
+		}
+	})
+	if floors.Load() {
+		for i := range p.Flows {
+			if f := &p.Flows[i]; f.Floor > 0 {
+				for _, u := range f.Uses {
+					s.floorLoad[u.Resource] += u.Coef * f.Floor
+				}
 			}
 		}
 	}
-	g := &s.eng
-	for r := range p.Resources {
-		// flat: resource r is sub-resource r
-		s.resid[r] = max(0, p.Resources[r].Capacity-s.floorLoad[r])
-		g.cap[r] = s.resid[r]
-	}
-	for i := range p.Flows {
-		f := &p.Flows[i]
-		g.w[i] = f.Weight
-		g.dem[i] = f.Demand - f.Floor // +Inf stays +Inf
-	}
+	s.each(nR, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			// flat: resource r is sub-resource r
+			s.resid[r] = max(0, p.Resources[r].Capacity-s.floorLoad[r])
+			g.cap[r] = s.resid[r]
+		}
+	})
 	s.iterations = 1
 	s.converged = true
 	g.usePrio = false
@@ -296,10 +307,21 @@ func (s *Solver) SolveAgain(p *Problem, rates []float64) error {
 	if err != nil {
 		return err
 	}
-	for i := range p.Flows {
-		rates[i] = p.Flows[i].Floor + g.e[i]
-	}
+	s.each(nF, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			rates[i] = p.Flows[i].Floor + g.e[i]
+		}
+	})
 	return nil
+}
+
+// each runs fn on parts of [0, n) on s.Parallel, or at once without it.
+func (s *Solver) each(n int, fn func(lo, hi int)) {
+	if s.Parallel != nil {
+		s.Parallel(n, fn)
+	} else {
+		fn(0, n)
+	}
 }
 
 func (s *Solver) runEngine(p *Problem) error {

@@ -160,48 +160,10 @@ func (g *engine) run() int {
 	g.satList = g.satList[:0]
 
 	// Sub-resource → flows (CSR), initial slopes.
-	if !g.sameUses {
-		for s := 0; s <= nS; s++ {
-			g.subStart[s] = 0
-		}
-	}
-	for s := 0; s < nS; s++ {
-		g.used[s] = 0
-		g.slope[s] = 0
-		g.cnt[s] = 0
-		g.level[s] = math.Inf(1)
-		g.mark[s] = false
-	}
-	g.touched = g.touched[:0]
-	if !g.sameUses {
-		for _, s := range g.useSub {
-			g.subStart[s+1]++
-		}
-		for s := 0; s < nS; s++ {
-			g.subStart[s+1] += g.subStart[s]
-		}
-	}
-	same := g.sameUses
-	// Locals keep the compiler from reloading the slice headers after
-	// every store.
-	useStart, useSub, useCoef := g.useStart, g.useSub, g.useCoef
-	subStart, subFlow, subCoef := g.subStart, g.subFlow, g.subCoef
-	cnt, slope, w := g.cnt, g.slope, g.w
-	for f := 0; f < nF; f++ {
-		g.active[f] = true
-		g.e[f] = 0
-		g.by[f] = byDemand
-		wf := w[f]
-		for k := useStart[f]; k < useStart[f+1]; k++ {
-			s, c := useSub[k], useCoef[k]
-			if !same {
-				pos := subStart[s] + cnt[s]
-				subFlow[pos] = int32(f)
-				subCoef[pos] = c
-			}
-			cnt[s]++
-			slope[s] += c * wf
-		}
+	if g.sameUses && g.parallel != nil {
+		g.initParallel()
+	} else {
+		g.init()
 	}
 
 	g.nOwn = 0
@@ -319,6 +281,85 @@ func (g *engine) run() int {
 		}
 	}
 	return -1
+}
+
+// init sets up a run: every flow active at 0, the sub-resource → flows
+// index (CSR) unless the uses are the last run's, and each sub-resource's
+// use count and initial slope, adding its flows' coef·w in flow order.
+func (g *engine) init() {
+	nS, nF := len(g.cap), len(g.w)
+	if !g.sameUses {
+		for s := 0; s <= nS; s++ {
+			g.subStart[s] = 0
+		}
+	}
+	for s := 0; s < nS; s++ {
+		g.used[s] = 0
+		g.slope[s] = 0
+		g.cnt[s] = 0
+		g.level[s] = math.Inf(1)
+		g.mark[s] = false
+	}
+	g.touched = g.touched[:0]
+	if !g.sameUses {
+		for _, s := range g.useSub {
+			g.subStart[s+1]++
+		}
+		for s := 0; s < nS; s++ {
+			g.subStart[s+1] += g.subStart[s]
+		}
+	}
+	same := g.sameUses
+	// Locals keep the compiler from reloading the slice headers after
+	// every store.
+	useStart, useSub, useCoef := g.useStart, g.useSub, g.useCoef
+	subStart, subFlow, subCoef := g.subStart, g.subFlow, g.subCoef
+	cnt, slope, w := g.cnt, g.slope, g.w
+	for f := 0; f < nF; f++ {
+		g.active[f] = true
+		g.e[f] = 0
+		g.by[f] = byDemand
+		wf := w[f]
+		for k := useStart[f]; k < useStart[f+1]; k++ {
+			s, c := useSub[k], useCoef[k]
+			if !same {
+				pos := subStart[s] + cnt[s]
+				subFlow[pos] = int32(f)
+				subCoef[pos] = c
+			}
+			cnt[s]++
+			slope[s] += c * wf
+		}
+	}
+}
+
+// initParallel is init for the uses of the last run, on g.parallel: flow
+// by flow, then sub-resource by sub-resource from the index, adding each
+// one's coef·w in the same order, to the same slopes.
+func (g *engine) initParallel() {
+	nS, nF := len(g.cap), len(g.w)
+	g.touched = g.touched[:0]
+	g.parallel(nF, func(lo, hi int) {
+		for f := lo; f < hi; f++ {
+			g.active[f] = true
+			g.e[f] = 0
+			g.by[f] = byDemand
+		}
+	})
+	subStart, subFlow, subCoef, w := g.subStart, g.subFlow, g.subCoef, g.w
+	g.parallel(nS, func(lo, hi int) {
+		for s := lo; s < hi; s++ {
+			g.used[s] = 0
+			g.level[s] = math.Inf(1)
+			g.mark[s] = false
+			g.cnt[s] = subStart[s+1] - subStart[s]
+			slope := 0.0
+			for k := subStart[s]; k < subStart[s+1]; k++ {
+				slope += subCoef[k] * w[subFlow[k]]
+			}
+			g.slope[s] = slope
+		}
+	})
 }
 
 // freezeOwn freezes, before the run, every flow that run would freeze at

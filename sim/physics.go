@@ -371,9 +371,11 @@ func (e *engine) solveTCP() {
 			break
 		}
 	}
-	for f, i := range e.tcpConns {
-		e.conns[i].rate = e.tcpRates[f]
-	}
+	e.split(len(e.tcpConns), len(e.tcpConns), func(_, lo, hi int) {
+		for f := lo; f < hi; f++ {
+			e.conns[e.tcpConns[f]].rate = e.tcpRates[f]
+		}
+	})
 	for k, i := range e.rflowSlot {
 		e.rflows[i].rate = e.tcpRates[len(e.tcpConns)+k]
 	}
