@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/alloc"
@@ -787,14 +788,8 @@ func (e *engine) stepAgents() error {
 		}
 	}
 	e.deferSettings = false
+	e.applyPending(due)
 	for _, h := range due {
-		for _, st := range h.pending {
-			if st.sched != nil {
-				e.applyScheduler(h, *st.sched)
-			} else {
-				e.setLimiter(st.limit, st.rate)
-			}
-		}
 		clear(h.pending)
 		h.pending = h.pending[:0]
 		h.obs = nil
@@ -956,12 +951,65 @@ func (en *enforcer) SetScheduler(s mech.Scheduler) error {
 
 // setLimiter sets a limiter's rate (+Inf removes it).
 func (e *engine) setLimiter(rate *float64, r float64) {
-	if *rate != r {
-		if math.IsInf(*rate, 1) != math.IsInf(r, 1) {
-			e.shape++ // a limiter comes or goes
+	changed, comesOrGoes := setRate(rate, r)
+	if comesOrGoes {
+		e.shape++
+	}
+	e.dirty = e.dirty || changed
+}
+
+// setRate sets a limiter's rate and reports whether it changed, and
+// whether a limiter came or went (+Inf: none).
+func setRate(rate *float64, r float64) (changed, comesOrGoes bool) {
+	if *rate == r {
+		return false, false
+	}
+	comesOrGoes = math.IsInf(*rate, 1) != math.IsInf(r, 1)
+	*rate = r
+	return true, comesOrGoes
+}
+
+// applyPending applies the settings the due hosts' agents made in their
+// steps, host by host. Each host sets only its own pairs' and VMs'
+// limiters, so without schedulers (which change what several hosts
+// share) the hosts' limits are set on the run's workers.
+func (e *engine) applyPending(due []*hostAgent) {
+	n, scheds := 0, false
+	for _, h := range due {
+		n += len(h.pending)
+		for _, st := range h.pending {
+			scheds = scheds || st.sched != nil
 		}
-		*rate = r
-		e.dirty = true
+	}
+	if w := e.workers(len(due)); !scheds && w > 1 && n >= 2*splitMin {
+		var shape atomic.Int64
+		var dirty atomic.Bool
+		e.pool.Run(w, len(due), func(i int) {
+			k, d := 0, false
+			for _, st := range due[i].pending {
+				changed, comesOrGoes := setRate(st.limit, st.rate)
+				d = d || changed
+				if comesOrGoes {
+					k++
+				}
+			}
+			shape.Add(int64(k))
+			if d {
+				dirty.Store(true)
+			}
+		})
+		e.shape += int(shape.Load())
+		e.dirty = e.dirty || dirty.Load()
+		return
+	}
+	for _, h := range due {
+		for _, st := range h.pending {
+			if st.sched != nil {
+				e.applyScheduler(h, *st.sched)
+			} else {
+				e.setLimiter(st.limit, st.rate)
+			}
+		}
 	}
 }
 
