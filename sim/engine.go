@@ -242,17 +242,22 @@ type engine struct {
 	byResOK                          bool
 	byResStart, byResFill, byResFlow []int32
 	byResCoef                        []float64
-	udpScale                         []float64 // fraction of arriving UDP that passes
-	udpIn                            []float64
-	sat                              []bool
-	congested                        []bool // per link: saturated and overflowing
-	scheds                           []schedState
-	ports                            []portState
-	portOf                           []int          // per link: port index, -1
-	dscp                             map[string]int // tenant → DSCP code point its packets carry
-	classedAt                        []*classedRes  // per resource: its classes, nil if flat
-	classed                          bool           // some resource has classes
-	hops                             []hop
+	// connGen counts the connections made and finished; the index of
+	// connections by pair (connsByPair) is of connGen byPairGen
+	connGen, byPairGen                  int
+	byPairStart, byPairFill, byPairList []int32
+	congPart                            [][]bool  // markSaturation's parts' congested links
+	udpScale                            []float64 // fraction of arriving UDP that passes
+	udpIn                               []float64
+	sat                                 []bool
+	congested                           []bool // per link: saturated and overflowing
+	scheds                              []schedState
+	ports                               []portState
+	portOf                              []int          // per link: port index, -1
+	dscp                                map[string]int // tenant → DSCP code point its packets carry
+	classedAt                           []*classedRes  // per resource: its classes, nil if flat
+	classed                             bool           // some resource has classes
+	hops                                []hop
 
 	// appliances and request flows
 	apps      []applianceState
@@ -566,6 +571,7 @@ func (e *engine) newConn(p int, udp bool, offered, appCap float64) int {
 	links := ps.links
 	c := connState{pair: p, udp: udp, offered: offered, appCap: appCap, links: links, remaining: math.Inf(1), gen: -1,
 		id: ps.id.Src + "->" + ps.id.Dst + "#" + strconv.Itoa(k)}
+	e.connGen++
 	if n := len(e.free); n > 0 {
 		i := e.free[n-1]
 		e.free = e.free[:n-1]

@@ -512,64 +512,141 @@ func (e *engine) markSaturation() {
 	}
 	e.congested = e.congested[:L]
 	clear(e.congested)
-	mark := func(links []int) {
+	parallel := e.maxWorkers() > 1 && len(e.conns) >= 2*splitMin
+	mark := func(congested []bool, links []int) {
 		for _, l := range links {
 			if e.sat[l] {
-				e.congested[l] = true
+				congested[l] = true
 			}
 		}
 	}
-	for i := range e.conns {
-		c := &e.conns[i]
-		if !c.active || (!c.udp && e.pairs[c.pair].bound) || (c.udp && c.drop == 0) {
-			continue
+	pushes := func(c *connState) bool {
+		return c.active && !(!c.udp && e.pairs[c.pair].bound) && !(c.udp && c.drop == 0)
+	}
+	if parallel {
+		// each part marks its own copy of the links; a link is congested
+		// if any part marked it
+		if len(e.congPart) < maxSplit {
+			e.congPart = make([][]bool, maxSplit)
 		}
-		mark(c.links)
+		for _, part := range e.congPart {
+			clear(part)
+		}
+		e.split(len(e.conns), len(e.conns), func(k, lo, hi int) {
+			part := e.congPart[k]
+			if len(part) != L {
+				part = make([]bool, L)
+				e.congPart[k] = part
+			}
+			for i := lo; i < hi; i++ {
+				if c := &e.conns[i]; pushes(c) {
+					mark(part, c.links)
+				}
+			}
+		})
+		for _, part := range e.congPart {
+			for l, x := range part {
+				e.congested[l] = e.congested[l] || x
+			}
+		}
+	} else {
+		for i := range e.conns {
+			if c := &e.conns[i]; pushes(c) {
+				mark(e.congested, c.links)
+			}
+		}
 	}
 	for _, i := range e.rflowSlot {
 		f := &e.rflows[i]
 		if !f.enfBound && math.IsInf(f.appCap, 1) {
-			mark(f.fwd)
-			mark(f.rev)
+			mark(e.congested, f.fwd)
+			mark(e.congested, f.rev)
 		}
 	}
-	for i := range e.conns {
-		c := &e.conns[i]
-		if !c.active {
-			continue
+	if !parallel {
+		for i := range e.conns {
+			if c := &e.conns[i]; c.active {
+				e.pairTick(&e.pairs[c.pair], c)
+			}
 		}
-		p := &e.pairs[c.pair]
-		p.rate += c.rate
-		if c.udp {
-			p.lossRate += c.drop
-			p.inDrop += c.inDrop
-			p.sentRate += c.sent
-		} else {
-			p.sentRate += c.rate
-		}
-		lost := false
-		for _, l := range c.links {
-			if e.congested[l] {
-				// With ECN, TCP packets are marked rather than dropped.
-				if e.sc.Network.ECN && !c.udp {
-					p.markRate += c.rate * e.opts.TCPLoss
-				} else {
-					p.lossRate += c.rate * e.opts.TCPLoss
+		return
+	}
+	// pair by pair, each adding its connections in connection order
+	start, list := e.connsByPair()
+	e.split(len(e.pairs), len(e.conns), func(_, lo, hi int) {
+		for pi := lo; pi < hi; pi++ {
+			for _, i := range list[start[pi]:start[pi+1]] {
+				if c := &e.conns[i]; c.active {
+					e.pairTick(&e.pairs[pi], c)
 				}
-				lost = true
-				break
 			}
 		}
-		// The receiver host's ingress scheduler drops from a VM's queue
-		// that TCP pushes into when it is full.
-		if !c.udp && !lost && !p.bound && len(c.links) > 0 {
-			if si := e.vms[p.dst].inSched; si >= 0 && e.scheds[si].res >= 0 && e.sat[e.scheds[si].res] {
-				d := c.rate * e.opts.TCPLoss
-				p.lossRate += d
-				p.inDrop += d
+	})
+}
+
+// pairTick adds active connection c's part of its pair p's tick state
+// (markSaturation): its rates, and its losses at a congested link or at
+// the receiver's ingress scheduler.
+func (e *engine) pairTick(p *pairState, c *connState) {
+	p.rate += c.rate
+	if c.udp {
+		p.lossRate += c.drop
+		p.inDrop += c.inDrop
+		p.sentRate += c.sent
+	} else {
+		p.sentRate += c.rate
+	}
+	lost := false
+	for _, l := range c.links {
+		if e.congested[l] {
+			// With ECN, TCP packets are marked rather than dropped.
+			if e.sc.Network.ECN && !c.udp {
+				p.markRate += c.rate * e.opts.TCPLoss
+			} else {
+				p.lossRate += c.rate * e.opts.TCPLoss
 			}
+			lost = true
+			break
 		}
 	}
+	// The receiver host's ingress scheduler drops from a VM's queue
+	// that TCP pushes into when it is full.
+	if !c.udp && !lost && !p.bound && len(c.links) > 0 {
+		if si := e.vms[p.dst].inSched; si >= 0 && e.scheds[si].res >= 0 && e.sat[e.scheds[si].res] {
+			d := c.rate * e.opts.TCPLoss
+			p.lossRate += d
+			p.inDrop += d
+		}
+	}
+}
+
+// connsByPair returns the connections of each pair, in connection order:
+// pair p's are list[start[p]:start[p+1]]. It is rebuilt when a connection
+// is made or finishes (connGen).
+func (e *engine) connsByPair() (start, list []int32) {
+	if e.byPairGen != e.connGen || len(e.byPairStart) != len(e.pairs)+1 {
+		e.byPairGen = e.connGen
+		start = grow(e.byPairStart, len(e.pairs)+1)
+		clear(start)
+		for i := range e.conns {
+			if p := e.conns[i].pair; p >= 0 {
+				start[p+1]++
+			}
+		}
+		for p := range e.pairs {
+			start[p+1] += start[p]
+		}
+		list = grow(e.byPairList, int(start[len(e.pairs)]))
+		fill := append(e.byPairFill[:0], start[:len(e.pairs)]...)
+		for i := range e.conns {
+			if p := e.conns[i].pair; p >= 0 {
+				list[fill[p]] = int32(i)
+				fill[p]++
+			}
+		}
+		e.byPairStart, e.byPairList, e.byPairFill = start, list, fill
+	}
+	return e.byPairStart, e.byPairList
 }
 
 // saturated is whether resource r is full at its load.

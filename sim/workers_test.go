@@ -2,9 +2,14 @@ package sim_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/bulkhead-dc/bulkhead/eval"
+	"github.com/bulkhead-dc/bulkhead/spec"
 
 	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/runner"
@@ -48,6 +53,70 @@ func workersSameResults(t *testing.T, vms, conns int, d time.Duration) {
 		}
 		if !reflect.DeepEqual(first, in) {
 			t.Errorf("%d workers: results differ from one worker's", w)
+		}
+	}
+}
+
+// The same with what the datacenter run lacks, on a run large enough for
+// the simulator's loops over connections and resources to be split: four
+// TCP connections per pair, UDP, Poisson flows that come and go (their
+// slots reused), and links that fill under no isolation (congestion,
+// losses) as under ElasticSwitch.
+func TestWorkersSameResultsMixed(t *testing.T) {
+	const vms, size, peers = 128, 32, 10
+	var b strings.Builder
+	b.WriteString("name: mixed\nduration: 300ms\ndt: 1ms\nseed: 3\n")
+	b.WriteString("topology:\n  kind: two-tier\n  two_tier: {racks: 2, servers_per_rack: 16, edge: 10Gbps, oversubscription: 2}\ntenants:\n")
+	name := func(t, j int) string { return fmt.Sprintf("t%d-%d", t, j) }
+	for tn := range vms / size {
+		fmt.Fprintf(&b, "  - name: T%d\n    guarantee: 200Mbps\n    vms:\n", tn)
+		for j := range size {
+			fmt.Fprintf(&b, "      - {name: %s, server: s%d}\n", name(tn, j), (j*(vms/size)+tn)%(vms/4)+1)
+		}
+	}
+	b.WriteString("workloads:\n")
+	for tn := range vms / size {
+		for j := range size {
+			for d := 1; d <= peers; d++ {
+				fmt.Fprintf(&b, "  - {tenant: T%d, kind: tcp, connections: 4, src: %s, dst: %s}\n", tn, name(tn, j), name(tn, (j+d)%size))
+			}
+			fmt.Fprintf(&b, "  - {tenant: T%d, kind: udp, rate: 300Mbps, src: %s, dst: %s}\n", tn, name(tn, j), name(tn, (j+peers+1)%size))
+			fmt.Fprintf(&b, "  - {tenant: T%d, kind: flows, arrival_rate: 200, sizes: {dist: exponential, mean: 50KB}, src: %s, dst: %s}\n", tn, name(tn, j), name(tn, (j+peers+2)%size))
+		}
+	}
+	sc, err := spec.Parse([]byte(b.String()), "mixed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := runner.Prepare(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := runner.Reservations(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mech := range []string{"none", "elasticswitch"} {
+		var first *eval.Input
+		for _, w := range []int{1, 2, 5} {
+			m, err := all.New(mech, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := sim.Run(context.Background(), s.Spec, s.Topo, sim.Options{Mechanism: m, Reservations: res, Workers: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(in.Samples) == 0 || len(in.FCTs) == 0 {
+				t.Fatalf("%s, %d workers: %d samples, %d flows completed", mech, w, len(in.Samples), len(in.FCTs))
+			}
+			if first == nil {
+				first = in
+				continue
+			}
+			if !reflect.DeepEqual(first, in) {
+				t.Errorf("%s, %d workers: results differ from one worker's", mech, w)
+			}
 		}
 	}
 }

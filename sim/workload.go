@@ -201,6 +201,7 @@ func (e *engine) setActive(i int, on bool) {
 func (e *engine) finishConn(i int) {
 	e.setActive(i, false)
 	e.conns[i].pair = -1
+	e.connGen++
 	e.free = append(e.free, i)
 }
 
