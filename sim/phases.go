@@ -4,15 +4,17 @@ import "time"
 
 // Phases is where a run's wall time went (Options.Phases), so that whoever
 // sizes a large run sees which part bounds it: the host agents step on up
-// to Options.Workers goroutines at once, the network's re-solves are
-// serial, and the accumulators and samples are added up on the workers.
+// to Options.Workers goroutines at once, the network's re-solves split
+// their passes over flows, resources and pairs among the workers around a
+// serial water-filling, and the accumulators and samples are added up on
+// the workers.
 // Timing costs a clock reading per part and tick, and two per catching
 // up.
 type Phases struct {
 	Setup      time.Duration // building the engine: topology, pairs, agents
 	Agents     time.Duration // observing, stepping the host agents, applying their limits and messages
 	Controller time.Duration // the central controller's steps
-	Physics    time.Duration // re-solving the network after a change (serial)
+	Physics    time.Duration // re-solving the network after a change (partly serial)
 	Accounting time.Duration // adding up the ticks: catching up the accumulators, or tick by tick with sized or request flows
 	Samples    time.Duration // taking the samples, without catching up
 	Other      time.Duration // events, model updates, the ticks themselves

@@ -238,8 +238,9 @@ per wall-clock second:
   - ElasticSwitch's many-to-one with --senders senders (default 300), 30 s.
 
 For the first run it also tells where the wall time went, per simulated
-second: the host agents' steps and the accounting and samples, which run on
-several cores, and the network's re-solves, which are serial and so bound
+second: the host agents' steps, the network's re-solves, the accounting
+and the samples. All run on several cores on a large run except the
+water-filling at the heart of each re-solve, which is serial and so bounds
 how much more cores would help.
 
 --cpuprofile FILE writes a CPU profile of the first run.`,
@@ -307,8 +308,8 @@ how much more cores would help.
 }
 
 // printPhases tells where a run's wall time went, per simulated second:
-// the parts that run on several cores and the serial re-solves bound how
-// fast a larger machine could run it.
+// the parts that run on several cores and the serial part of the
+// re-solves bound how fast a larger machine could run it.
 func printPhases(w io.Writer, ph *sim.Phases, simulated time.Duration) {
 	per := func(d time.Duration) string {
 		return fmt.Sprintf("%.1f ms", 1000*d.Seconds()/simulated.Seconds())
@@ -317,7 +318,7 @@ func printPhases(w io.Writer, ph *sim.Phases, simulated time.Duration) {
 	if n := runtime.GOMAXPROCS(0); n > 1 {
 		cores = fmt.Sprintf("up to %d cores", n)
 	}
-	fmt.Fprintf(w, "  wall time per simulated second: agents %s (%d steps, on %s), network re-solves %s (%d, serial), accounting %s and samples %s (on %s), controller %s, other %s; setup %.2f s\n",
+	fmt.Fprintf(w, "  wall time per simulated second: agents %s (%d steps, on %s), network re-solves %s (%d, partly serial), accounting %s and samples %s (on %s), controller %s, other %s; setup %.2f s\n",
 		per(ph.Agents), ph.Steps, cores, per(ph.Physics), ph.Solves, per(ph.Accounting), per(ph.Samples), cores,
 		per(ph.Controller), per(ph.Other), ph.Setup.Seconds())
 }
