@@ -377,119 +377,24 @@ func (g *engine) initParallel() {
 // full run: no sub-resource in its queue is shared with a flow frozen
 // here. It marks the sub-resources left out in skip and reports whether
 // it froze anything (nothing if a capacity or a level is NaN).
+//
+// It runs in three passes, each split by g.each: over flows (their own
+// events), over sub-resources (their loads at those events, from the
+// sub-resource → flows index, adding in flow order as the flows' uses
+// come, so to the sums a pass over the flows would make), and over flows
+// again (those frozen). A pass writes only its own flows' or
+// sub-resources' entries (and of the sub-resources only those its flows
+// alone use), so its parts are independent.
 func (g *engine) freezeOwn() bool {
 	nS, nF := len(g.cap), len(g.w)
 	g.own = grow(g.own, nF)
 	g.ownBy = grow(g.ownBy, nF)
 	g.skip = grow(g.skip, nS)
-	if g.parallel != nil {
-		return g.freezeOwnParallel()
-	}
-	useStart, useSub, useCoef := g.useStart, g.useSub, g.useCoef
-	cnt, capa := g.cnt, g.cap
-	load := g.used // scratch: zero here (run), cleared before returning
-	alone := false // some flow shares no finite sub-resource
-	for f := 0; f < nF; f++ {
-		wf := g.w[f]
-		lv, by := math.Inf(1), int32(byDemand)
-		if !math.IsInf(g.dem[f], 1) {
-			lv = g.dem[f] / wf
-		}
-		shares := false
-		for k := useStart[f]; k < useStart[f+1]; k++ {
-			s := useSub[k]
-			if math.IsInf(capa[s], 1) {
-				continue
-			}
-			if cnt[s] != 1 {
-				shares = true
-				continue
-			}
-			key := capa[s] / g.slope[s]
-			if math.IsNaN(key) {
-				clear(load)
-				return false
-			}
-			if key < lv || (key == lv && by != byDemand && s < by) {
-				lv, by = key, s
-			}
-		}
-		if math.IsNaN(lv) {
-			clear(load)
-			return false
-		}
-		alone = alone || !shares
-		g.ownBy[f] = by
-		e := lv
-		switch {
-		case math.IsInf(lv, 1):
-		case by == byDemand:
-			e = g.dem[f]
-		default:
-			e = wf * max(0, lv) // run's level starts at +0: a key of −0 gives +0
-		}
-		g.own[f] = e
-		// load[s]: what sub-resource s would carry with every flow at
-		// its own event
-		for k := useStart[f]; k < useStart[f+1]; k++ {
-			load[useSub[k]] += useCoef[k] * e
-		}
-	}
-	// A shared sub-resource is slack if its load stays below its
-	// capacity by the margin, strictly: one of capacity 0 saturates at
-	// level 0 together with its flows' own events there, and freezes them
-	// in another order.
-	slack := false // some finite sub-resource shared by flows is slack
-	for s := 0; s < nS; s++ {
-		if math.IsNaN(capa[s]) {
-			clear(load)
-			return false
-		}
-		g.skip[s] = cnt[s] > 1 && load[s] < capa[s]*(1-slackTol*float64(1+cnt[s]))
-		slack = slack || (g.skip[s] && !math.IsInf(capa[s], 1))
-	}
-	if !slack && !alone {
-		// every flow shares a sub-resource that can saturate
-		clear(load)
-		return false
-	}
-	n := 0
-	for f := 0; f < nF; f++ {
-		free := !math.IsInf(g.own[f], 1)
-		for k := useStart[f]; k < useStart[f+1] && free; k++ {
-			s := useSub[k]
-			free = cnt[s] == 1 || g.skip[s] || math.IsInf(capa[s], 1)
-		}
-		if !free {
-			continue
-		}
-		g.active[f] = false
-		g.e[f], g.by[f] = g.own[f], g.ownBy[f]
-		for k := useStart[f]; k < useStart[f+1]; k++ {
-			if s := useSub[k]; cnt[s] == 1 {
-				g.skip[s] = true
-			}
-		}
-		n++
-	}
-	clear(load)
-	g.nOwn = n
-	return n > 0
-}
-
-// freezeOwnParallel is freezeOwn in three passes that g.parallel splits:
-// over flows (their own events), over sub-resources (their loads at those
-// events, from the sub-resource → flows index, adding in flow order as
-// freezeOwn does, so to the same sums) and over flows again (those
-// frozen). A pass writes only its own flows' or sub-resources' entries
-// (and the sub-resources only its flow uses), so the parts are
-// independent and the result is freezeOwn's.
-func (g *engine) freezeOwnParallel() bool {
-	nS, nF := len(g.cap), len(g.w)
 	useStart, useSub := g.useStart, g.useSub
 	cnt, capa := g.cnt, g.cap
 	var nan, alone, slack atomic.Bool
-	g.parallel(nF, func(lo, hi int) {
+	g.each(nF, func(lo, hi int) {
+		shared := true // every flow of the part shares a finite sub-resource
 		for f := lo; f < hi; f++ {
 			wf := g.w[f]
 			lv, by := math.Inf(1), int32(byDemand)
@@ -519,9 +424,7 @@ func (g *engine) freezeOwnParallel() bool {
 				nan.Store(true)
 				return
 			}
-			if !shares {
-				alone.Store(true)
-			}
+			shared = shared && shares
 			g.ownBy[f] = by
 			e := lv
 			switch {
@@ -529,16 +432,24 @@ func (g *engine) freezeOwnParallel() bool {
 			case by == byDemand:
 				e = g.dem[f]
 			default:
-				e = wf * max(0, lv)
+				e = wf * max(0, lv) // run's level starts at +0: a key of −0 gives +0
 			}
 			g.own[f] = e
+		}
+		if !shared {
+			alone.Store(true)
 		}
 	})
 	if nan.Load() {
 		return false
 	}
+	// A shared sub-resource is slack if the load its flows would put on
+	// it at their own events stays below its capacity by the margin,
+	// strictly: one of capacity 0 saturates at level 0 together with its
+	// flows' own events there, and freezes them in another order.
 	subStart, subFlow, subCoef, own := g.subStart, g.subFlow, g.subCoef, g.own
-	g.parallel(nS, func(lo, hi int) {
+	g.each(nS, func(lo, hi int) {
+		some := false // some finite sub-resource of the part is shared and slack
 		for s := lo; s < hi; s++ {
 			if math.IsNaN(capa[s]) {
 				nan.Store(true)
@@ -549,16 +460,18 @@ func (g *engine) freezeOwnParallel() bool {
 				load += subCoef[k] * own[subFlow[k]]
 			}
 			g.skip[s] = cnt[s] > 1 && load < capa[s]*(1-slackTol*float64(1+cnt[s]))
-			if g.skip[s] && !math.IsInf(capa[s], 1) {
-				slack.Store(true)
-			}
+			some = some || (g.skip[s] && !math.IsInf(capa[s], 1))
+		}
+		if some {
+			slack.Store(true)
 		}
 	})
 	if nan.Load() || (!slack.Load() && !alone.Load()) {
+		// every flow shares a sub-resource that can saturate
 		return false
 	}
 	var frozen atomic.Int64
-	g.parallel(nF, func(lo, hi int) {
+	g.each(nF, func(lo, hi int) {
 		n := 0
 		for f := lo; f < hi; f++ {
 			free := !math.IsInf(g.own[f], 1)
@@ -582,6 +495,15 @@ func (g *engine) freezeOwnParallel() bool {
 	})
 	g.nOwn = int(frozen.Load())
 	return g.nOwn > 0
+}
+
+// each runs fn on parts of [0, n) on g.parallel, or at once without it.
+func (g *engine) each(n int, fn func(lo, hi int)) {
+	if g.parallel != nil {
+		g.parallel(n, fn)
+	} else {
+		fn(0, n)
+	}
 }
 
 // saturate marks sub-resource s saturated at level L and freezes its flows.
