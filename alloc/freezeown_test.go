@@ -268,3 +268,102 @@ func BenchmarkFreezeOwn(b *testing.B) {
 		}
 	}
 }
+
+// sensitivityAll is sensitivity as a pass over every saturated
+// sub-resource, the reference for TestSensitivitySparse.
+func sensitivityAll(g *engine, dcap, dx []float64) {
+	for f := range dx {
+		dx[f] = 0
+	}
+	for _, s := range g.satList {
+		num, den := dcap[s], 0.0
+		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
+			f, c := g.subFlow[k], g.subCoef[k]
+			if g.by[f] == s {
+				den += c * g.w[f]
+			} else {
+				num -= c * dx[f]
+			}
+		}
+		if den == 0 {
+			continue
+		}
+		dL := num / den
+		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
+			if f := g.subFlow[k]; g.by[f] == s {
+				dx[f] = g.w[f] * dL
+			}
+		}
+	}
+}
+
+// TestSensitivitySparse: sensitivity, which works out only the
+// sub-resources whose level can move, gives the derivative of a pass over
+// all of them bit for bit (zeros' signs included), and so do the usages'
+// derivatives added up from the flows it wrote, in flow order, against a
+// pass over each sub-resource's flows; clearDx leaves dx all zero.
+func TestSensitivitySparse(t *testing.T) {
+	moved := 0
+	for seed := uint64(0); seed < 3000; seed++ {
+		r := rand.New(rand.NewPCG(seed, 13))
+		var g engine
+		ownProblem(&g, r)
+		if g.run() >= 0 {
+			continue
+		}
+		nS, nF := len(g.cap), len(g.w)
+		dcap, all, dx := make([]float64, nS), make([]float64, nF), make([]float64, nF)
+		for trial := range 4 {
+			var dsubs []int32
+			for range 1 + r.IntN(3) {
+				s := int32(r.IntN(nS))
+				if trial == 0 && len(g.satList) > 0 {
+					s = g.satList[r.IntN(len(g.satList))]
+				}
+				dcap[s] = []float64{1, 0.5, 3, 1e-300, -2}[r.IntN(5)]
+				dsubs = append(dsubs, s)
+			}
+			sensitivityAll(&g, dcap, all)
+			wrote := g.sensitivity(dcap, dx, dsubs)
+			for f := range dx {
+				if math.Float64bits(dx[f]) != math.Float64bits(all[f]) {
+					t.Fatalf("seed %d trial %d flow %d: dx %v, a pass over all gives %v", seed, trial, f, dx[f], all[f])
+				}
+				if dx[f] != 0 {
+					moved++
+				}
+			}
+			for agg := range nS {
+				want := 0.0
+				for k := g.subStart[agg]; k < g.subStart[agg+1]; k++ {
+					want += g.subCoef[k] * all[g.subFlow[k]]
+				}
+				got := 0.0
+				for _, f := range wrote {
+					if x := dx[f]; x != 0 {
+						for u := g.useStart[f]; u < g.useStart[f+1]; u++ {
+							if g.useSub[u] == int32(agg) {
+								got += g.useCoef[u] * x
+							}
+						}
+					}
+				}
+				if math.Float64bits(got) != math.Float64bits(want) {
+					t.Fatalf("seed %d trial %d sub-resource %d: usage moves by %v, a pass over its flows gives %v", seed, trial, agg, got, want)
+				}
+			}
+			g.clearDx(dx, wrote)
+			for f := range dx {
+				if math.Float64bits(dx[f]) != 0 {
+					t.Fatalf("seed %d trial %d: dx[%d] = %v after clearDx", seed, trial, f, dx[f])
+				}
+			}
+			for _, s := range dsubs {
+				dcap[s] = 0
+			}
+		}
+	}
+	if moved < 1000 {
+		t.Errorf("only %d flows moved in all trials", moved)
+	}
+}

@@ -88,7 +88,9 @@ type Solver struct {
 	active   []int32   // Newton unknowns: resources with a limited class
 	jac      []float64 // Jacobian and right-hand side
 	dcap     []float64 // per sub-resource: capacity direction
+	dsubs    []int32   // the sub-resources where dcap is not zero
 	dx       []float64 // per flow: allocation derivative
+	rowOf    []int32   // per sub-resource: its Jacobian row (−1: none)
 
 	iterations int
 	converged  bool
@@ -524,27 +526,47 @@ func (s *Solver) newtonStep(p *Problem) bool {
 	s.jac = grow(s.jac, m*m+m)
 	s.dcap = grow(s.dcap, len(s.subRes))
 	s.dx = grow(s.dx, len(g.w))
-	for sub := range s.dcap {
-		s.dcap[sub] = 0
+	clear(s.dcap)
+	clear(s.dx)
+	// row of the Jacobian of each active resource's aggregate sub-resource
+	s.rowOf = grow(s.rowOf, len(s.subRes))
+	for sub := range s.rowOf {
+		s.rowOf[sub] = -1
+	}
+	for i, ri := range s.active {
+		s.rowOf[s.subBase[ri]] = int32(i)
 	}
 	jac, rhs := s.jac[:m*m], s.jac[m*m:]
 	for j, rj := range s.active {
 		b, n := int(s.subBase[rj])+1, int(s.nCls[rj])
+		s.dsubs = s.dsubs[:0]
 		for sub := b; sub < b+n; sub++ {
 			s.dcap[sub] = s.clsW[sub]
+			s.dsubs = append(s.dsubs, int32(sub))
 		}
-		g.sensitivity(s.dcap, s.dx)
+		wrote := g.sensitivity(s.dcap, s.dx, s.dsubs)
 		for sub := b; sub < b+n; sub++ {
 			s.dcap[sub] = 0
 		}
-		for i, ri := range s.active {
-			agg := s.subBase[ri]
-			d := 0.0
-			for k := g.subStart[agg]; k < g.subStart[agg+1]; k++ {
-				d += g.subCoef[k] * s.dx[g.subFlow[k]]
-			}
-			jac[i*m+j] = d
+		// Column j: each active resource's usage moves by Σ coef·dx over
+		// its aggregate's flows. Only flows that moved add to it; taken in
+		// flow order, each row adds them in the order of its aggregate's
+		// index, as a pass over all of its flows would.
+		for i := range s.active {
+			jac[i*m+j] = 0
 		}
+		for _, f := range wrote {
+			x := s.dx[f]
+			if x == 0 {
+				continue
+			}
+			for u := g.useStart[f]; u < g.useStart[f+1]; u++ {
+				if i := s.rowOf[g.useSub[u]]; i >= 0 {
+					jac[int(i)*m+j] += g.useCoef[u] * x
+				}
+			}
+		}
+		g.clearDx(s.dx, wrote)
 	}
 	for i, r := range s.active {
 		rhs[i] = s.resid[r] - g.used[s.subBase[r]]

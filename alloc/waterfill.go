@@ -83,6 +83,14 @@ type engine struct {
 	// ownSkipRuns runs go without it.
 	ownSkip int
 
+	// sensitivity's scratch: each sub-resource's place in satList (−1:
+	// none; satPosOK: of the last run), the places whose level can move,
+	// the flows written
+	satPos   []int32
+	satPosOK bool
+	live     []bool
+	wrote    []int32
+
 	// parallel, if set, runs fn on parts [lo, hi) covering [0, n),
 	// possibly several at once (Solver.Parallel)
 	parallel func(n int, fn func(lo, hi int))
@@ -158,6 +166,7 @@ func (g *engine) run() int {
 	g.subFlow = grow(g.subFlow, len(g.useSub))
 	g.subCoef = grow(g.subCoef, len(g.useSub))
 	g.satList = g.satList[:0]
+	g.satPosOK = false
 
 	// Sub-resource → flows (CSR), initial slopes.
 	if g.sameUses && g.parallel != nil {
@@ -524,11 +533,40 @@ func (g *engine) saturate(s int32, L float64) {
 // fixed: the allocation is piecewise linear in the capacities and this is
 // its slope on the current piece. A sub-resource's level is L = (cap −
 // load of the flows frozen before it) / Σ coef·w of the flows it froze.
-func (g *engine) sensitivity(dcap, dx []float64) {
-	for f := range dx {
-		dx[f] = 0
+//
+// dx must be all zero on entry (as the last call's clearDx leaves it).
+// Going through the saturated sub-resources in the order they saturated,
+// it works out only those whose level can move: with a change of
+// capacity in dcap (the non-zero entries are in dsubs) or a flow whose
+// dx an earlier one made non-zero. Any other one's level moves by +0 and
+// its flows keep the +0 they start with, so dx is the same, bit for bit,
+// as a pass over all of them (sensitivityAll, in the tests). It returns
+// the flows it wrote, in increasing order, for the caller to read dx at
+// and then clear (clearDx).
+func (g *engine) sensitivity(dcap, dx []float64, dsubs []int32) []int32 {
+	nS := len(g.cap)
+	if len(g.satPos) != nS || !g.satPosOK {
+		g.satPos = grow(g.satPos, nS)
+		for s := range g.satPos {
+			g.satPos[s] = -1
+		}
+		for p, s := range g.satList {
+			g.satPos[s] = int32(p)
+		}
+		g.satPosOK = true
 	}
-	for _, s := range g.satList {
+	g.live = grow(g.live, len(g.satList))
+	clear(g.live)
+	for _, s := range dsubs {
+		if p := g.satPos[s]; p >= 0 && dcap[s] != 0 {
+			g.live[p] = true
+		}
+	}
+	g.wrote = g.wrote[:0]
+	for p, s := range g.satList {
+		if !g.live[p] {
+			continue
+		}
 		num, den := dcap[s], 0.0
 		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
 			f, c := g.subFlow[k], g.subCoef[k]
@@ -543,10 +581,33 @@ func (g *engine) sensitivity(dcap, dx []float64) {
 		}
 		dL := num / den
 		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
-			if f := g.subFlow[k]; g.by[f] == s {
-				dx[f] = g.w[f] * dL
+			f := g.subFlow[k]
+			if g.by[f] != s {
+				continue
+			}
+			dx[f] = g.w[f] * dL
+			g.wrote = append(g.wrote, f)
+			if dx[f] == 0 {
+				continue
+			}
+			// the later sub-resources this flow crosses, and did not
+			// freeze it, see it move
+			for u := g.useStart[f]; u < g.useStart[f+1]; u++ {
+				if q := g.satPos[g.useSub[u]]; q > int32(p) && g.useSub[u] != s {
+					g.live[q] = true
+				}
 			}
 		}
+	}
+	slices.Sort(g.wrote)
+	g.wrote = slices.Compact(g.wrote)
+	return g.wrote
+}
+
+// clearDx sets dx back to zero at the flows sensitivity wrote.
+func (g *engine) clearDx(dx []float64, wrote []int32) {
+	for _, f := range wrote {
+		dx[f] = 0
 	}
 }
 

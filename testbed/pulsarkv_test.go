@@ -291,13 +291,35 @@ func windowsAt(in *eval.Input, tenant string, from time.Duration, g, frac float6
 // its 1-s windows; under pulsar A gets its guarantee from the fifth
 // control interval on (mean, and 90% of its 1-s windows at 95% of it), and
 // so do B and C.
+//
+// The scenario offers the store a little more than it serves on the
+// machine it was written on (about 170 MT/s at that quota). On a machine
+// where the store serves more than 10% beyond that (its CPU time shows
+// it in the run under none), the open-loop tenants' rates are scaled by
+// the store's capacity over 170 and both runs are made at those rates, so
+// that the open-loop tenants again offer about what the store serves.
 func TestPulsarRealClosedLoop(t *testing.T) {
 	needAppliances(t, "redis-server")
 	sc, tp := loadScenario(t, "../scenarios/real-closed-loop.yaml")
 	guar := map[string]float64{"A": 40, "B": 20, "C": 20}
 	from := 5 * time.Second
+	const designed = 170.0 // MT/s, the store's capacity the scenario was written for
+	none := runAppliances(t, sc, tp, "none")
+	if c := measuredCapacity(none, 0, from) / 1e6; c > 1.1*designed {
+		k := c / designed
+		for i := range sc.Workloads {
+			if w := &sc.Workloads[i]; w.RequestRate > 0 {
+				w.RequestRate *= k
+			}
+		}
+		t.Logf("the store serves %.1f MT/s on this machine (its CPU time shows it under none), %.2fx the %.0f the scenario was written for: the open-loop tenants' rates are scaled by %.2f", c, k, designed, k)
+		none = runAppliances(t, sc, tp, "none")
+	}
 	for _, m := range []string{"none", "pulsar"} {
-		in := runAppliances(t, sc, tp, m)
+		in := none
+		if m == "pulsar" {
+			in = runAppliances(t, sc, tp, m)
+		}
 		_, tok := flowMeans(in, from)
 		for _, tn := range []string{"A", "B", "C"} {
 			at := windowsAt(in, tn, from, guar[tn], 0.95)
