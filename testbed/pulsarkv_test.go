@@ -104,10 +104,15 @@ func capacityWindows(in *eval.Input, appliance int, from time.Duration) []float6
 //     falls below 75% of them; A no longer takes most of the store, and
 //     B gets its weight's part of the spare, 2/3, within 10% (0.60–0.73).
 //   - The controller's capacity estimate of the store over the last third
-//     of the run is at least the sum of the guarantees and within 10% of
-//     the store's capacity for the mix over the same seconds, as the
-//     store's CPU time shows it: tokens served over its busy time, while
-//     it is more than half busy.
+//     of the run is at least the sum of the guarantees and close to the
+//     store's capacity for the mix over the same seconds, as the store's
+//     CPU time shows it (tokens served over its busy time, while it is
+//     more than half busy): at most 10% above its mean, and at
+//     least 90% of its lowest 1-s window. Where the capacity holds still
+//     the two bounds are 10% either side of it; where it swings from one
+//     second to the next (by up to ±20% on some machines), an estimator
+//     that must not promise more than the store serves tracks the low end
+//     of the swings, not their mean.
 //
 // The store's throughput under none is logged beside it, not compared:
 // the same store at the same quota serves the same mix at 155–215 MT/s
@@ -186,8 +191,8 @@ func TestPulsarRealKV(t *testing.T) {
 	if math.IsNaN(est) || est < 0.99*(gA+gB) {
 		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, below the guarantees' sum %.0f (or none recorded)", est, gA+gB)
 	}
-	if !(est >= 0.9*served && est <= 1.1*served) {
-		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, %.0f%% of the store's capacity for the mix as its CPU time shows it over the same seconds (%.1f): want within 10%%", est, 100*est/served, served)
+	if !(est >= 0.9*min(served, lo) && est <= 1.1*served) {
+		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, %.0f%% of the store's capacity for the mix as its CPU time shows it over the same seconds (mean %.1f, lowest 1-s window %.1f): want at most 10%% above the mean and at least 90%% of the lowest window", est, 100*est/served, served, lo)
 	}
 }
 
