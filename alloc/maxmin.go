@@ -272,15 +272,18 @@ func (s *Solver) SolveAgain(p *Problem, rates []float64) error {
 	}
 	clear(s.floorLoad)
 	g := &s.eng
+	g.parallel = s.Parallel
 	var floors atomic.Bool
-	s.each(nF, func(lo, hi int) {
+	g.each(nF, func(lo, hi int) {
+		some := false
 		for i := lo; i < hi; i++ {
 			f := &p.Flows[i]
 			g.w[i] = f.Weight
 			g.dem[i] = f.Demand - f.Floor // +Inf stays +Inf
-			if f.Floor > 0 {
-				floors.Store(true)
-			}
+			some = some || f.Floor > 0
+		}
+		if some {
+			floors.Store(true)
 		}
 	})
 	if floors.Load() {
@@ -292,7 +295,7 @@ func (s *Solver) SolveAgain(p *Problem, rates []float64) error {
 			}
 		}
 	}
-	s.each(nR, func(lo, hi int) {
+	g.each(nR, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			// flat: resource r is sub-resource r
 			s.resid[r] = max(0, p.Resources[r].Capacity-s.floorLoad[r])
@@ -309,21 +312,12 @@ func (s *Solver) SolveAgain(p *Problem, rates []float64) error {
 	if err != nil {
 		return err
 	}
-	s.each(nF, func(lo, hi int) {
+	g.each(nF, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			rates[i] = p.Flows[i].Floor + g.e[i]
 		}
 	})
 	return nil
-}
-
-// each runs fn on parts of [0, n) on s.Parallel, or at once without it.
-func (s *Solver) each(n int, fn func(lo, hi int)) {
-	if s.Parallel != nil {
-		s.Parallel(n, fn)
-	} else {
-		fn(0, n)
-	}
 }
 
 func (s *Solver) runEngine(p *Problem) error {

@@ -25,6 +25,45 @@ func runAppliances(t *testing.T, sc *spec.Scenario, tp *topo.Topology, m string)
 	return in
 }
 
+// fitStore gives the scenario's store (its first appliance) the capacity
+// the scenario was written for, designed MT/s for its mix, on whatever
+// machine runs the test. The store's CPU share is what sets its capacity,
+// and the same share of a faster CPU serves more: on this project's
+// machines, redis-server at 0.35 of a CPU served 155–233 MT/s of 1 KB
+// gets and puts on one and 300–400 on another, where a closed-loop
+// tenant was no longer held back and the capacity estimator had not
+// finished its search within the run. So a 4-s run under none, with the
+// open-loop tenants' rates multiplied by overload to fill the store,
+// measures its capacity, and the share is scaled by designed over it
+// (the capacity of a server on one thread is proportional to its share),
+// within what the testbed can give (minCPUShare to 1). It returns the
+// capacity the store should have at the new share (MT/s): above designed
+// when the smallest share is still too large.
+func fitStore(t *testing.T, sc *spec.Scenario, tp *topo.Topology, designed, overload float64) float64 {
+	t.Helper()
+	cal := *sc
+	cal.Duration = spec.Duration(4 * time.Second)
+	cal.Workloads = append([]spec.Workload(nil), sc.Workloads...)
+	for i := range cal.Workloads {
+		cal.Workloads[i].RequestRate *= overload
+	}
+	in := runAppliances(t, &cal, tp, "none")
+	_, tok := flowMeans(in, time.Second)
+	served := 0.0
+	for _, v := range tok {
+		served += v / 1e6
+	}
+	if served <= 0 {
+		t.Fatalf("the store served nothing in the calibration run")
+	}
+	share := sc.Appliances[0].Parallelism
+	fit := min(1, max(minCPUShare, share*designed/served))
+	sc.Appliances[0].Parallelism = fit
+	want := served * fit / share
+	t.Logf("the store served %.1f MT/s at %.2f of a CPU (the scenario was written for %.0f): run at %.2f of a CPU, for about %.1f MT/s", served, share, designed, fit, want)
+	return want
+}
+
 // tenantTokens is a tenant's tokens/s at its appliances in one sample.
 func tenantTokens(in *eval.Input, s *eval.Sample, tenant string) float64 {
 	v := 0.0
@@ -104,15 +143,14 @@ func capacityWindows(in *eval.Input, appliance int, from time.Duration) []float6
 //     falls below 75% of them; A no longer takes most of the store, and
 //     B gets its weight's part of the spare, 2/3, within 10% (0.60–0.73).
 //   - The controller's capacity estimate of the store over the last third
-//     of the run is at least the sum of the guarantees and close to the
-//     store's capacity for the mix over the same seconds, as the store's
-//     CPU time shows it (tokens served over its busy time, while it is
-//     more than half busy): at most 10% above its mean, and at
-//     least 90% of its lowest 1-s window. Where the capacity holds still
-//     the two bounds are 10% either side of it; where it swings from one
-//     second to the next (by up to ±20% on some machines), an estimator
-//     that must not promise more than the store serves tracks the low end
-//     of the swings, not their mean.
+//     of the run is at least the sum of the guarantees and within 10% of
+//     the store's capacity for the mix over the same seconds, as the
+//     store's CPU time shows it: tokens served over its busy time, while
+//     it is more than half busy.
+//
+// The store runs at the share of a CPU that gives it about 185 MT/s for
+// the mix on the machine at hand (fitStore), the middle of what the
+// scenario's 0.4 of a CPU served where it was written.
 //
 // The store's throughput under none is logged beside it, not compared:
 // the same store at the same quota serves the same mix at 155–215 MT/s
@@ -122,6 +160,7 @@ func capacityWindows(in *eval.Input, appliance int, from time.Duration) []float6
 func TestPulsarRealKV(t *testing.T) {
 	needAppliances(t, "redis-server")
 	sc, tp := loadScenario(t, "../scenarios/real-kv-pulsar.yaml")
+	fitStore(t, sc, tp, 185, 1)
 	sc.Duration = spec.Duration(25 * time.Second)
 	const interval = time.Second
 	gA, gB := 20.0, 40.0
@@ -191,8 +230,8 @@ func TestPulsarRealKV(t *testing.T) {
 	if math.IsNaN(est) || est < 0.99*(gA+gB) {
 		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, below the guarantees' sum %.0f (or none recorded)", est, gA+gB)
 	}
-	if !(est >= 0.9*min(served, lo) && est <= 1.1*served) {
-		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, %.0f%% of the store's capacity for the mix as its CPU time shows it over the same seconds (mean %.1f, lowest 1-s window %.1f): want at most 10%% above the mean and at least 90%% of the lowest window", est, 100*est/served, served, lo)
+	if !(est >= 0.9*served && est <= 1.1*served) {
+		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, %.0f%% of the store's capacity for the mix as its CPU time shows it over the same seconds (%.1f): want within 10%%", est, 100*est/served, served)
 	}
 }
 
@@ -297,34 +336,25 @@ func windowsAt(in *eval.Input, tenant string, from time.Duration, g, frac float6
 // control interval on (mean, and 90% of its 1-s windows at 95% of it), and
 // so do B and C.
 //
-// The scenario offers the store a little more than it serves on the
-// machine it was written on (about 170 MT/s at that quota). On a machine
-// where the store serves more than 10% beyond that (its CPU time shows
-// it in the run under none), the open-loop tenants' rates are scaled by
-// the store's capacity over 170 and both runs are made at those rates, so
-// that the open-loop tenants again offer about what the store serves.
+// The scenario offers the store a little more than it serves: 176 MT/s
+// against about 170 (fitStore). Where the testbed cannot give the store
+// a share small enough for 170, the open-loop rates are scaled by the
+// store's capacity over 170 so that they again offer a little more than
+// it serves.
 func TestPulsarRealClosedLoop(t *testing.T) {
 	needAppliances(t, "redis-server")
 	sc, tp := loadScenario(t, "../scenarios/real-closed-loop.yaml")
 	guar := map[string]float64{"A": 40, "B": 20, "C": 20}
 	from := 5 * time.Second
-	const designed = 170.0 // MT/s, the store's capacity the scenario was written for
-	none := runAppliances(t, sc, tp, "none")
-	if c := measuredCapacity(none, 0, from) / 1e6; c > 1.1*designed {
-		k := c / designed
+	const designed = 170.0 // MT/s
+	if c := fitStore(t, sc, tp, designed, 3); c > 1.05*designed {
 		for i := range sc.Workloads {
-			if w := &sc.Workloads[i]; w.RequestRate > 0 {
-				w.RequestRate *= k
-			}
+			sc.Workloads[i].RequestRate *= c / designed
 		}
-		t.Logf("the store serves %.1f MT/s on this machine (its CPU time shows it under none), %.2fx the %.0f the scenario was written for: the open-loop tenants' rates are scaled by %.2f", c, k, designed, k)
-		none = runAppliances(t, sc, tp, "none")
+		t.Logf("the open-loop tenants' rates are scaled by %.2f", c/designed)
 	}
 	for _, m := range []string{"none", "pulsar"} {
-		in := none
-		if m == "pulsar" {
-			in = runAppliances(t, sc, tp, m)
-		}
+		in := runAppliances(t, sc, tp, m)
 		_, tok := flowMeans(in, from)
 		for _, tn := range []string{"A", "B", "C"} {
 			at := windowsAt(in, tn, from, guar[tn], 0.95)
