@@ -272,28 +272,9 @@ func BenchmarkFreezeOwn(b *testing.B) {
 // sensitivityAll is sensitivity as a pass over every saturated
 // sub-resource, the reference for TestSensitivitySparse.
 func sensitivityAll(g *engine, dcap, dx []float64) {
-	for f := range dx {
-		dx[f] = 0
-	}
+	clear(dx)
 	for _, s := range g.satList {
-		num, den := dcap[s], 0.0
-		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
-			f, c := g.subFlow[k], g.subCoef[k]
-			if g.by[f] == s {
-				den += c * g.w[f]
-			} else {
-				num -= c * dx[f]
-			}
-		}
-		if den == 0 {
-			continue
-		}
-		dL := num / den
-		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
-			if f := g.subFlow[k]; g.by[f] == s {
-				dx[f] = g.w[f] * dL
-			}
-		}
+		g.moveLevel(s, dcap, dx)
 	}
 }
 

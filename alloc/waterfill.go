@@ -169,8 +169,8 @@ func (g *engine) run() int {
 	g.satPosOK = false
 
 	// Sub-resource → flows (CSR), initial slopes.
-	if g.sameUses && g.parallel != nil {
-		g.initParallel()
+	if g.sameUses {
+		g.initFromIndex()
 	} else {
 		g.init()
 	}
@@ -292,15 +292,13 @@ func (g *engine) run() int {
 	return -1
 }
 
-// init sets up a run: every flow active at 0, the sub-resource → flows
-// index (CSR) unless the uses are the last run's, and each sub-resource's
-// use count and initial slope, adding its flows' coef·w in flow order.
+// init sets up a run on new uses: every flow active at 0, the
+// sub-resource → flows index (CSR), and each sub-resource's use count and
+// initial slope, adding its flows' coef·w in flow order.
 func (g *engine) init() {
 	nS, nF := len(g.cap), len(g.w)
-	if !g.sameUses {
-		for s := 0; s <= nS; s++ {
-			g.subStart[s] = 0
-		}
+	for s := 0; s <= nS; s++ {
+		g.subStart[s] = 0
 	}
 	for s := 0; s < nS; s++ {
 		g.used[s] = 0
@@ -310,15 +308,12 @@ func (g *engine) init() {
 		g.mark[s] = false
 	}
 	g.touched = g.touched[:0]
-	if !g.sameUses {
-		for _, s := range g.useSub {
-			g.subStart[s+1]++
-		}
-		for s := 0; s < nS; s++ {
-			g.subStart[s+1] += g.subStart[s]
-		}
+	for _, s := range g.useSub {
+		g.subStart[s+1]++
 	}
-	same := g.sameUses
+	for s := 0; s < nS; s++ {
+		g.subStart[s+1] += g.subStart[s]
+	}
 	// Locals keep the compiler from reloading the slice headers after
 	// every store.
 	useStart, useSub, useCoef := g.useStart, g.useSub, g.useCoef
@@ -331,24 +326,23 @@ func (g *engine) init() {
 		wf := w[f]
 		for k := useStart[f]; k < useStart[f+1]; k++ {
 			s, c := useSub[k], useCoef[k]
-			if !same {
-				pos := subStart[s] + cnt[s]
-				subFlow[pos] = int32(f)
-				subCoef[pos] = c
-			}
+			pos := subStart[s] + cnt[s]
+			subFlow[pos] = int32(f)
+			subCoef[pos] = c
 			cnt[s]++
 			slope[s] += c * wf
 		}
 	}
 }
 
-// initParallel is init for the uses of the last run, on g.parallel: flow
-// by flow, then sub-resource by sub-resource from the index, adding each
-// one's coef·w in the same order, to the same slopes.
-func (g *engine) initParallel() {
+// initFromIndex is init for the uses of the last run, whose index it
+// keeps: flow by flow, then sub-resource by sub-resource from the index,
+// adding each one's coef·w in flow order as init does, to the same
+// slopes; both passes split by g.each.
+func (g *engine) initFromIndex() {
 	nS, nF := len(g.cap), len(g.w)
 	g.touched = g.touched[:0]
-	g.parallel(nF, func(lo, hi int) {
+	g.each(nF, func(lo, hi int) {
 		for f := lo; f < hi; f++ {
 			g.active[f] = true
 			g.e[f] = 0
@@ -356,7 +350,7 @@ func (g *engine) initParallel() {
 		}
 	})
 	subStart, subFlow, subCoef, w := g.subStart, g.subFlow, g.subCoef, g.w
-	g.parallel(nS, func(lo, hi int) {
+	g.each(nS, func(lo, hi int) {
 		for s := lo; s < hi; s++ {
 			g.used[s] = 0
 			g.level[s] = math.Inf(1)
@@ -545,7 +539,7 @@ func (g *engine) saturate(s int32, L float64) {
 // and then clear (clearDx).
 func (g *engine) sensitivity(dcap, dx []float64, dsubs []int32) []int32 {
 	nS := len(g.cap)
-	if len(g.satPos) != nS || !g.satPosOK {
+	if !g.satPosOK {
 		g.satPos = grow(g.satPos, nS)
 		for s := range g.satPos {
 			g.satPos[s] = -1
@@ -564,36 +558,21 @@ func (g *engine) sensitivity(dcap, dx []float64, dsubs []int32) []int32 {
 	}
 	g.wrote = g.wrote[:0]
 	for p, s := range g.satList {
-		if !g.live[p] {
+		if !g.live[p] || !g.moveLevel(s, dcap, dx) {
 			continue
 		}
-		num, den := dcap[s], 0.0
-		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
-			f, c := g.subFlow[k], g.subCoef[k]
-			if g.by[f] == s {
-				den += c * g.w[f]
-			} else {
-				num -= c * dx[f]
-			}
-		}
-		if den == 0 {
-			continue
-		}
-		dL := num / den
 		for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
 			f := g.subFlow[k]
 			if g.by[f] != s {
 				continue
 			}
-			dx[f] = g.w[f] * dL
 			g.wrote = append(g.wrote, f)
 			if dx[f] == 0 {
 				continue
 			}
-			// the later sub-resources this flow crosses, and did not
-			// freeze it, see it move
+			// the later sub-resources this flow crosses see it move
 			for u := g.useStart[f]; u < g.useStart[f+1]; u++ {
-				if q := g.satPos[g.useSub[u]]; q > int32(p) && g.useSub[u] != s {
+				if q := g.satPos[g.useSub[u]]; q > int32(p) {
 					g.live[q] = true
 				}
 			}
@@ -602,6 +581,31 @@ func (g *engine) sensitivity(dcap, dx []float64, dsubs []int32) []int32 {
 	slices.Sort(g.wrote)
 	g.wrote = slices.Compact(g.wrote)
 	return g.wrote
+}
+
+// moveLevel works out how far saturated sub-resource s's level moves
+// along dcap, given dx of the flows frozen before it, and sets dx of the
+// flows it froze. It reports false, writing nothing, if it froze none.
+func (g *engine) moveLevel(s int32, dcap, dx []float64) bool {
+	num, den := dcap[s], 0.0
+	for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
+		f, c := g.subFlow[k], g.subCoef[k]
+		if g.by[f] == s {
+			den += c * g.w[f]
+		} else {
+			num -= c * dx[f]
+		}
+	}
+	if den == 0 {
+		return false
+	}
+	dL := num / den
+	for k := g.subStart[s]; k < g.subStart[s+1]; k++ {
+		if f := g.subFlow[k]; g.by[f] == s {
+			dx[f] = g.w[f] * dL
+		}
+	}
+	return true
 }
 
 // clearDx sets dx back to zero at the flows sensitivity wrote.
