@@ -238,26 +238,28 @@ type engine struct {
 	// probGen counts the network problems built (solveNetwork); the
 	// index of their uses by resource (loadsByResource) is of problem
 	// byResGen
-	probGen, byResGen                int
-	byResOK                          bool
-	byResStart, byResFill, byResFlow []int32
-	byResCoef                        []float64
+	probGen, byResGen int
+	byResOK           bool
+	byRes             grouped
+	byResFlow         []int32
+	byResCoef         []float64
 	// connGen counts the connections made and finished; the index of
 	// connections by pair (connsByPair) is of connGen byPairGen
-	connGen, byPairGen                  int
-	byPairStart, byPairFill, byPairList []int32
-	congPart                            [][]bool  // markSaturation's parts' congested links
-	udpScale                            []float64 // fraction of arriving UDP that passes
-	udpIn                               []float64
-	sat                                 []bool
-	congested                           []bool // per link: saturated and overflowing
-	scheds                              []schedState
-	ports                               []portState
-	portOf                              []int          // per link: port index, -1
-	dscp                                map[string]int // tenant → DSCP code point its packets carry
-	classedAt                           []*classedRes  // per resource: its classes, nil if flat
-	classed                             bool           // some resource has classes
-	hops                                []hop
+	connGen, byPairGen int
+	byPair             grouped
+	byPairList         []int32
+	congPart           [][]bool  // markSaturation's parts' congested links
+	udpScale           []float64 // fraction of arriving UDP that passes
+	udpIn              []float64
+	sat                []bool
+	congested          []bool // per link: saturated and overflowing
+	scheds             []schedState
+	ports              []portState
+	portOf             []int          // per link: port index, -1
+	dscp               map[string]int // tenant → DSCP code point its packets carry
+	classedAt          []*classedRes  // per resource: its classes, nil if flat
+	classed            bool           // some resource has classes
+	hops               []hop
 
 	// appliances and request flows
 	apps      []applianceState

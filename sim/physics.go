@@ -624,29 +624,47 @@ func (e *engine) pairTick(p *pairState, c *connState) {
 // pair p's are list[start[p]:start[p+1]]. It is rebuilt when a connection
 // is made or finishes (connGen).
 func (e *engine) connsByPair() (start, list []int32) {
-	if e.byPairGen != e.connGen || len(e.byPairStart) != len(e.pairs)+1 {
+	if e.byPairGen != e.connGen || len(e.byPair.start) != len(e.pairs)+1 {
 		e.byPairGen = e.connGen
-		start = grow(e.byPairStart, len(e.pairs)+1)
-		clear(start)
-		for i := range e.conns {
-			if p := e.conns[i].pair; p >= 0 {
-				start[p+1]++
+		e.byPairList = grow(e.byPairList, len(e.conns))
+		e.byPair.build(len(e.pairs), func(visit func(key int32) int32) {
+			for i := range e.conns {
+				if p := e.conns[i].pair; p >= 0 {
+					if k := visit(int32(p)); k >= 0 {
+						e.byPairList[k] = int32(i)
+					}
+				}
 			}
-		}
-		for p := range e.pairs {
-			start[p+1] += start[p]
-		}
-		list = grow(e.byPairList, int(start[len(e.pairs)]))
-		fill := append(e.byPairFill[:0], start[:len(e.pairs)]...)
-		for i := range e.conns {
-			if p := e.conns[i].pair; p >= 0 {
-				list[fill[p]] = int32(i)
-				fill[p]++
-			}
-		}
-		e.byPairStart, e.byPairList, e.byPairFill = start, list, fill
+		})
 	}
-	return e.byPairStart, e.byPairList
+	return e.byPair.start, e.byPairList
+}
+
+// grouped is a counting sort's index: the items of key k are at slots
+// [start[k], start[k+1]), in the order they were visited.
+type grouped struct {
+	start, fill []int32
+}
+
+// build indexes items under keys in [0, keys). each visits every item
+// with its key, twice: visit returns −1 the first time (counting) and
+// the item's slot the second (for the caller to store the item there).
+func (g *grouped) build(keys int, each func(visit func(key int32) int32)) {
+	g.start = grow(g.start, keys+1)
+	clear(g.start)
+	each(func(k int32) int32 {
+		g.start[k+1]++
+		return -1
+	})
+	for k := range keys {
+		g.start[k+1] += g.start[k]
+	}
+	g.fill = append(g.fill[:0], g.start[:keys]...)
+	each(func(k int32) int32 {
+		slot := g.fill[k]
+		g.fill[k]++
+		return slot
+	})
 }
 
 // saturated is whether resource r is full at its load.
@@ -663,32 +681,25 @@ func (e *engine) loadsByResource() {
 	R := len(e.load)
 	if e.byResGen != e.probGen || !e.byResOK {
 		e.byResGen, e.byResOK = e.probGen, true
-		start := grow(e.byResStart, R+1)
-		clear(start)
+		n := 0
 		for f := range e.prob.Flows {
-			for _, u := range e.prob.Flows[f].Uses {
-				start[u.Resource+1]++
+			n += len(e.prob.Flows[f].Uses)
+		}
+		e.byResFlow, e.byResCoef = grow(e.byResFlow, n), grow(e.byResCoef, n)
+		e.byRes.build(R, func(visit func(key int32) int32) {
+			for f := range e.prob.Flows {
+				for _, u := range e.prob.Flows[f].Uses {
+					if k := visit(int32(u.Resource)); k >= 0 {
+						e.byResFlow[k], e.byResCoef[k] = int32(f), u.Coef
+					}
+				}
 			}
-		}
-		for r := range R {
-			start[r+1] += start[r]
-		}
-		n := int(start[R])
-		flow, coef := grow(e.byResFlow, n), grow(e.byResCoef, n)
-		fill := append(e.byResFill[:0], start[:R]...)
-		for f := range e.prob.Flows {
-			for _, u := range e.prob.Flows[f].Uses {
-				k := fill[u.Resource]
-				fill[u.Resource]++
-				flow[k], coef[k] = int32(f), u.Coef
-			}
-		}
-		e.byResStart, e.byResFlow, e.byResCoef, e.byResFill = start, flow, coef, fill
+		})
 	}
 	// A flow's rate is tcpRates' (solveTCP copied it to its connection
 	// or request flow); a TCP connection's uses add its rate as it is.
 	nt := int32(len(e.tcpConns))
-	rate, start, flow, coef := e.tcpRates, e.byResStart, e.byResFlow, e.byResCoef
+	rate, start, flow, coef := e.tcpRates, e.byRes.start, e.byResFlow, e.byResCoef
 	e.split(R, len(e.uses), func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			load := e.udpLoad[r]
