@@ -70,10 +70,23 @@ func sameForWorkers(t *testing.T, s *runner.Scenario, mech string, ok func(*eval
 // slots reused), and links that fill under no isolation (congestion,
 // losses) as under ElasticSwitch.
 func TestWorkersSameResultsMixed(t *testing.T) {
-	const vms, size, peers = 128, 32, 10
+	s := mixedScenario(t, 128, "300ms")
+	for _, mech := range []string{"none", "elasticswitch"} {
+		sameForWorkers(t, s, mech, func(in *eval.Input) bool { return len(in.FCTs) > 0 })
+	}
+}
+
+// mixedScenario is TestWorkersSameResultsMixed's run with vms VMs (a
+// multiple of 32, 4 to a server in two racks) for duration d: tenants of
+// 32 VMs, every VM with four TCP connections to each of its next 10
+// peers, a 300 Mbit/s UDP flow to the 11th and Poisson flows of 50 KB
+// (200 a second) to the 12th.
+func mixedScenario(tb testing.TB, vms int, d string) *runner.Scenario {
+	tb.Helper()
+	const size, peers = 32, 10
 	var b strings.Builder
-	b.WriteString("name: mixed\nduration: 300ms\ndt: 1ms\nseed: 3\n")
-	b.WriteString("topology:\n  kind: two-tier\n  two_tier: {racks: 2, servers_per_rack: 16, edge: 10Gbps, oversubscription: 2}\ntenants:\n")
+	fmt.Fprintf(&b, "name: mixed\nduration: %s\ndt: 1ms\nseed: 3\n", d)
+	fmt.Fprintf(&b, "topology:\n  kind: two-tier\n  two_tier: {racks: 2, servers_per_rack: %d, edge: 10Gbps, oversubscription: 2}\ntenants:\n", vms/8)
 	name := func(t, j int) string { return fmt.Sprintf("t%d-%d", t, j) }
 	for tn := range vms / size {
 		fmt.Fprintf(&b, "  - name: T%d\n    guarantee: 200Mbps\n    vms:\n", tn)
@@ -93,13 +106,39 @@ func TestWorkersSameResultsMixed(t *testing.T) {
 	}
 	sc, err := spec.Parse([]byte(b.String()), "mixed.yaml")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	s, err := runner.Prepare(sc)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	for _, mech := range []string{"none", "elasticswitch"} {
-		sameForWorkers(t, s, mech, func(in *eval.Input) bool { return len(in.FCTs) > 0 })
+	return s
+}
+
+// BenchmarkMixed: 100 ms of mixedScenario at 256 VMs (12,800 TCP
+// connections, UDP, Poisson flows) under each mechanism named, in
+// simulated seconds per wall second. Gatekeeper's host schedulers make
+// every re-solve split classes (alloc's Newton iteration).
+//
+//	go test ./sim -run '^$' -bench 'Mixed' -benchtime 1x
+func BenchmarkMixed(b *testing.B) {
+	s := mixedScenario(b, 256, "100ms")
+	res, err := runner.Reservations(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mech := range []string{"none", "elasticswitch", "gatekeeper"} {
+		b.Run(mech, func(b *testing.B) {
+			for b.Loop() {
+				m, err := all.New(mech, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := sim.Run(context.Background(), s.Spec, s.Topo, sim.Options{Mechanism: m, Reservations: res}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(0.1*float64(b.N)/b.Elapsed().Seconds(), "sim-s/s")
+		})
 	}
 }
