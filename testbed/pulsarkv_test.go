@@ -29,8 +29,8 @@ func runAppliances(t *testing.T, sc *spec.Scenario, tp *topo.Topology, m string)
 // the scenario was written for, designed MT/s for its mix, on whatever
 // machine runs the test. The store's CPU share is what sets its capacity,
 // and the same share of a faster CPU serves more: on this project's
-// machines, redis-server at 0.35 of a CPU served 155–233 MT/s of 1 KB
-// gets and puts on one and 300–400 on another, where a closed-loop
+// machines, redis-server at 0.35–0.4 of a CPU served 155–233 MT/s of
+// 1 KB gets and puts on one and 277–375 on another, where a closed-loop
 // tenant was no longer held back and the capacity estimator had not
 // finished its search within the run. So a 4-s run under none, with the
 // open-loop tenants' rates multiplied by overload to fill the store,
