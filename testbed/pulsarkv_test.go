@@ -30,7 +30,7 @@ func runAppliances(t *testing.T, sc *spec.Scenario, tp *topo.Topology, m string)
 // machine runs the test. The store's CPU share is what sets its capacity,
 // and the same share of a faster CPU serves more: on this project's
 // machines, redis-server at 0.35–0.4 of a CPU served 155–233 MT/s of
-// 1 KB gets and puts on one and 277–375 on another, where a closed-loop
+// 1 KB gets and puts on one and 277–432 on another, where a closed-loop
 // tenant was no longer held back and the capacity estimator had not
 // finished its search within the run. So a 4-s run under none, with the
 // open-loop tenants' rates multiplied by overload to fill the store,
