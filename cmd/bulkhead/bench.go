@@ -38,9 +38,11 @@ func newBenchCmd() *cobra.Command {
                code points, throughput gain and link utilization
   bench proxy  the proxy's overhead: redis-benchmark against redis-server
                directly, through twemproxy and through Bulkhead's proxy
-               with isolation on; requests/s, p50, p99, CPU`,
+               with isolation on; requests/s, p50, p99, CPU
+  bench cores  a cache line's round trip between two cores: what every
+               parallel pass of the simulator pays for sharing data`,
 	}
-	cmd.AddCommand(newBenchAllocCmd(), newBenchSimCmd(), newBenchPulsarCmd(), newBenchQShareCmd(), newBenchProxyCmd())
+	cmd.AddCommand(newBenchAllocCmd(), newBenchSimCmd(), newBenchPulsarCmd(), newBenchQShareCmd(), newBenchProxyCmd(), newBenchCoresCmd())
 	return cmd
 }
 
@@ -213,6 +215,10 @@ func timeRuns(n int, f func() error) ([]time.Duration, error) {
 	return d, nil
 }
 
+// coreRounds is the round trips of each batch of runner.CoreRoundTrip
+// (5 batches: 10–100 ms in all).
+const coreRounds = 20000
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func newBenchSimCmd() *cobra.Command {
@@ -243,6 +249,13 @@ and the samples. All run on several cores on a large run except the
 water-filling at the heart of each re-solve, which is serial and so bounds
 how much more cores would help.
 
+It measures, before and after the first run, how long a cache line takes
+to go from one core to another and back. Every pass the simulator splits
+among cores reads what another core wrote, so its speed depends on that
+figure, which a virtual machine's host can change while it runs (it
+places the virtual CPUs close together or far apart): compare runs only
+at about the same figure.
+
 --cpuprofile FILE writes a CPU profile of the first run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -272,6 +285,7 @@ how much more cores would help.
 				}
 			}
 			var ph sim.Phases
+			before, okBefore := runner.CoreRoundTrip(cmd.Context(), coreRounds)
 			speed, wall, err := runner.SimSpeed(cmd.Context(), s, mechanism, &ph)
 			if profile != "" {
 				pprof.StopCPUProfile()
@@ -279,9 +293,14 @@ how much more cores would help.
 			if err != nil {
 				return err
 			}
+			after, okAfter := runner.CoreRoundTrip(cmd.Context(), coreRounds)
 			fmt.Fprintf(w, "%s, %s simulated at 1 ms ticks under %s: %.2f s wall, %.2f simulated s per wall s\n",
 				what, duration, mechanism, wall.Seconds(), speed)
 			printPhases(w, &ph, duration)
+			if okBefore && okAfter {
+				fmt.Fprintf(w, "  a cache line's round trip between two cores: %.0f ns before the run, %.0f ns after\n",
+					float64(before.Nanoseconds()), float64(after.Nanoseconds()))
+			}
 			if senders > 0 {
 				m, err := runner.ManyToOneScenario(senders, 30*time.Second)
 				if err != nil {
@@ -321,6 +340,35 @@ func printPhases(w io.Writer, ph *sim.Phases, simulated time.Duration) {
 	fmt.Fprintf(w, "  wall time per simulated second: agents %s (%d steps, on %s), network re-solves %s (%d, partly serial), accounting %s and samples %s (on %s), controller %s, other %s; setup %.2f s\n",
 		per(ph.Agents), ph.Steps, cores, per(ph.Physics), ph.Solves, per(ph.Accounting), per(ph.Samples), cores,
 		per(ph.Controller), per(ph.Other), ph.Setup.Seconds())
+}
+
+func newBenchCoresCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cores",
+		Short: "A cache line's round trip between two cores",
+		Long: `Measures how long a cache line takes to go from one core to another and
+back (two threads handing a counter to each other; the median of five
+batches) and prints it in nanoseconds.
+
+The simulator splits its passes among cores, and each pass reads what
+another core wrote in the one before, so its speed follows this figure.
+On a virtual machine the host may place the virtual CPUs close together
+(tens of nanoseconds) or far apart (hundreds), and move them while a
+benchmark runs: measure before and after, and compare runs only at the
+same figure (scripts/sim-speed does). Needs two cores (GOMAXPROCS).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rtt, ok := runner.CoreRoundTrip(cmd.Context(), coreRounds)
+			if !ok {
+				if err := cmd.Context().Err(); err != nil {
+					return err
+				}
+				return fmt.Errorf("bench cores: no round trip measured: needs two cores running at once (GOMAXPROCS is %d)", runtime.GOMAXPROCS(0))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%.0f ns\n", float64(rtt.Nanoseconds()))
+			return nil
+		},
+	}
 }
 
 func newBenchPulsarCmd() *cobra.Command {

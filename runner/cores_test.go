@@ -1,0 +1,32 @@
+package runner
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// The round trip is measured on two cores, is positive and well under
+// the batch's limit; on one core there is none.
+func TestCoreRoundTrip(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Fatalf("the test needs two CPUs, the machine has %d", runtime.NumCPU())
+	}
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+	rtt, ok := CoreRoundTrip(context.Background(), 20000)
+	if !ok || rtt <= 0 || rtt > 50*time.Microsecond {
+		t.Fatalf("round trip %v (ok %v): want a positive figure under 50 µs", rtt, ok)
+	}
+	runtime.GOMAXPROCS(1)
+	if rtt, ok := CoreRoundTrip(context.Background(), 20000); ok {
+		t.Fatalf("one core: got a round trip of %v, want none", rtt)
+	}
+	runtime.GOMAXPROCS(2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, ok := CoreRoundTrip(ctx, 20000); ok {
+		t.Fatal("a cancelled context: got a round trip, want none")
+	}
+}
