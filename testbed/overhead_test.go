@@ -65,8 +65,15 @@ func (pollAgent) Step(*mech.HostObs, []mech.Message) mech.Actions { return mech.
 
 type pollAgent struct{ period time.Duration }
 
-// overheadYAML has links of 40 Gbit/s; overheadYAML1G the same at 1 Gbit/s.
-var overheadYAML1G = strings.ReplaceAll(overheadYAML, "40Gbps", "1Gbps")
+// overheadYAML has links of 40 Gbit/s; overheadYAML1G the same at 1 Gbit/s,
+// overheadYAMLBig at 100 Gbit/s, for the cases with BIG TCP: one flow of
+// those reaches 38 Gbit/s on two cores when they are near each other,
+// the most a 40 Gbit/s link carries, so that such a link, not the path,
+// would bound it and hide the path's cost.
+var (
+	overheadYAML1G  = strings.ReplaceAll(overheadYAML, "40Gbps", "1Gbps")
+	overheadYAMLBig = strings.ReplaceAll(overheadYAML, "40Gbps", "100Gbps")
+)
 
 const overheadYAML = `
 name: overhead
@@ -83,8 +90,9 @@ workloads:
 `
 
 // BenchmarkEnforcement is the goodput of one TCP flow between two VMs on
-// links shaped at 40 Gbit/s (far above what two cores forward: the flow is
-// CPU-bound, unshaped in effect), 3 s per iteration, counted by the
+// links shaped at 40 Gbit/s (100 Gbit/s for the big- cases; far above
+// what two cores forward: the flow is CPU-bound, unshaped in effect), 3 s
+// per iteration, counted by the
 // receiving generator: "plain" without any class of the agent (no pair
 // limiter, receive counters removed); "counter" with the receiver's eBPF
 // counter alone (no pair limiter); "htb-root" with the pair limiter's HTB
@@ -134,13 +142,13 @@ func BenchmarkEnforcement(b *testing.B) {
 		{"classes", true, true, false, false, overheadYAML, 0},
 		{"classes-default-tsq", true, true, false, true, overheadYAML, 0},
 		{"agent", true, true, true, false, overheadYAML, 0},
-		{"big-plain", false, false, false, false, overheadYAML, MaxGSO},
-		{"big-classes", true, true, false, false, overheadYAML, MaxGSO},
-		{"big-agent", true, true, true, false, overheadYAML, MaxGSO},
-		{"big-agent-150ms", true, true, true, false, overheadYAML, MaxGSO},
-		{"iperf-big-plain", false, false, false, false, overheadYAML, MaxGSO},
-		{"iperf-big-classes", true, true, false, false, overheadYAML, MaxGSO},
-		{"iperf-big-agent", true, true, true, false, overheadYAML, MaxGSO},
+		{"big-plain", false, false, false, false, overheadYAMLBig, MaxGSO},
+		{"big-classes", true, true, false, false, overheadYAMLBig, MaxGSO},
+		{"big-agent", true, true, true, false, overheadYAMLBig, MaxGSO},
+		{"big-agent-150ms", true, true, true, false, overheadYAMLBig, MaxGSO},
+		{"iperf-big-plain", false, false, false, false, overheadYAMLBig, MaxGSO},
+		{"iperf-big-classes", true, true, false, false, overheadYAMLBig, MaxGSO},
+		{"iperf-big-agent", true, true, true, false, overheadYAMLBig, MaxGSO},
 		{"1G-plain", false, false, false, false, overheadYAML1G, 0},
 		{"1G-agent", true, true, true, false, overheadYAML1G, 0},
 	} {
@@ -354,9 +362,9 @@ func dropRX(b *testing.B, tb *Testbed, vm string) {
 	}
 }
 
-// pairsYAML has n sender VMs on h1 and n receivers on h2, links of 40
-// Gbit/s, one TCP flow from x_i to y_i each.
-func pairsYAML(n int) string {
+// pairsYAML has n sender VMs on h1 and n receivers on h2, links of
+// capacity, one TCP flow from x_i to y_i each.
+func pairsYAML(n int, capacity string) string {
 	var vms, wl strings.Builder
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&vms, "      - {name: x%d, server: h1}\n      - {name: y%d, server: h2}\n", i, i)
@@ -369,13 +377,13 @@ topology:
   kind: explicit
   explicit:
     nodes: [{name: h1, kind: server}, {name: h2, kind: server}, {name: sw, kind: switch}]
-    links: [{a: h1, b: sw, capacity: 40Gbps}, {a: sw, b: h2, capacity: 40Gbps}]
+    links: [{a: h1, b: sw, capacity: %[1]s}, {a: sw, b: h2, capacity: %[1]s}]
 tenants:
   - name: T
     guarantee: 100Mbps
     vms:
-%sworkloads:
-%s`, vms.String(), wl.String())
+%[2]sworkloads:
+%[3]s`, capacity, vms.String(), wl.String())
 }
 
 // nopHook puts, where the receive counter goes (the egress hook of vm's
@@ -477,7 +485,8 @@ func nopTCX(b *testing.B, tb *Testbed, vm string) {
 // BenchmarkEnforcementPairs is BenchmarkEnforcement's "plain" against
 // "classes" with 16 and 64 VM pairs, one TCP flow each, between two hosts
 // on links of 40 Gbit/s (CPU-bound at the kernel's 64 KB offload packets:
-// their total is what the two cores forward; link-bound with BIG TCP): the aggregate goodput with and without the agent's classes
+// their total is what the two cores forward), 100 Gbit/s for the big-
+// cases (which 40 Gbit/s links would bound): the aggregate goodput with and without the agent's classes
 // (a pair limiter per pair, unlimited, and the receiver's eBPF counter);
 // the "big-" cases with BIG TCP (offload packets of MaxGSO bytes).
 func BenchmarkEnforcementPairs(b *testing.B) {
@@ -501,7 +510,11 @@ func BenchmarkEnforcementPairs(b *testing.B) {
 // TCP flow each, with the agents' classes or none, offload packets of gso
 // bytes (0: the kernel's 64 KB).
 func enforcementPairs(b *testing.B, n int, classes bool, gso int) {
-	_, tb := benchUp(b, pairsYAML(n), Options{Limiters: classes, GSOMaxSize: gso})
+	capacity := "40Gbps"
+	if gso > 0 {
+		capacity = "100Gbps" // 40 Gbit/s links would bound them, not the path
+	}
+	_, tb := benchUp(b, pairsYAML(n, capacity), Options{Limiters: classes, GSOMaxSize: gso})
 	var fl []flow
 	for i := 1; i <= n; i++ {
 		src, dst := fmt.Sprintf("x%d", i), fmt.Sprintf("y%d", i)
