@@ -8,14 +8,20 @@ import (
 )
 
 // The round trip is measured on two cores, is positive and well under
-// the batch's limit; on one core there is none.
+// the batch's limit; on one core, or once cancelled, there is none.
+// Other tests may hold a core meanwhile (a batch then stalls and gives
+// up), so the two-core measurement has a few tries.
 func TestCoreRoundTrip(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Fatalf("the test needs two CPUs, the machine has %d", runtime.NumCPU())
 	}
 	prev := runtime.GOMAXPROCS(2)
 	defer runtime.GOMAXPROCS(prev)
-	rtt, ok := CoreRoundTrip(context.Background(), 20000)
+	var rtt time.Duration
+	ok := false
+	for try := 0; try < 5 && !ok; try++ {
+		rtt, ok = CoreRoundTrip(context.Background(), 5000)
+	}
 	if !ok || rtt <= 0 || rtt > 50*time.Microsecond {
 		t.Fatalf("round trip %v (ok %v): want a positive figure under 50 µs", rtt, ok)
 	}
