@@ -66,10 +66,11 @@ func (pollAgent) Step(*mech.HostObs, []mech.Message) mech.Actions { return mech.
 type pollAgent struct{ period time.Duration }
 
 // overheadYAML has links of 40 Gbit/s; overheadYAML1G the same at 1 Gbit/s,
-// overheadYAMLBig at 100 Gbit/s, for the cases with BIG TCP: one flow of
-// those reaches 38 Gbit/s on two cores when they are near each other,
-// the most a 40 Gbit/s link carries, so that such a link, not the path,
-// would bound it and hide the path's cost.
+// overheadYAMLBig at 100 Gbit/s, for the cases with BIG TCP: with it one
+// flow runs at up to about 50 Gbit/s when the machine's two cores are
+// near each other, more than a 40 Gbit/s link carries (38 Gbit/s of
+// goodput), so such a link, not the path, would bound it and hide the
+// path's cost.
 var (
 	overheadYAML1G  = strings.ReplaceAll(overheadYAML, "40Gbps", "1Gbps")
 	overheadYAMLBig = strings.ReplaceAll(overheadYAML, "40Gbps", "100Gbps")
