@@ -274,6 +274,8 @@ at about the same figure.
 			if err != nil {
 				return err
 			}
+			// measured before the profile starts, so as not to show in it
+			before, okBefore := runner.CoreRoundTrip(cmd.Context(), coreRounds)
 			if profile != "" {
 				f, err := os.Create(profile)
 				if err != nil {
@@ -285,7 +287,6 @@ at about the same figure.
 				}
 			}
 			var ph sim.Phases
-			before, okBefore := runner.CoreRoundTrip(cmd.Context(), coreRounds)
 			speed, wall, err := runner.SimSpeed(cmd.Context(), s, mechanism, &ph)
 			if profile != "" {
 				pprof.StopCPUProfile()
