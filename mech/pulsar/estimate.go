@@ -2,6 +2,8 @@ package pulsar
 
 import (
 	"cmp"
+	"context"
+	"log/slog"
 	"math"
 	"slices"
 
@@ -73,8 +75,17 @@ func (c *Controller) estimate(T float64) map[string]float64 {
 			continue
 		}
 		a.obs.Tenants = a.tenants
+		prev := a.est.Estimate()
 		c.capacity[r] = a.est.Observe(&a.obs)
 		est[c.res[r].ID] = c.capacity[r]
+		if c.log.Enabled(context.Background(), slog.LevelDebug) {
+			lo, hi := a.est.Window()
+			thr, viol := a.est.Signals()
+			c.log.Debug("capacity estimate", "appliance", c.res[r].ID, "phase", a.est.Phase(),
+				"previous", prev, "estimate", c.capacity[r], "window_min", lo, "window_max", hi,
+				"throughput", a.obs.Throughput, "granted", a.obs.Granted, "delay", a.obs.Delay, "latency", a.obs.Latency,
+				"queued", a.est.Queued(), "throughput_signal", thr, "violation", viol)
+		}
 	}
 	return est
 }
