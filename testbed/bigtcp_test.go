@@ -3,6 +3,9 @@ package testbed
 import (
 	"context"
 	"math"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,6 +94,23 @@ func TestBigTCP(t *testing.T) {
 // segment's headers, so a flow held at its limit has a goodput of about
 // 1448/1514 = 95.6% of it; more would be a burst the class let through),
 // with either packet size.
+// TestVMSmallQueue: a VM's small-queue budget holds two offload packets,
+// and its pair classes' queue 16 budgets.
+func TestVMSmallQueue(t *testing.T) {
+	for _, c := range []struct{ gso, tsq, queue int }{
+		{0, VMTSQBytes, VMLimiterQueue},
+		{kernelGSO, VMTSQBytes, VMLimiterQueue},
+		{VMTSQBytes / 2, VMTSQBytes, VMLimiterQueue},
+		{VMTSQBytes/2 + 1, VMTSQBytes + 2, 16 * (VMTSQBytes + 2)},
+		{MaxGSO, 2 * MaxGSO, 32 * MaxGSO},
+	} {
+		tsq, queue := vmSmallQueue(c.gso)
+		if tsq != c.tsq || queue != c.queue {
+			t.Errorf("vmSmallQueue(%d) = %d, %d; want %d, %d", c.gso, tsq, queue, c.tsq, c.queue)
+		}
+	}
+}
+
 func TestBigTCPLimits(t *testing.T) {
 	needRoot(t)
 	sc, tp := parseScenario(t, overheadYAML)
@@ -104,6 +124,20 @@ func TestBigTCPLimits(t *testing.T) {
 		}
 		func() {
 			defer tb.Close()
+			// the sending VM's small-queue budget: two offload packets
+			// at least
+			x, _ := tb.plan.VM("x")
+			want, _ := vmSmallQueue(max(gso, kernelGSO))
+			var got []byte
+			if err := tb.ns[x.NS].Do(func() (err error) {
+				got, err = os.ReadFile("/proc/sys/net/ipv4/tcp_limit_output_bytes")
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if s := strings.TrimSpace(string(got)); s != strconv.Itoa(want) {
+				t.Errorf("offload packets up to %d bytes: the sending VM's small-queue budget is %s bytes, want %d", max(gso, kernelGSO), s, want)
+			}
 			g := &generator{tb: tb}
 			defer g.stop()
 			total := time.Duration(len(limits))*(settle+window) + time.Second
