@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bulkhead-dc/bulkhead/datapath/linux"
 )
 
 // TestBigTCP: with offload packets above the kernel's 64 KB (BIG TCP,
@@ -94,23 +96,6 @@ func TestBigTCP(t *testing.T) {
 // segment's headers, so a flow held at its limit has a goodput of about
 // 1448/1514 = 95.6% of it; more would be a burst the class let through),
 // with either packet size.
-// TestVMSmallQueue: a VM's small-queue budget holds two offload packets,
-// and its pair classes' queue 16 budgets.
-func TestVMSmallQueue(t *testing.T) {
-	for _, c := range []struct{ gso, tsq, queue int }{
-		{0, VMTSQBytes, VMLimiterQueue},
-		{kernelGSO, VMTSQBytes, VMLimiterQueue},
-		{VMTSQBytes / 2, VMTSQBytes, VMLimiterQueue},
-		{VMTSQBytes/2 + 1, VMTSQBytes + 2, 16 * (VMTSQBytes + 2)},
-		{MaxGSO, 2 * MaxGSO, 32 * MaxGSO},
-	} {
-		tsq, queue := vmSmallQueue(c.gso)
-		if tsq != c.tsq || queue != c.queue {
-			t.Errorf("vmSmallQueue(%d) = %d, %d; want %d, %d", c.gso, tsq, queue, c.tsq, c.queue)
-		}
-	}
-}
-
 func TestBigTCPLimits(t *testing.T) {
 	needRoot(t)
 	sc, tp := parseScenario(t, overheadYAML)
@@ -127,7 +112,7 @@ func TestBigTCPLimits(t *testing.T) {
 			// the sending VM's small-queue budget: two offload packets
 			// at least
 			x, _ := tb.plan.VM("x")
-			want, _ := vmSmallQueue(max(gso, kernelGSO))
+			want, _ := linux.SmallQueue(max(gso, kernelGSO))
 			var got []byte
 			if err := tb.ns[x.NS].Do(func() (err error) {
 				got, err = os.ReadFile("/proc/sys/net/ipv4/tcp_limit_output_bytes")

@@ -460,36 +460,23 @@ const VMRTOMin = 5 * time.Millisecond
 // VMLimiterQueue is the queue of a pair class on a VM's interface: room
 // for the TCP small-queue budget (VMTSQBytes) of 16 connections, so that a
 // limiter holds TCP back without dropping. With offload packets larger
-// than VMTSQBytes/2 (BIG TCP), both grow with them (vmSmallQueue).
-const VMLimiterQueue = 16 * VMTSQBytes
+// than VMTSQBytes/2 (BIG TCP), both grow with them (linux.SmallQueue).
+const VMLimiterQueue = linux.VMLimiterQueue
 
 // VMTSQBytes is the TCP small-queue budget (net.ipv4.tcp_limit_output_bytes)
 // in VMs with pair limiters: the most a TCP socket keeps queued below it.
 // The kernel's default (4 MB) would let a few connections overflow any
 // reasonable limiter queue.
-const VMTSQBytes = 256 << 10
-
-// vmSmallQueue is the small-queue budget and the pair classes' queue of a
-// VM with pair limiters whose interface takes offload packets of up to gso
-// bytes: VMTSQBytes and VMLimiterQueue, or, when two such packets do not
-// fit VMTSQBytes, two packets and 16 times that. A budget below two
-// packets lets a socket have one packet below it at a time: with BIG TCP
-// (512 KB packets against 256 KB) a flow through an unlimited pair class
-// then ran about 4% slower than with the kernel's 4 MB (docs/results.md,
-// "The small-queue budget, not the path").
-func vmSmallQueue(gso int) (tsq, queue int) {
-	tsq = max(VMTSQBytes, 2*gso)
-	return tsq, 16 * tsq
-}
+const VMTSQBytes = linux.VMTSQBytes
 
 // limitTSQ sets a VM's small-queue budget in its namespace and returns
-// the queue its pair classes get (vmSmallQueue of its device dev).
+// the queue its pair classes get (linux.SmallQueue of its device dev).
 func limitTSQ(vns *dataplane.NS, dev string) (queue int, err error) {
 	gso, err := vns.GSOMaxSize(dev)
 	if err != nil {
 		return 0, err
 	}
-	tsq, queue := vmSmallQueue(gso)
+	tsq, queue := linux.SmallQueue(gso)
 	if err := vns.Do(func() error {
 		return os.WriteFile("/proc/sys/net/ipv4/tcp_limit_output_bytes", []byte(strconv.Itoa(tsq)), 0o644)
 	}); err != nil {
