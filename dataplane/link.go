@@ -219,16 +219,6 @@ func prefixNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
-// GSOMaxSize is the largest segmentation-offload packet the device
-// accepts (its gso_max_size).
-func (n *NS) GSOMaxSize(dev string) (int, error) {
-	l, err := n.link(dev)
-	if err != nil {
-		return 0, err
-	}
-	return int(l.Attrs().GSOMaxSize), nil
-}
-
 // SetGSOMaxSize bounds the size of the segmentation-offload packets the
 // device accepts (IPv4 and IPv6): TCP senders behind it then hand the
 // stack at most that many bytes at once, which makes emulated queues

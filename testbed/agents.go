@@ -307,14 +307,13 @@ func AttachAgent(p *Plan, server string, m mech.Mechanism, loss string, log *slo
 			if err != nil {
 				return cfg, err
 			}
-			queue, err := limitTSQ(vns, v.Dev)
-			if err != nil {
-				return cfg, err
+			if err := vns.Do(limitTSQ); err != nil {
+				return cfg, fmt.Errorf("netns %s: %w", v.NS, err)
 			}
 			if err := vns.DeleteRootQdisc(v.Dev); err != nil {
 				return cfg, err
 			}
-			if l.TX, err = dataplane.NewLimiter(vns, dataplane.LimiterConfig{Dev: v.Dev, QueueBytes: uint32(queue)}); err != nil {
+			if l.TX, err = dataplane.NewLimiter(vns, dataplane.LimiterConfig{Dev: v.Dev, QueueBytes: VMLimiterQueue}); err != nil {
 				return cfg, err
 			}
 			for _, dp := range sends[v.Name] {

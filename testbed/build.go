@@ -399,11 +399,11 @@ func (tb *Testbed) createCounters() error {
 		lim := tb.tx[src.Name]
 		if lim == nil {
 			vm := tb.ns[src.NS]
-			queue, err := limitTSQ(vm, src.Dev)
-			if err != nil {
-				return err
+			if err := vm.Do(limitTSQ); err != nil {
+				return fmt.Errorf("netns %s: %w", vm.Name, err)
 			}
-			if lim, err = dataplane.NewLimiter(vm, dataplane.LimiterConfig{Dev: src.Dev, QueueBytes: uint32(queue)}); err != nil {
+			var err error
+			if lim, err = dataplane.NewLimiter(vm, dataplane.LimiterConfig{Dev: src.Dev, QueueBytes: VMLimiterQueue}); err != nil {
 				return err
 			}
 			tb.tx[src.Name] = lim
@@ -459,30 +459,21 @@ const VMRTOMin = 5 * time.Millisecond
 
 // VMLimiterQueue is the queue of a pair class on a VM's interface: room
 // for the TCP small-queue budget (VMTSQBytes) of 16 connections, so that a
-// limiter holds TCP back without dropping. With offload packets larger
-// than VMTSQBytes/2 (BIG TCP), both grow with them (linux.SmallQueue).
-const VMLimiterQueue = linux.VMLimiterQueue
+// limiter holds TCP back without dropping.
+const VMLimiterQueue = 16 * VMTSQBytes
 
 // VMTSQBytes is the TCP small-queue budget (net.ipv4.tcp_limit_output_bytes)
 // in VMs with pair limiters: the most a TCP socket keeps queued below it.
 // The kernel's default (4 MB) would let a few connections overflow any
 // reasonable limiter queue.
-const VMTSQBytes = linux.VMTSQBytes
+const VMTSQBytes = 256 << 10
 
-// limitTSQ sets a VM's small-queue budget in its namespace and returns
-// the queue its pair classes get (linux.SmallQueue of its device dev).
-func limitTSQ(vns *dataplane.NS, dev string) (queue int, err error) {
-	gso, err := vns.GSOMaxSize(dev)
-	if err != nil {
-		return 0, err
+// limitTSQ sets VMTSQBytes in the calling thread's namespace.
+func limitTSQ() error {
+	if err := os.WriteFile("/proc/sys/net/ipv4/tcp_limit_output_bytes", []byte(strconv.Itoa(VMTSQBytes)), 0o644); err != nil {
+		return fmt.Errorf("sysctl net.ipv4.tcp_limit_output_bytes: %w", err)
 	}
-	tsq, queue := linux.SmallQueue(gso)
-	if err := vns.Do(func() error {
-		return os.WriteFile("/proc/sys/net/ipv4/tcp_limit_output_bytes", []byte(strconv.Itoa(tsq)), 0o644)
-	}); err != nil {
-		return 0, fmt.Errorf("netns %s: sysctl net.ipv4.tcp_limit_output_bytes: %w", vns.Name, err)
-	}
-	return queue, nil
+	return nil
 }
 
 // createSchedulerIFBs adds every server's scheduler IFBs: TX fed by its

@@ -42,19 +42,6 @@ const VMTSQBytes = 256 << 10
 // testbed.VMLimiterQueue).
 const VMLimiterQueue = 16 * VMTSQBytes
 
-// SmallQueue is the small-queue budget and the pair classes' queue of a
-// VM whose interface takes offload packets of up to gso bytes:
-// VMTSQBytes and VMLimiterQueue, or, when two such packets do not fit
-// VMTSQBytes, two packets and 16 times that. A budget below two packets
-// lets a socket have one packet below it at a time: with BIG TCP (512 KB
-// packets against 256 KB) a flow through an unlimited pair class ran
-// about 4% slower than with the kernel's 4 MB (docs/results.md, "The
-// small-queue budget, not the path").
-func SmallQueue(gso int) (tsq, queue int) {
-	tsq = max(VMTSQBytes, 2*gso)
-	return tsq, 16 * tsq
-}
-
 // tsqSysctl is the TCP small-queue budget's file, in the calling
 // thread's namespace.
 const tsqSysctl = "/proc/sys/net/ipv4/tcp_limit_output_bytes"
@@ -416,13 +403,7 @@ func (h *Host) provisionNetns(vm datapath.VM) (_ *provisioned, err error) {
 	}
 	// The TCP small-queue budget of the VM's namespace, as the testbed
 	// sets it for its VMs: the limiter's queue then holds TCP back
-	// without dropping. Both follow the interface's offload packets
-	// (SmallQueue); the namespace's first VM sets the budget.
-	gso, err := vns.GSOMaxSize(vm.Interface)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", at, err)
-	}
-	tsq, queue := SmallQueue(gso)
+	// without dropping.
 	st := h.tsq[vm.Netns]
 	if st == nil {
 		var old []byte
@@ -431,7 +412,7 @@ func (h *Host) provisionNetns(vm datapath.VM) (_ *provisioned, err error) {
 			if old, err = os.ReadFile(tsqSysctl); err != nil {
 				return err
 			}
-			return os.WriteFile(tsqSysctl, []byte(fmt.Sprint(tsq)), 0o644)
+			return os.WriteFile(tsqSysctl, []byte(fmt.Sprint(VMTSQBytes)), 0o644)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("netns %s: sysctl net.ipv4.tcp_limit_output_bytes: %w", vm.Netns, err)
@@ -441,7 +422,7 @@ func (h *Host) provisionNetns(vm datapath.VM) (_ *provisioned, err error) {
 	}
 	st.users++
 	p.tsq = st
-	if p.tx, err = newLimiter(vns, vm.Interface, uint32(queue)); err != nil {
+	if p.tx, err = newLimiter(vns, vm.Interface, VMLimiterQueue); err != nil {
 		return nil, fmt.Errorf("%s: %w", at, err)
 	}
 	// (receive counting classes an earlier version left on the peer go)

@@ -534,20 +534,3 @@ func readsAsCounters(t *testing.T, what string, src datapath.PairCounters, p dat
 		}
 	}
 }
-
-// TestSmallQueue: a VM's small-queue budget holds two offload packets,
-// and its pair classes' queue 16 budgets.
-func TestSmallQueue(t *testing.T) {
-	for _, c := range []struct{ gso, tsq, queue int }{
-		{0, VMTSQBytes, VMLimiterQueue},
-		{64 << 10, VMTSQBytes, VMLimiterQueue},
-		{VMTSQBytes / 2, VMTSQBytes, VMLimiterQueue},
-		{VMTSQBytes/2 + 1, VMTSQBytes + 2, 16 * (VMTSQBytes + 2)},
-		{524280, 2 * 524280, 32 * 524280},
-	} {
-		tsq, queue := SmallQueue(c.gso)
-		if tsq != c.tsq || queue != c.queue {
-			t.Errorf("SmallQueue(%d) = %d, %d; want %d, %d", c.gso, tsq, queue, c.tsq, c.queue)
-		}
-	}
-}
