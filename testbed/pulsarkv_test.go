@@ -149,19 +149,20 @@ func capacityWindows(in *eval.Input, appliance int, from time.Duration) []float6
 //     falls below 75% of them; A no longer takes most of the store, and
 //     B gets its weight's part of the spare, 2/3, within 10% (0.60–0.73).
 //   - The controller's capacity estimate of the store over the last third
-//     of the run is at least the sum of the guarantees and within 10% of
+//     of the run is at least the sum of the guarantees, at most 10% above
 //     the store's capacity for the mix over the same seconds, as the
-//     store's CPU time shows it: tokens served over its busy time, while
-//     it is more than half busy. Where the store's capacity rose by more
-//     than 10% after the search (the last third against the seconds from
-//     the fifth to the last third: a host that moved the machine's two
-//     CPUs nearer each other serves the mix faster), the estimate is
-//     compared with the capacity before the rise instead, and may not be
-//     above the capacity after it by more than 10%: the estimator's
-//     stable phase (Pulsar §4.3, CapacityEstimator) lowers its estimate
-//     when the appliance congests and restarts the search on a new
-//     workload, but never rises above the estimate it began with (logged
-//     when it happens).
+//     store's CPU time shows it (tokens served over its busy time, while
+//     it is more than half busy), and at least 90% of the lowest such
+//     capacity since the search: the lowest 1-s window of the last third,
+//     or the capacity from the fifth second to the last third where that
+//     was lower. The estimator's stable phase (Pulsar §4.3,
+//     CapacityEstimator) lowers its estimate whenever the appliance
+//     congests and restarts the search on a new workload, but never rises
+//     above the estimate it began with; so where the store's capacity
+//     moves by ±10% from one second to the next the estimate sits near
+//     its dips, and where it rises after the search (a host that moved
+//     the machine's two CPUs nearer each other serves the mix faster),
+//     near the capacity before the rise.
 //
 // The store runs at the share of a CPU that gives it about 185 MT/s for
 // the mix on the machine at hand (fitStore), the middle of what the
@@ -224,11 +225,6 @@ func TestPulsarRealKV(t *testing.T) {
 		spans = append(spans, fmt.Sprintf("%.1f", capacityBetween(in, 0, a, a+5*time.Second)/1e6))
 	}
 	t.Logf("the store's capacity for the mix by its CPU time, by 5 s: %s MT/s", strings.Join(spans, ", "))
-	ref := served
-	if before := capacityBetween(in, 0, from, dur*2/3) / 1e6; served > 1.1*before {
-		t.Logf("the store's capacity rose after the search, from %.1f MT/s to %.1f: the estimate is compared with the capacity before the rise", before, served)
-		ref = before
-	}
 	spareA, spareB := mt(pul, "A")-gA, mt(pul, "B")-gB
 	win := capacityWindows(in, 0, dur*2/3)
 	lo, hi := math.Inf(1), 0.0
@@ -236,6 +232,15 @@ func TestPulsarRealKV(t *testing.T) {
 		lo, hi = min(lo, c/1e6), max(hi, c/1e6)
 	}
 	t.Logf("the store's capacity in 1-s windows over the last third: %.1f to %.1f MT/s (%d windows)", lo, hi, len(win))
+	// The least the estimate should reach: the store's lowest 1-s
+	// capacity over the last third (the stable phase follows the dips
+	// down and does not come back up), or its capacity before the last
+	// third where that was lower (it rose after the search).
+	ref := lo
+	if before := capacityBetween(in, 0, from, dur*2/3) / 1e6; before < ref {
+		t.Logf("the store's capacity before the last third, %.1f MT/s, was below its lowest 1-s window since (%.1f): the estimate is compared with it", before, lo)
+		ref = before
+	}
 	t.Logf("pulsar from %v: A %.1f MT/s (worst 1-s window %.1f), B %.1f (worst %.1f); B's part of the spare %.2f (weights: 0.67); capacity estimate over the last third %.1f MT/s: %.0f%% of the store's capacity for the mix as its CPU time shows it over the same seconds (%.1f), %.0f%% of its throughput under none (%.1f)",
 		from, mt(pul, "A"), worst["A"], mt(pul, "B"), worst["B"], spareB/(spareA+spareB), est, 100*est/served, served, 100*est/capacity, capacity)
 	for tn, g := range map[string]float64{"A": gA, "B": gB} {
@@ -256,7 +261,7 @@ func TestPulsarRealKV(t *testing.T) {
 		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, below the guarantees' sum %.0f (or none recorded)", est, gA+gB)
 	}
 	if !(est >= 0.9*ref && est <= 1.1*served) {
-		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s, %.0f%% of the store's capacity for the mix as its CPU time shows it (%.1f; over the same seconds %.1f): want within 10%%", est, 100*est/ref, ref, served)
+		t.Errorf("the controller's capacity estimate over the last third of the run is %.1f MT/s: want at least 90%% of the store's lowest capacity for the mix as its CPU time shows it (%.1f; its lowest 1-s window over the same seconds %.1f) and at most 110%% of its mean over them (%.1f)", est, ref, lo, served)
 	}
 }
 
