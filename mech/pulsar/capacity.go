@@ -53,6 +53,9 @@ type EstimatorConfig struct {
 	RestartThreshold float64
 	Tolerance        float64
 	QueueDelay       float64
+	// Probe is Params.ProbeIntervals: 0 never probes above a stable
+	// estimate.
+	Probe int
 }
 
 // ApplianceObs is what the controller saw at one appliance over one
@@ -214,6 +217,22 @@ type TenantObs struct {
 // more than RestartThreshold restart it with the initial window [floor,
 // Max]. The estimate is kept: the search resumes from it.
 //
+// Probing (off unless Probe > 0; not in the paper): the stable phase
+// above only lowers its estimate, so an appliance that becomes faster
+// under the same workload would be used at its old capacity until the
+// workload changes. With Probe > 0, Probe consecutive stable intervals in
+// which the estimate was handed out and served in full without a queue
+// (the search's condition for an increase) restart the search with the
+// window [C, min(Max, C·(1+w))]: the appliance is probed above its
+// estimate, and a probe that overloads it reverts as in the search. The
+// width w starts at 2·StableThreshold, so that a probe of an appliance
+// already at its capacity overloads it by about StableThreshold (within
+// Tolerance of every grant: no VDC violation), for one interval every
+// Probe or so. Like BIC-TCP's max probing, w doubles after a probe that
+// met no congestion (the appliance was faster than the whole window), up
+// to 2·RestartThreshold, and falls back after one that did; a restart
+// for congestion or a workload change resets it.
+//
 // Workload: each tenant's share of the appliance's throughput and its
 // network bytes per appliance token (Forward, Reverse: the request mix,
 // e.g. reads against writes, small against large). The change is the
@@ -229,17 +248,22 @@ type CapacityEstimator struct {
 	state           int
 	fixed           bool
 
-	osSet      bool
-	os         float64
-	settle     int
-	cs         float64 // estimate at the start of the stable phase
-	mix0       map[string]mixEntry
-	congCount  int
-	unclear    int // consecutive intervals with an unclear shortfall
-	mixCount   int
-	queued     bool // last observation's signals, for inspection
-	congestion bool
-	violation  bool
+	osSet     bool
+	os        float64
+	settle    int
+	cs        float64 // estimate at the start of the stable phase
+	mix0      map[string]mixEntry
+	congCount int
+	unclear   int // consecutive intervals with an unclear shortfall
+	mixCount  int
+	roomCount int // consecutive stable intervals served in full without a queue
+	// Probing (cfg.Probe > 0): the probe window's relative width, whether
+	// the search is a probe's, and whether that probe met congestion.
+	probeW                 float64
+	probing, probeReverted bool
+	queued                 bool // last observation's signals, for inspection
+	congestion             bool
+	violation              bool
 
 	// The throughput signal that last lowered maxW: the appliance served
 	// xRev, saturated, and maxW was prevMax before (xRev 0: none since the
@@ -348,8 +372,53 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 		// Overloads are relieved at once; only a clear throughput
 		// shortfall or a VDC violation counts towards a restart.
 		e.stable(o, exercised, over, over && X < (1-tol)*C || viol)
+		if e.state == stStable && e.cfg.Probe > 0 {
+			e.probe(exercised && !queued && !over && !viol && X >= (1-tol)*C && !saturated(o))
+		}
 	}
 	return e.est
+}
+
+// probe counts the stable intervals in which the appliance served the
+// estimate it was handed in full without a queue (room), and after
+// cfg.Probe of them in a row restarts the search above the estimate:
+// window [C, C·(1+2·RestartThreshold)], at most the initial maximum.
+func (e *CapacityEstimator) probe(room bool) {
+	if !room {
+		e.roomCount = 0
+		return
+	}
+	e.roomCount++
+	if e.roomCount < e.cfg.Probe {
+		return
+	}
+	e.roomCount = 0
+	if e.probeW == 0 {
+		e.probeW = 2 * e.cfg.StableThreshold
+	}
+	hi := min(e.ceil, e.est*(1+e.probeW))
+	if hi-e.est < e.cfg.StableThreshold*hi {
+		return // no room left below the initial maximum
+	}
+	e.state = stSearch
+	e.minW, e.maxW = e.est, hi
+	e.xRev = 0
+	e.unclear = 0
+	e.phase = PhaseRestart
+	e.probing, e.probeReverted = true, false
+}
+
+// probed is called when a probe's search becomes stable: a probe that met
+// no congestion found the appliance faster than its window, and the next
+// one is twice as wide (at most 2·RestartThreshold); one that met
+// congestion found the capacity, and the next one starts narrow again.
+func (e *CapacityEstimator) probed() {
+	e.probing = false
+	if e.probeReverted {
+		e.probeW = 2 * e.cfg.StableThreshold
+	} else {
+		e.probeW = min(2*e.probeW, 2*e.cfg.RestartThreshold)
+	}
 }
 
 // lowerFloor is called when the appliance cannot serve minW under this
@@ -394,6 +463,7 @@ func (e *CapacityEstimator) search(o *ApplianceObs, C, X float64, exercised, que
 			e.est = e.minW
 		}
 		e.phase = PhaseRevert
+		e.probeReverted = true
 		if viol {
 			e.state = stWait
 		}
@@ -416,7 +486,10 @@ func (e *CapacityEstimator) search(o *ApplianceObs, C, X float64, exercised, que
 		e.est = e.minW
 		e.state = stStable
 		e.osSet = false
-		e.congCount, e.mixCount = 0, 0
+		e.congCount, e.mixCount, e.roomCount = 0, 0, 0
+		if e.probing {
+			e.probed()
+		}
 	}
 }
 
@@ -485,6 +558,7 @@ func (e *CapacityEstimator) stable(o *ApplianceObs, exercised, over, congested b
 		e.est = min(max(e.est, e.minW), e.maxW)
 		e.congCount, e.mixCount = 0, 0
 		e.phase = PhaseRestart
+		e.probing, e.probeW = false, 0
 	}
 }
 

@@ -16,15 +16,16 @@ type fig8Step struct {
 	phase Phase
 	minW  float64
 	maxW  float64
+	viol  bool // the VDC-violation signal
 }
 
-func runFig8(t *testing.T, n, join int, capacity func(int) float64) []fig8Step {
+func runFig8(t *testing.T, n, join, probe int, capacity func(int) float64) []fig8Step {
 	t.Helper()
 	p := DefaultParams()
 	e := NewCapacityEstimator(EstimatorConfig{
 		Min: 5000, Max: 10000, Alpha: p.Alpha, Readings: p.Readings,
 		StableThreshold: p.StableThreshold, RestartThreshold: p.RestartThreshold,
-		Tolerance: p.Tolerance, QueueDelay: p.QueueDelay,
+		Tolerance: p.Tolerance, QueueDelay: p.QueueDelay, Probe: probe,
 	})
 	_, app := synthEnv()
 	app.flows = append(app.flows, &synthFlow{tenant: "C", arrival: 0, alloc: []float64{0}})
@@ -58,8 +59,8 @@ func runFig8(t *testing.T, n, join int, capacity func(int) float64) []fig8Step {
 		}
 		e.Observe(&ao)
 		lo, hi := e.Window()
-		trace = append(trace, fig8Step{e.Estimate(), e.Phase(), lo, hi})
 		tp, v := e.Signals()
+		trace = append(trace, fig8Step{e.Estimate(), e.Phase(), lo, hi, v})
 		t.Logf("t=%2d C_real=%5.0f served=%5.0f O=%6.1f -> est=%7.1f %-8v window=[%.0f, %.0f] throughput-signal=%v violation=%v",
 			i, app.capacity, ao.Throughput, ao.Outstanding, e.Estimate(), e.Phase(), lo, hi, tp, v)
 	}
@@ -72,7 +73,7 @@ func runFig8(t *testing.T, n, join int, capacity func(int) float64) []fig8Step {
 // congestion in the stable phase), and after tenant C joins while the
 // capacity rises to 7500 (a workload change).
 func TestCapacityFig8(t *testing.T) {
-	trace := runFig8(t, 90, 65, func(i int) float64 {
+	trace := runFig8(t, 90, 65, 0, func(i int) float64 {
 		switch {
 		case i >= 65:
 			return 7500
@@ -130,6 +131,48 @@ func TestCapacityFig8(t *testing.T) {
 		t.Error("workload change did not restart the search")
 	}
 	converged(64, 90, 16, 7500)
+}
+
+// TestCapacityRise: the synthetic appliance's capacity rises from 6500 to
+// 7500 tokens/s at interval 40 with the workload unchanged. Without
+// probing the stable estimate stays at the old capacity; with probing
+// every 5 intervals it finds the new one, and once it has (from interval
+// 80) its probes of the appliance at capacity raise no VDC violation.
+func TestCapacityRise(t *testing.T) {
+	capacity := func(i int) float64 {
+		if i >= 40 {
+			return 7500
+		}
+		return 6500
+	}
+	for _, c := range []struct {
+		probe  int
+		lo, hi float64 // bounds of the mean estimate over intervals 71–100
+	}{
+		{0, 0.95 * 6500, 1.02 * 6500},
+		{5, 0.95 * 7500, 1.02 * 7500},
+	} {
+		trace := runFig8(t, 100, 101, c.probe, capacity)
+		sum := 0.0
+		for _, s := range trace[70:] {
+			sum += s.est
+		}
+		if m := sum / 30; m < c.lo || m > c.hi {
+			t.Errorf("probe every %d intervals: mean estimate over intervals 71–100 %.0f, want %.0f–%.0f", c.probe, m, c.lo, c.hi)
+		}
+		probes := 0
+		for i, s := range trace[79:] {
+			if s.viol {
+				t.Errorf("probe every %d intervals: VDC violation at interval %d", c.probe, 80+i)
+			}
+			if s.phase == PhaseRestart {
+				probes++
+			}
+		}
+		if want := c.probe > 0; (probes > 0) != want {
+			t.Errorf("probe every %d intervals: %d probes from interval 80", c.probe, probes)
+		}
+	}
 }
 
 // TestCapacityThroughController runs the same synthetic appliance through

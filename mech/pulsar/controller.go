@@ -377,7 +377,7 @@ func NewController(env mech.ControllerEnv, p Params) (*Controller, error) {
 			est: NewCapacityEstimator(EstimatorConfig{
 				Min: lo, Max: hi, Alpha: p.Alpha, Readings: p.Readings,
 				StableThreshold: p.StableThreshold, RestartThreshold: p.RestartThreshold,
-				Tolerance: p.Tolerance, QueueDelay: p.QueueDelay,
+				Tolerance: p.Tolerance, QueueDelay: p.QueueDelay, Probe: p.ProbeIntervals,
 			}),
 			tpos: map[*tenant]int{},
 		}

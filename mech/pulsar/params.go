@@ -128,6 +128,16 @@ type Params struct {
 	// this from the one at the start of the stable phase restarts the
 	// search (§4.3: 10%) [restart_threshold]; default 0.10, > 0.
 	RestartThreshold float64
+	// ProbeIntervals: once the capacity search is stable, this many
+	// consecutive intervals in which the appliance served the estimate it
+	// was handed in full, without a queue, restart the search above the
+	// estimate (window [C, C·(1+2·RestartThreshold)], at most the initial
+	// maximum), so that an appliance that has become faster under the
+	// same workload is found; each probe may overload the appliance for
+	// an interval. 0 (the default, as in Pulsar §4.3) never probes: the
+	// stable phase then only lowers its estimate, and the search restarts
+	// on a workload change [probe_intervals]; ≥ 0.
+	ProbeIntervals int
 	// Tolerance is the relative margin of "clearly below" in congestion
 	// signals (throughput below the estimate, a tenant below its
 	// guarantee) and of "allocation bound" in demand estimation
@@ -175,7 +185,7 @@ func DefaultParams() Params {
 var paramNames = []string{
 	"interval", "ewma", "headroom", "default_rate", "local_policy", "global_policy",
 	"global_weight", "alpha", "readings", "stable_threshold", "restart_threshold",
-	"tolerance", "queue_delay", "forget_intervals", "scope",
+	"tolerance", "queue_delay", "forget_intervals", "scope", "probe_intervals",
 }
 
 // ParseParams reads parameters as written under mechanism.params, starting
@@ -252,6 +262,7 @@ func parseParams(params map[string]any, fixedScope Scope) (Params, error) {
 	num("queue_delay", &p.QueueDelay, func(x float64) bool { return x > 0 && x <= 100 }, "in (0, 100]")
 	integer("readings", &p.Readings, 1)
 	integer("forget_intervals", &p.ForgetIntervals, 1)
+	integer("probe_intervals", &p.ProbeIntervals, 0)
 
 	choice := func(name string, def string, allowed ...string) string {
 		s, err := sp.String(name, def)
@@ -295,6 +306,7 @@ func (p Params) validate() error {
 		"alpha": p.Alpha, "readings": p.Readings, "stable_threshold": p.StableThreshold,
 		"restart_threshold": p.RestartThreshold, "tolerance": p.Tolerance,
 		"queue_delay": p.QueueDelay, "forget_intervals": p.ForgetIntervals, "scope": string(p.Scope),
+		"probe_intervals": p.ProbeIntervals,
 	}
 	q, err := ParseParams(m)
 	if err != nil {
