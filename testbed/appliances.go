@@ -195,6 +195,10 @@ type running struct {
 	cpu uint64
 	// cg holds it at its CPU share (nil: no limit)
 	cg *cpuGroup
+	// share is the CPU share it has now (its plan's, or what
+	// setShare gave it; 0: no limit), guarded by mu
+	mu    sync.Mutex
+	share float64
 }
 
 // appliances are a run's real appliances.
@@ -259,7 +263,7 @@ func (tb *Testbed) launchAppliances(ctx context.Context, detach bool) (_ *applia
 		if detach {
 			cmd.SysProcAttr.Pdeathsig = 0
 		}
-		r := &running{plan: a, cmd: cmd, done: make(chan struct{}), log: logf}
+		r := &running{plan: a, cmd: cmd, done: make(chan struct{}), log: logf, share: a.CPU}
 		if err := tb.ns[a.NS].StartIn(cmd); err != nil {
 			return as, fmt.Errorf("testbed: appliance %s: %w", a.Name, err)
 		}
@@ -395,14 +399,41 @@ func (as *appliances) busy(sec float64) []float64 {
 		c := cpuTime(r.cmd.Process.Pid)
 		if c >= r.cpu && sec > 0 {
 			share := 1.0
-			if r.plan.CPU > 0 {
-				share = r.plan.CPU
+			r.mu.Lock()
+			if r.share > 0 {
+				share = r.share
 			}
+			r.mu.Unlock()
 			out[i] = min(float64(c-r.cpu)/1e9/sec/share, 1)
 		}
 		r.cpu = c
 	}
 	return out
+}
+
+// setShare gives the appliance name's server share of one CPU from now
+// on; the samples' busy fractions are then of the new share. Only a
+// server the plan limits (its CPU below 1) can be given another share.
+func (as *appliances) setShare(name string, share float64) error {
+	for _, r := range as.runs {
+		if r.plan.Name != name {
+			continue
+		}
+		if r.cg == nil {
+			return fmt.Errorf("testbed: appliance %s runs without a CPU limit (parallelism 1 or more): no share to change", name)
+		}
+		if !(share >= minCPUShare && share <= 1) {
+			return fmt.Errorf("testbed: appliance %s: a CPU share of %g, want %g to 1", name, share, minCPUShare)
+		}
+		if err := r.cg.setShare(share); err != nil {
+			return fmt.Errorf("testbed: appliance %s: %w", name, err)
+		}
+		r.mu.Lock()
+		r.share = share
+		r.mu.Unlock()
+		return nil
+	}
+	return fmt.Errorf("testbed: no appliance %q in this run", name)
 }
 
 // stop stops the servers (SIGTERM, then SIGKILL after 5 s) and removes

@@ -47,6 +47,36 @@ type cpuGroup struct {
 	dir string
 }
 
+// setQuota sets the group's quota per cpuPeriod (µs).
+func (g *cpuGroup) setQuota(v2 bool, quota int64) error {
+	file, v := "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)
+	if v2 {
+		file, v = "cpu.max", fmt.Sprintf("%d %d", quota, cpuPeriod.Microseconds())
+	}
+	if err := os.WriteFile(filepath.Join(g.dir, file), []byte(v), 0); err != nil {
+		return fmt.Errorf("control group %s: writing %q to %s: %w", g.dir, v, file, err)
+	}
+	return nil
+}
+
+// setShare gives the group's server share of one CPU (its quota per
+// cpuPeriod; the burst follows the quota).
+func (g *cpuGroup) setShare(share float64) error {
+	_, v2, err := cpuRoot()
+	if err != nil {
+		return err
+	}
+	quota := int64(share * float64(cpuPeriod.Microseconds()))
+	// The kernel refuses a quota below the burst: no burst first.
+	if err := g.allowBurst(v2, 0); err != nil {
+		return err
+	}
+	if err := g.setQuota(v2, quota); err != nil {
+		return err
+	}
+	return g.allowBurst(v2, quota)
+}
+
 // cgroupName is the group of a run's appliance.
 func cgroupName(prefix, appliance string) string { return "bulkhead-" + prefix + "-" + appliance }
 
@@ -97,14 +127,14 @@ func limitCPU(name string, pid int, share float64) (*cpuGroup, error) {
 	// machine whose cores the clients, the agents and the emulated links
 	// keep busy, as a server of its own would.
 	if v2 {
-		err = write("cpu.max", fmt.Sprintf("%d %d", quota, period))
+		err = g.setQuota(true, quota)
 		if err == nil {
 			err = write("cpu.weight", strconv.Itoa(cgroupV2MaxWeight))
 		}
 	} else {
 		err = write("cpu.cfs_period_us", strconv.FormatInt(period, 10))
 		if err == nil {
-			err = write("cpu.cfs_quota_us", strconv.FormatInt(quota, 10))
+			err = g.setQuota(false, quota)
 		}
 		if err == nil {
 			err = write("cpu.shares", strconv.Itoa(cgroupV1MaxShares))

@@ -348,7 +348,9 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 	}()
 	var during func(context.Context, time.Time) error
 	if o.During != nil {
-		during = func(ctx context.Context, t0 time.Time) error { return o.During(ctx, &RunControl{T0: t0, d: d, tb: tb}) }
+		during = func(ctx context.Context, t0 time.Time) error {
+			return o.During(ctx, &RunControl{T0: t0, d: d, tb: tb, as: as})
+		}
 	}
 	tb.log.Info("controller and host agents started", "mechanism", m.Name(), "agents", len(d.agents))
 	var estimates func(context.Context) (map[string]float64, error)

@@ -222,16 +222,16 @@ type TenantObs struct {
 // under the same workload would be used at its old capacity until the
 // workload changes. With Probe > 0, Probe consecutive stable intervals in
 // which the estimate was handed out and served in full without a queue
-// (the search's condition for an increase) restart the search with the
-// window [C, min(Max, C·(1+w))]: the appliance is probed above its
-// estimate, and a probe that overloads it reverts as in the search. The
-// width w starts at 2·StableThreshold, so that a probe of an appliance
-// already at its capacity overloads it by about StableThreshold (within
-// Tolerance of every grant: no VDC violation), for one interval every
-// Probe or so. Like BIC-TCP's max probing, w doubles after a probe that
-// met no congestion (the appliance was faster than the whole window), up
-// to 2·RestartThreshold, and falls back after one that did; a restart
-// for congestion or a workload change resets it.
+// (the search's condition for an increase) start a probe above it, as
+// BIC-TCP probes past its last maximum: the estimate rises by
+// 2·StableThreshold, and while the appliance keeps serving it in full
+// without a queue, minW follows and each step doubles (at most
+// 2·RestartThreshold of the estimate); the first congestion signal is a
+// revert of the search (maxW at the estimate that congested), whose
+// binary search then narrows the window again. A probe of an appliance
+// already at its capacity overloads it by 2·StableThreshold for an
+// interval (within Tolerance of every grant: no VDC violation), every
+// Probe intervals or so.
 //
 // Workload: each tenant's share of the appliance's throughput and its
 // network bytes per appliance token (Forward, Reverse: the request mix,
@@ -257,13 +257,12 @@ type CapacityEstimator struct {
 	unclear   int // consecutive intervals with an unclear shortfall
 	mixCount  int
 	roomCount int // consecutive stable intervals served in full without a queue
-	// Probing (cfg.Probe > 0): the probe window's relative width, whether
-	// the search is a probe's, and whether that probe met congestion.
-	probeW                 float64
-	probing, probeReverted bool
-	queued                 bool // last observation's signals, for inspection
-	congestion             bool
-	violation              bool
+	// Probing (cfg.Probe > 0): the probe's present step, relative to the
+	// estimate.
+	probeW     float64
+	queued     bool // last observation's signals, for inspection
+	congestion bool
+	violation  bool
 
 	// The throughput signal that last lowered maxW: the appliance served
 	// xRev, saturated, and maxW was prevMax before (xRev 0: none since the
@@ -279,6 +278,7 @@ const (
 	stSearch = iota
 	stWait
 	stStable
+	stProbe
 )
 
 type mixEntry struct{ share, fwd, rev float64 }
@@ -368,6 +368,8 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 		}
 	case stSearch:
 		e.search(o, C, X, exercised, queued, over, viol)
+	case stProbe:
+		e.probeStep(o, C, X, exercised, queued, over, viol)
 	case stStable:
 		// Overloads are relieved at once; only a clear throughput
 		// shortfall or a VDC violation counts towards a restart.
@@ -381,8 +383,8 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 
 // probe counts the stable intervals in which the appliance served the
 // estimate it was handed in full without a queue (room), and after
-// cfg.Probe of them in a row restarts the search above the estimate:
-// window [C, C·(1+2·RestartThreshold)], at most the initial maximum.
+// cfg.Probe of them in a row starts probing above the estimate (stProbe,
+// probeStep).
 func (e *CapacityEstimator) probe(room bool) {
 	if !room {
 		e.roomCount = 0
@@ -393,31 +395,44 @@ func (e *CapacityEstimator) probe(room bool) {
 		return
 	}
 	e.roomCount = 0
-	if e.probeW == 0 {
-		e.probeW = 2 * e.cfg.StableThreshold
-	}
-	hi := min(e.ceil, e.est*(1+e.probeW))
-	if hi-e.est < e.cfg.StableThreshold*hi {
+	if e.ceil-e.est < e.cfg.StableThreshold*e.ceil {
 		return // no room left below the initial maximum
 	}
-	e.state = stSearch
-	e.minW, e.maxW = e.est, hi
+	e.state = stProbe
+	e.minW, e.maxW = e.est, e.ceil
 	e.xRev = 0
 	e.unclear = 0
+	e.probeW = 2 * e.cfg.StableThreshold
+	e.est = min(e.ceil, e.est*(1+e.probeW))
 	e.phase = PhaseRestart
-	e.probing, e.probeReverted = true, false
 }
 
-// probed is called when a probe's search becomes stable: a probe that met
-// no congestion found the appliance faster than its window, and the next
-// one is twice as wide (at most 2·RestartThreshold); one that met
-// congestion found the capacity, and the next one starts narrow again.
-func (e *CapacityEstimator) probed() {
-	e.probing = false
-	if e.probeReverted {
-		e.probeW = 2 * e.cfg.StableThreshold
-	} else {
+// probeStep is one interval of probing above a stable estimate, as
+// BIC-TCP probes past its last maximum: while the appliance serves the
+// estimate it is handed in full without a queue, minW rises to it and the
+// next step is twice the last (2·StableThreshold of the estimate at
+// first, at most 2·RestartThreshold); at the first congestion signal the
+// probe becomes the search's revert, with maxW at the estimate that
+// congested and the estimate back at minW, and the binary search goes on
+// between them. Anything else holds the estimate (demand fell).
+func (e *CapacityEstimator) probeStep(o *ApplianceObs, C, X float64, exercised, queued, over, viol bool) {
+	tol := e.cfg.Tolerance
+	switch {
+	case over || viol:
+		e.state = stSearch
+		e.search(o, C, X, exercised, queued, over, viol)
+	case exercised && !queued && X >= (1-tol)*C && !saturated(o):
+		e.minW = max(e.minW, min(C, X))
 		e.probeW = min(2*e.probeW, 2*e.cfg.RestartThreshold)
+		e.est = min(e.ceil, e.minW*(1+e.probeW))
+		e.phase = PhaseIncrease
+		if e.est >= e.ceil {
+			// the initial maximum: the search takes over below it
+			e.state = stSearch
+			e.est = (e.minW + e.maxW) / 2
+		}
+	default:
+		e.phase = PhaseIdle
 	}
 }
 
@@ -463,7 +478,6 @@ func (e *CapacityEstimator) search(o *ApplianceObs, C, X float64, exercised, que
 			e.est = e.minW
 		}
 		e.phase = PhaseRevert
-		e.probeReverted = true
 		if viol {
 			e.state = stWait
 		}
@@ -487,9 +501,6 @@ func (e *CapacityEstimator) search(o *ApplianceObs, C, X float64, exercised, que
 		e.state = stStable
 		e.osSet = false
 		e.congCount, e.mixCount, e.roomCount = 0, 0, 0
-		if e.probing {
-			e.probed()
-		}
 	}
 }
 
@@ -558,7 +569,6 @@ func (e *CapacityEstimator) stable(o *ApplianceObs, exercised, over, congested b
 		e.est = min(max(e.est, e.minW), e.maxW)
 		e.congCount, e.mixCount = 0, 0
 		e.phase = PhaseRestart
-		e.probing, e.probeW = false, 0
 	}
 }
 

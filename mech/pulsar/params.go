@@ -130,13 +130,14 @@ type Params struct {
 	RestartThreshold float64
 	// ProbeIntervals: once the capacity search is stable, this many
 	// consecutive intervals in which the appliance served the estimate it
-	// was handed in full, without a queue, restart the search above the
-	// estimate (window [C, C·(1+2·RestartThreshold)], at most the initial
-	// maximum), so that an appliance that has become faster under the
-	// same workload is found; each probe may overload the appliance for
-	// an interval. 0 (the default, as in Pulsar §4.3) never probes: the
-	// stable phase then only lowers its estimate, and the search restarts
-	// on a workload change [probe_intervals]; ≥ 0.
+	// was handed in full, without a queue, start a probe above the
+	// estimate (steps that double while the appliance keeps up, then the
+	// search; see CapacityEstimator), so that an appliance that has
+	// become faster under the same workload is found; each probe may
+	// overload the appliance for an interval. 0 (the default, as in
+	// Pulsar §4.3) never probes: the stable phase then only lowers its
+	// estimate, and the search restarts on a workload change
+	// [probe_intervals]; ≥ 0.
 	ProbeIntervals int
 	// Tolerance is the relative margin of "clearly below" in congestion
 	// signals (throughput below the estimate, a tenant below its
