@@ -37,6 +37,7 @@ func TestParamsParse(t *testing.T) {
 		"local_policy": "maxmin", "global_policy": "drf", "global_weight": "equal",
 		"alpha": 1, "readings": 2, "stable_threshold": 0.02, "restart_threshold": 0.2,
 		"tolerance": 0.01, "queue_delay": 0.1, "forget_intervals": 7, "scope": "network",
+		"probe_intervals": 4,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func TestParamsParse(t *testing.T) {
 		Interval: 500 * time.Millisecond, EWMA: 0.25, Headroom: 0.05, DefaultRate: 2000,
 		LocalPolicy: MaxMin, GlobalPolicy: DRF, GlobalWeight: WeightEqual, Alpha: 1,
 		Readings: 2, StableThreshold: 0.02, RestartThreshold: 0.2, Tolerance: 0.01,
-		QueueDelay: 0.1, ForgetIntervals: 7, Scope: ScopeNetwork,
+		QueueDelay: 0.1, ForgetIntervals: 7, Scope: ScopeNetwork, ProbeIntervals: 4,
 	}
 	if p != want {
 		t.Errorf("got %+v, want %+v", p, want)
@@ -64,6 +65,7 @@ func TestParamsErrors(t *testing.T) {
 		{map[string]any{"default_rate": -1}, "mechanism.params.default_rate: must be ≥ 0"},
 		{map[string]any{"readings": 0}, "mechanism.params.readings: must be ≥ 1, got 0"},
 		{map[string]any{"readings": 1.5}, "mechanism.params.readings: expected an integer, got 1.5"},
+		{map[string]any{"probe_intervals": -1}, "mechanism.params.probe_intervals: must be ≥ 0, got -1"},
 		{map[string]any{"interval": "soon"}, `mechanism.params.interval: expected a duration such as "60ms", got "soon"`},
 		{map[string]any{"interval": "0s"}, "mechanism.params.interval: must be > 0"},
 		{map[string]any{"global_policy": "fifo"}, `mechanism.params.global_policy: unknown value "fifo" (known: hdrf, drf, maxmin, firstfit)`},
