@@ -427,7 +427,7 @@ func TestPulsarRealClosedLoop(t *testing.T) {
 //     away.
 //
 // How close the estimate comes to the store's new capacity is logged,
-// not checked: 96–100% of it in six runs, 75% in another, in which the
+// not checked: 96–100% of it in seven runs, 75% in another, in which the
 // store's capacity for the mix rose 1.9 times (docs/results.md, "A store
 // that becomes faster"). The same run without probing (Pulsar §4.3's
 // stable phase, which only lowers its estimate) is logged beside it: its
