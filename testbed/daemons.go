@@ -505,9 +505,10 @@ type RunControl struct {
 
 // SetApplianceCPU gives the real server of the appliance name (one whose
 // parallelism is below 1, so that the testbed limits its CPU) share of
-// one CPU from now on, as a faster or slower machine would: its capacity
-// for any mix scales with it. The samples' busy fractions and capacities
-// are then of the new share.
+// one CPU from now on, as a faster or slower machine would (how much its
+// capacity for a mix changes with it depends on what else shares the
+// machine's cores). The samples' busy fractions and capacities are then
+// of the new share.
 func (c *RunControl) SetApplianceCPU(name string, share float64) error {
 	if c.as == nil {
 		return fmt.Errorf("testbed: no appliance %q in this run", name)
