@@ -375,7 +375,7 @@ func (e *CapacityEstimator) Observe(o *ApplianceObs) float64 {
 		// shortfall or a VDC violation counts towards a restart.
 		e.stable(o, exercised, over, over && X < (1-tol)*C || viol)
 		if e.state == stStable && e.cfg.Probe > 0 {
-			e.probe(exercised && !queued && !over && !viol && X >= (1-tol)*C && !saturated(o))
+			e.probe(!over && !viol && e.servedInFull(o, C, X, exercised, queued))
 		}
 	}
 	return e.est
@@ -416,12 +416,11 @@ func (e *CapacityEstimator) probe(room bool) {
 // congested and the estimate back at minW, and the binary search goes on
 // between them. Anything else holds the estimate (demand fell).
 func (e *CapacityEstimator) probeStep(o *ApplianceObs, C, X float64, exercised, queued, over, viol bool) {
-	tol := e.cfg.Tolerance
 	switch {
 	case over || viol:
 		e.state = stSearch
 		e.search(o, C, X, exercised, queued, over, viol)
-	case exercised && !queued && X >= (1-tol)*C && !saturated(o):
+	case e.servedInFull(o, C, X, exercised, queued):
 		e.minW = max(e.minW, min(C, X))
 		e.probeW = min(2*e.probeW, 2*e.cfg.RestartThreshold)
 		e.est = min(e.ceil, e.minW*(1+e.probeW))
@@ -481,7 +480,7 @@ func (e *CapacityEstimator) search(o *ApplianceObs, C, X float64, exercised, que
 		if viol {
 			e.state = stWait
 		}
-	case exercised && !queued && X >= (1-tol)*C && !saturated(o):
+	case e.servedInFull(o, C, X, exercised, queued):
 		if e.xRev > 0 && X > (1+tol)*e.xRev && e.prevMax > e.maxW {
 			// The appliance serves clearly more, without a queue, than
 			// it served saturated at the revert that set maxW: its
@@ -570,6 +569,15 @@ func (e *CapacityEstimator) stable(o *ApplianceObs, exercised, over, congested b
 		e.congCount, e.mixCount = 0, 0
 		e.phase = PhaseRestart
 	}
+}
+
+// servedInFull reports an interval in which the estimate C was handed
+// out (exercised) and the appliance served it (X ≥ (1−tol)·C) without a
+// queue, not even a short one behind which it served clearly less than
+// it was granted (saturated): the evidence that its capacity is above C,
+// on which the search increases and the stable phase probes.
+func (e *CapacityEstimator) servedInFull(o *ApplianceObs, C, X float64, exercised, queued bool) bool {
+	return exercised && !queued && X >= (1-e.cfg.Tolerance)*C && !saturated(o)
 }
 
 // queueBuilt is the queueing delay (seconds) that an appliance serving X
