@@ -52,6 +52,11 @@ const genUDPSegment = 1472
 // genUDPBurst is the number of datagrams per send.
 const genUDPBurst = 16
 
+// genWrite is the bytes a TCP sender hands the kernel per write. With
+// TCP_NODELAY (Go's default) each write leaves as one packet of up to the
+// device's offload size, so it also bounds the offload packets.
+const genWrite = 128 << 10
+
 // generator runs the flows of a run.
 type generator struct {
 	tb *Testbed
@@ -62,6 +67,10 @@ type generator struct {
 	wg      sync.WaitGroup
 
 	received atomic.Int64 // bytes read by the TCP receivers
+
+	// write is the bytes an unpaced TCP sender hands the kernel per
+	// write (0: genWrite); paced senders write genWrite
+	write int
 
 	seed uint64     // the scenario's: short flows' random streams
 	fcts []eval.FCT // completed short flows (under mu)
@@ -362,7 +371,11 @@ func (g *generator) tcp(ctx context.Context, f flow, rate float64) error {
 			defer c.Close()
 			stop := context.AfterFunc(ctx, func() { c.Close() })
 			defer stop()
-			buf := make([]byte, 128<<10)
+			size := genWrite
+			if rate <= 0 && g.write > 0 {
+				size = g.write
+			}
+			buf := make([]byte, size)
 			p := pacer{rate: rate / float64(f.conns), start: time.Now()}
 			for {
 				if err := p.wait(ctx, len(buf)); err != nil {

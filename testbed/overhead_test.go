@@ -114,7 +114,11 @@ workloads:
 // small-queue budget instead of VMTSQBytes (also "big-classes-default-tsq";
 // "big-classes-1m-tsq" with a budget of two BIG TCP packets, 1 MB;
 // "big-plain-small-tsq" is big-plain with VMTSQBytes, the budget the
-// testbed gives VMs with pair limiters);
+// testbed gives VMs with pair limiters; "big-limiter" and "big-counter"
+// are limiter and counter with BIG TCP, as are big-htb-root, big-hook-nop
+// and big-tcx-nop; "big-plain-512k" and "big-classes-512k" have the
+// sender write 512 KiB at a time instead of genWrite, for offload packets
+// nearer BIG TCP's size);
 // "agent" with the classes and
 // both servers' agents reading every counter every 15 ms (reported with
 // the agents' time in their steps, in thousandths of a core);
@@ -134,32 +138,40 @@ func BenchmarkEnforcement(b *testing.B) {
 		tsq                     int // the sending VM's small-queue budget if not 0 (bytes)
 		yaml                    string
 		gso                     int
+		write                   int // the sender's bytes per write, if not genWrite
 	}{
-		{"plain", false, false, false, 0, overheadYAML, 0},
-		{"counter", false, true, false, 0, overheadYAML, 0},
-		{"htb-root", true, false, false, 0, overheadYAML, 0},
-		{"limiter", true, false, false, 0, overheadYAML, 0},
-		{"limiter-default-tsq", true, false, false, 4 << 20, overheadYAML, 0},
-		{"hook-nop", false, false, false, 0, overheadYAML, 0},
-		{"hook-nop-vm", false, false, false, 0, overheadYAML, 0},
-		{"tcx-nop", false, false, false, 0, overheadYAML, 0},
-		{"rx-htb", false, false, false, 0, overheadYAML, 0},
-		{"rx-htb-nop", false, false, false, 0, overheadYAML, 0},
-		{"classes", true, true, false, 0, overheadYAML, 0},
-		{"classes-default-tsq", true, true, false, 4 << 20, overheadYAML, 0},
-		{"agent", true, true, true, 0, overheadYAML, 0},
-		{"big-plain", false, false, false, 0, overheadYAMLBig, MaxGSO},
-		{"big-plain-small-tsq", false, false, false, VMTSQBytes, overheadYAMLBig, MaxGSO},
-		{"big-classes", true, true, false, 0, overheadYAMLBig, MaxGSO},
-		{"big-classes-default-tsq", true, true, false, 4 << 20, overheadYAMLBig, MaxGSO},
-		{"big-classes-1m-tsq", true, true, false, 2 * MaxGSO, overheadYAMLBig, MaxGSO},
-		{"big-agent", true, true, true, 0, overheadYAMLBig, MaxGSO},
-		{"big-agent-150ms", true, true, true, 0, overheadYAMLBig, MaxGSO},
-		{"iperf-big-plain", false, false, false, 0, overheadYAMLBig, MaxGSO},
-		{"iperf-big-classes", true, true, false, 0, overheadYAMLBig, MaxGSO},
-		{"iperf-big-agent", true, true, true, 0, overheadYAMLBig, MaxGSO},
-		{"1G-plain", false, false, false, 0, overheadYAML1G, 0},
-		{"1G-agent", true, true, true, 0, overheadYAML1G, 0},
+		{"plain", false, false, false, 0, overheadYAML, 0, 0},
+		{"counter", false, true, false, 0, overheadYAML, 0, 0},
+		{"htb-root", true, false, false, 0, overheadYAML, 0, 0},
+		{"limiter", true, false, false, 0, overheadYAML, 0, 0},
+		{"limiter-default-tsq", true, false, false, 4 << 20, overheadYAML, 0, 0},
+		{"hook-nop", false, false, false, 0, overheadYAML, 0, 0},
+		{"hook-nop-vm", false, false, false, 0, overheadYAML, 0, 0},
+		{"tcx-nop", false, false, false, 0, overheadYAML, 0, 0},
+		{"rx-htb", false, false, false, 0, overheadYAML, 0, 0},
+		{"rx-htb-nop", false, false, false, 0, overheadYAML, 0, 0},
+		{"classes", true, true, false, 0, overheadYAML, 0, 0},
+		{"classes-default-tsq", true, true, false, 4 << 20, overheadYAML, 0, 0},
+		{"agent", true, true, true, 0, overheadYAML, 0, 0},
+		{"big-plain", false, false, false, 0, overheadYAMLBig, MaxGSO, 0},
+		{"big-plain-small-tsq", false, false, false, VMTSQBytes, overheadYAMLBig, MaxGSO, 0},
+		{"big-classes", true, true, false, 0, overheadYAMLBig, MaxGSO, 0},
+		{"big-limiter", true, false, false, 0, overheadYAMLBig, MaxGSO, 0},
+		{"big-counter", false, true, false, 0, overheadYAMLBig, MaxGSO, 0},
+		{"big-htb-root", true, false, false, 0, overheadYAMLBig, MaxGSO, 0},
+		{"big-hook-nop", false, false, false, 0, overheadYAMLBig, MaxGSO, 0},
+		{"big-tcx-nop", false, false, false, 0, overheadYAMLBig, MaxGSO, 0},
+		{"big-plain-512k", false, false, false, 0, overheadYAMLBig, MaxGSO, 512 << 10},
+		{"big-classes-512k", true, true, false, 0, overheadYAMLBig, MaxGSO, 512 << 10},
+		{"big-classes-default-tsq", true, true, false, 4 << 20, overheadYAMLBig, MaxGSO, 0},
+		{"big-classes-1m-tsq", true, true, false, 2 * MaxGSO, overheadYAMLBig, MaxGSO, 0},
+		{"big-agent", true, true, true, 0, overheadYAMLBig, MaxGSO, 0},
+		{"big-agent-150ms", true, true, true, 0, overheadYAMLBig, MaxGSO, 0},
+		{"iperf-big-plain", false, false, false, 0, overheadYAMLBig, MaxGSO, 0},
+		{"iperf-big-classes", true, true, false, 0, overheadYAMLBig, MaxGSO, 0},
+		{"iperf-big-agent", true, true, true, 0, overheadYAMLBig, MaxGSO, 0},
+		{"1G-plain", false, false, false, 0, overheadYAML1G, 0, 0},
+		{"1G-agent", true, true, true, 0, overheadYAML1G, 0, 0},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			_, tb := benchUp(b, tc.yaml, Options{Limiters: tc.classes, GSOMaxSize: tc.gso})
@@ -175,7 +187,7 @@ func BenchmarkEnforcement(b *testing.B) {
 			if !tc.counter {
 				dropRX(b, tb, "y")
 			}
-			switch tc.name {
+			switch strings.TrimPrefix(tc.name, "big-") {
 			case "hook-nop":
 				nopHook(b, tb, "y", false)
 			case "hook-nop-vm":
@@ -187,7 +199,7 @@ func BenchmarkEnforcement(b *testing.B) {
 			case "rx-htb-nop":
 				nopQdisc(b, tb, "y", true)
 			}
-			if tc.name == "htb-root" {
+			if strings.TrimPrefix(tc.name, "big-") == "htb-root" {
 				// the HTB root qdisc alone: the pair's class and
 				// classifier removed, its packets through HTB's direct
 				// queue
@@ -218,7 +230,7 @@ func BenchmarkEnforcement(b *testing.B) {
 			if strings.HasPrefix(tc.name, "iperf-") {
 				measureIperf(b, tb, fl)
 			} else {
-				measureGoodput(b, tb, fl)
+				measureGoodput(b, tb, fl, tc.write)
 			}
 			if as != nil {
 				// the agents' time in their steps (reading the counters),
@@ -541,15 +553,15 @@ func enforcementPairs(b *testing.B, n int, classes bool, gso int) {
 		}
 		fl = append(fl, flow{pair: pair, src: src, dst: dst, workload: "w", conns: 1, phase: phase(0, 3*time.Second), port: 5201})
 	}
-	measureGoodput(b, tb, fl)
+	measureGoodput(b, tb, fl, 0)
 }
 
 // measureGoodput runs the flows b.N times for 3.1 s and reports their
 // aggregate goodput (Gbit/s) over 2.4 s of each, after 0.5 s of slow start.
-func measureGoodput(b *testing.B, tb *Testbed, fl []flow) {
+func measureGoodput(b *testing.B, tb *Testbed, fl []flow, write int) {
 	b.Helper()
 	ctx := context.Background()
-	g := &generator{tb: tb}
+	g := &generator{tb: tb, write: write}
 	defer g.stop()
 	if err := g.listen(fl); err != nil {
 		b.Fatal(err)
