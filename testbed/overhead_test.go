@@ -126,7 +126,8 @@ workloads:
 // as iperf3 processes in the VMs instead of this process's generator (so
 // that the agents, goroutines of this process, do not share a Go
 // scheduler with the traffic) and count it in the receiving VM's device
-// (link-layer bytes). The 1G variants
+// (link-layer bytes); the -pinned ones write 512 KiB at a time with the
+// sender on CPU 0 and the receiver on CPU 1 (iperf3's -A). The 1G variants
 // are on 1 Gbit/s links, the experiments' scale. -test.count repeats each
 // case back to back; scripts/enforcement-cost interleaves them. Each run
 // logs the packets the receiving VM's device took and their mean size
@@ -170,6 +171,8 @@ func BenchmarkEnforcement(b *testing.B) {
 		{"iperf-big-plain", false, false, false, 0, overheadYAMLBig, MaxGSO, 0},
 		{"iperf-big-classes", true, true, false, 0, overheadYAMLBig, MaxGSO, 0},
 		{"iperf-big-agent", true, true, true, 0, overheadYAMLBig, MaxGSO, 0},
+		{"iperf-big-plain-pinned", false, false, false, 0, overheadYAMLBig, MaxGSO, 512 << 10},
+		{"iperf-big-classes-pinned", true, true, false, 0, overheadYAMLBig, MaxGSO, 512 << 10},
 		{"1G-plain", false, false, false, 0, overheadYAML1G, 0, 0},
 		{"1G-agent", true, true, true, 0, overheadYAML1G, 0, 0},
 	} {
@@ -228,7 +231,15 @@ func BenchmarkEnforcement(b *testing.B) {
 			}
 			fl := []flow{{pair: 0, src: "x", dst: "y", workload: "w", conns: 1, phase: phase(0, 3*time.Second), port: 5201}}
 			if strings.HasPrefix(tc.name, "iperf-") {
-				measureIperf(b, tb, fl)
+				var client, server []string
+				if strings.HasSuffix(tc.name, "-pinned") {
+					// the sender on CPU 0, the receiver on CPU 1
+					client, server = []string{"-A", "0"}, []string{"-A", "1"}
+				}
+				if tc.write > 0 {
+					client = append(client, "-l", strconv.Itoa(tc.write))
+				}
+				measureIperf(b, tb, fl, client, server)
 			} else {
 				measureGoodput(b, tb, fl, tc.write)
 			}
@@ -611,7 +622,7 @@ func vmReceived(tb *Testbed, vm string) (bytes, packets uint64, err error) {
 // measureIperf is measureGoodput with the flows run by iperf3 clients and
 // servers in the VMs, counted by the bytes the destination VM's device
 // took (link-layer: about 4.5% more than the payload).
-func measureIperf(b *testing.B, tb *Testbed, fl []flow) {
+func measureIperf(b *testing.B, tb *Testbed, fl []flow, clientArgs, serverArgs []string) {
 	b.Helper()
 	ctx := context.Background()
 	rx := func() uint64 {
@@ -625,7 +636,7 @@ func measureIperf(b *testing.B, tb *Testbed, fl []flow) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		func() {
-			w := &workers{tb: tb, iperf: "iperf3"}
+			w := &workers{tb: tb, iperf: "iperf3", clientArgs: clientArgs, serverArgs: serverArgs}
 			defer w.stop()
 			if err := w.startServers(ctx, fl); err != nil {
 				b.Fatal(err)

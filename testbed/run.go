@@ -402,6 +402,9 @@ func Run(ctx context.Context, sc *spec.Scenario, tp *topo.Topology, o RunOptions
 type workers struct {
 	tb    *Testbed
 	iperf string
+	// clientArgs and serverArgs are added to every iperf3 client's and
+	// server's arguments (none: none)
+	clientArgs, serverArgs []string
 
 	mu     sync.Mutex
 	cancel []context.CancelFunc
@@ -478,7 +481,7 @@ func (w *workers) startServers(ctx context.Context, fl []flow) error {
 	for _, f := range fl {
 		d, _ := w.tb.plan.VM(f.dst)
 		name := fmt.Sprintf("iperf3 server for %s->%s (%s) port %d", f.src, f.dst, f.workload, f.port)
-		p, err := w.run(ctx, f.dst, []string{"-s", "-1", "-B", d.Addr.String(), "-p", strconv.Itoa(f.port)}, nil)
+		p, err := w.run(ctx, f.dst, append([]string{"-s", "-1", "-B", d.Addr.String(), "-p", strconv.Itoa(f.port)}, w.serverArgs...), nil)
 		if err != nil {
 			return fmt.Errorf("testbed: %s: %w", name, err)
 		}
@@ -538,6 +541,7 @@ func (w *workers) startClient(ctx context.Context, f flow, t0 time.Time, scale f
 	} else if f.rate > 0 {
 		args = append(args, "-b", strconv.FormatFloat(f.rate*scale/float64(f.conns), 'f', 0, 64))
 	}
+	args = append(args, w.clientArgs...)
 	name := fmt.Sprintf("iperf3 client %s->%s (%s)", f.src, f.dst, f.workload)
 	w.wg.Add(1)
 	go func() {
