@@ -127,7 +127,8 @@ workloads:
 // that the agents, goroutines of this process, do not share a Go
 // scheduler with the traffic) and count it in the receiving VM's device
 // (link-layer bytes); the -pinned ones write 512 KiB at a time with the
-// sender on CPU 0 and the receiver on CPU 1 (iperf3's -A). The 1G variants
+// sender on CPU 0 and the receiver on CPU 1 (iperf3's -A), with nothing,
+// the limiter, the counter or both. The 1G variants
 // are on 1 Gbit/s links, the experiments' scale. -test.count repeats each
 // case back to back; scripts/enforcement-cost interleaves them. Each run
 // logs the packets the receiving VM's device took and their mean size
@@ -173,6 +174,8 @@ func BenchmarkEnforcement(b *testing.B) {
 		{"iperf-big-agent", true, true, true, 0, overheadYAMLBig, MaxGSO, 0},
 		{"iperf-big-plain-pinned", false, false, false, 0, overheadYAMLBig, MaxGSO, 512 << 10},
 		{"iperf-big-classes-pinned", true, true, false, 0, overheadYAMLBig, MaxGSO, 512 << 10},
+		{"iperf-big-limiter-pinned", true, false, false, 0, overheadYAMLBig, MaxGSO, 512 << 10},
+		{"iperf-big-counter-pinned", false, true, false, 0, overheadYAMLBig, MaxGSO, 512 << 10},
 		{"1G-plain", false, false, false, 0, overheadYAML1G, 0, 0},
 		{"1G-agent", true, true, true, 0, overheadYAML1G, 0, 0},
 	} {
