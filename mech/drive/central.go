@@ -63,6 +63,12 @@ type CentralPairs struct {
 	flows map[mech.FlowID][]float64
 	def   float64
 	bySrc map[string]float64
+	// given: SetActions was called. Until then the agents set no pair
+	// limit of their own: an agent that took over a host keeps the limits
+	// it found (its predecessor's, enforcing the controller's last
+	// allocations) until this one's controller speaks, rather than
+	// lifting them.
+	given bool
 }
 
 // NewCentralPairs wraps a mechanism with a central controller (Pulsar).
@@ -77,6 +83,7 @@ func (c *CentralPairs) SetActions(flows map[mech.FlowID][]float64, def float64, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.flows, c.def, c.bySrc = maps.Clone(flows), def, maps.Clone(bySrc)
+	c.given = true
 }
 
 // NewAgent implements mech.Mechanism: the mechanism's own agent, wrapped.
@@ -118,11 +125,15 @@ func (a *centralAgent) Period() time.Duration {
 // Step steps the mechanism's agent and adds a limit for every pair of the
 // host's VMs whose enforced rate changed: its allocation, or, for a pair
 // the controller never allocated, its source's default rate (none: no
-// limit).
+// limit). Before the first SetActions it adds none: the pairs keep the
+// limits in force.
 func (a *centralAgent) Step(obs *mech.HostObs, inbox []mech.Message) mech.Actions {
 	act := a.inner.Step(obs, inbox)
 	a.c.mu.Lock()
 	defer a.c.mu.Unlock()
+	if !a.c.given {
+		return act
+	}
 	want := map[mech.PairID]float64{}
 	for f, r := range a.c.flows {
 		if a.local[f.Src] && a.vms[f.Dst] && len(r) > 0 {

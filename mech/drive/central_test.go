@@ -47,14 +47,19 @@ func TestCentralPairs(t *testing.T) {
 	if ag.Period() != 10*time.Millisecond { // the wrapped agent's, shorter than drive.CentralPeriod
 		t.Errorf("period %v, want 10ms", ag.Period())
 	}
-	obs := &mech.HostObs{Egress: []mech.PairObs{{Pair: mech.PairID{Src: "b1", Dst: "a2"}}}}
+	obs := &mech.HostObs{Egress: []mech.PairObs{{Pair: mech.PairID{Src: "b1", Dst: "a2"}, Limit: 3e6}}}
+	// Before the controller's first actions (an agent that has just
+	// taken over the host): the pairs keep the limits in force.
+	if got := ag.Step(obs, nil).Limits; len(got) != 0 {
+		t.Errorf("before any actions: limits %v, want none", got)
+	}
 	steps := []struct {
 		flows map[mech.FlowID][]float64
 		def   float64
 		bySrc map[string]float64
 		want  []mech.Limit
 	}{
-		{ // before any allocation: b1->a2 is seen, no default: unlimited
+		{ // actions with no allocation: b1->a2 is seen, no default: unlimited
 			want: []mech.Limit{pl("b1", "a2", mech.Unlimited)},
 		},
 		{
