@@ -961,11 +961,31 @@ func (a *Agent) Foreign() int64 { return a.foreign + a.det.Foreign() }
 // held at its guarantee B (§4), the floor RA never goes below: the
 // guarantees of a VM's pairs sum to at most its hose at both ends, so
 // with no agent stepping nobody can take another tenant's guarantee.
-// A best-effort pair (no guarantee) is held at RA's MinRate.
+// A best-effort pair (no guarantee) is held at RA's MinRate, and so is
+// every pair from a VM here to another VM of its tenant that is idle
+// (not among the pairs GP partitioned the hose for): with no agent to
+// see it start, it must not start unlimited. Idle pairs come after the
+// others, sorted.
 func (a *Agent) Failsafe() mech.Actions {
 	var act mech.Actions
 	for _, p := range a.outList {
 		act.Limits = append(act.Limits, mech.Limit{Kind: mech.PairLimit, Pair: p.id, Rate: math.Max(p.guarantee(), a.cfg.RA.MinRate)})
+	}
+	byTenant := map[string][]string{}
+	for _, v := range a.env.VMs {
+		byTenant[v.Tenant] = append(byTenant[v.Tenant], v.Name)
+	}
+	for _, v := range a.env.VMs { // sorted by name, as are a tenant's VMs
+		if v.Host != a.env.Host {
+			continue
+		}
+		for _, d := range byTenant[v.Tenant] {
+			id := mech.PairID{Src: v.Name, Dst: d}
+			if _, active := a.out[id]; active || d == v.Name {
+				continue
+			}
+			act.Limits = append(act.Limits, mech.Limit{Kind: mech.PairLimit, Pair: id, Rate: a.cfg.RA.MinRate})
+		}
 	}
 	return act
 }

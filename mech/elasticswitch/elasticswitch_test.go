@@ -695,11 +695,16 @@ func TestFailsafeAtGuarantees(t *testing.T) {
 	s := newSource(t, a, map[mech.PairID]float64{px: inf, pz: inf})
 	s.run(200)
 	act := a.Failsafe()
-	if len(act.Limits) != 2 || len(act.Schedulers) != 0 || len(act.Messages) != 0 {
-		t.Fatalf("failsafe %+v, want two pair limits", act)
+	// x's active pairs at their guarantees, then its idle pair to t
+	// (another VM of its tenant) at RA's minimum rate, not unlimited.
+	if len(act.Limits) != 3 || len(act.Schedulers) != 0 || len(act.Messages) != 0 {
+		t.Fatalf("failsafe %+v, want three pair limits", act)
+	}
+	if idle := act.Limits[2]; idle != (mech.Limit{Kind: mech.PairLimit, Pair: pid("x", "t"), Rate: 100e3}) {
+		t.Errorf("failsafe of the idle pair: %+v, want x→t at RA's MinRate (100 kbit/s)", idle)
 	}
 	sum := 0.0
-	for _, l := range act.Limits {
+	for _, l := range act.Limits[:2] {
 		b, _ := a.Guarantee(l.Pair)
 		if l.Kind != mech.PairLimit || l.Rate != b || s.limit[l.Pair] <= b {
 			t.Errorf("failsafe %+v: want the guarantee %g (RA had %g)", l, b, s.limit[l.Pair])
