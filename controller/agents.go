@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/bulkhead-dc/bulkhead/api"
 	"github.com/bulkhead-dc/bulkhead/controlpb"
 	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/pki"
@@ -42,12 +44,32 @@ type agentService struct {
 	c *Controller
 }
 
+// sessionBuffer is how many messages (snapshots, Pulsar's actions) a
+// session queues for its agent; what does not fit is not queued.
+const sessionBuffer = 4
+
 // session is one connected agent.
 type session struct {
 	host    string
 	version string
-	send    chan *controlpb.ControllerMessage
-	last    *controlpb.Snapshot // the snapshot last sent, to skip unchanged ones
+	// send is closed, and the session removed from runtime.sessions,
+	// under runtime.mu (a newer session of the host, leadership lost):
+	// send on it only under that lock, to a session still registered.
+	send chan *controlpb.ControllerMessage
+
+	// Under runtime.mu.
+	last *controlpb.Snapshot // the snapshot last sent or queued, to skip unchanged ones
+	// stale: the agent may lack its latest snapshot (one that was not
+	// queued, could not be built, or was committed while the session
+	// registered); the next resync builds it again.
+	stale bool
+}
+
+// newSession is a session whose agent is first sent snap. It starts
+// stale: a change committed after snap was built and before the session
+// is registered reaches no push.
+func newSession(host, version string, snap *controlpb.Snapshot) *session {
+	return &session{host: host, version: version, send: make(chan *controlpb.ControllerMessage, sessionBuffer), last: snap, stale: true}
 }
 
 // hostState is what the controller knows of a host's agent.
@@ -153,7 +175,7 @@ func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMe
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
-	sess := &session{host: host, version: hello.Version, send: make(chan *controlpb.ControllerMessage, 4), last: snap}
+	sess := newSession(host, hello.Version, snap)
 	c.rt.mu.Lock()
 	if old := c.rt.sessions[host]; old != nil {
 		close(old.send) // a host has one session: the newer wins
@@ -355,30 +377,111 @@ func (c *Controller) report(host string, r *controlpb.Report) error {
 
 func finiteNonNeg(x float64) bool { return x >= 0 && x <= 1e15 }
 
-// push sends every connected agent its snapshot if it changed.
-func (c *Controller) push(ctx context.Context) {
+// push queues every connected agent its snapshot if it changed (at a
+// store event).
+func (c *Controller) push(ctx context.Context) { c.sendSnapshots(ctx, true) }
+
+// resync queues again the snapshots of stale sessions: a snapshot not
+// queued (the agent's session full for a moment) or not built (a store
+// error) is not lost until the store's next change, and an agent never
+// stays on an old model — new VMs unenforced, raised guarantees not
+// applied. It reads nothing when no session is stale, and only the
+// store's revision when the store has not changed since their snapshots.
+func (c *Controller) resync(ctx context.Context) { c.sendSnapshots(ctx, false) }
+
+// sendSnapshots builds the snapshots of every session (all) or of the
+// stale ones and queues those that changed since the one last sent. A
+// snapshot counts as sent once queued; one that is not leaves its
+// session stale.
+func (c *Controller) sendSnapshots(ctx context.Context, all bool) {
+	var rev int64
+	if !all {
+		if !c.anyStale() {
+			return
+		}
+		var err error
+		if _, rev, err = c.cfg.Store.List(ctx, api.KindCluster); err != nil {
+			if ctx.Err() == nil {
+				c.log.Debug("resync: read the store", "err", err)
+			}
+			return
+		}
+	}
+	type pending struct {
+		s    *session
+		last *controlpb.Snapshot
+	}
+	var todo []pending
 	c.rt.mu.Lock()
-	sessions := make([]*session, 0, len(c.rt.sessions))
 	for _, s := range c.rt.sessions {
-		sessions = append(sessions, s)
+		switch {
+		case all:
+		case !s.stale:
+			continue
+		case s.last != nil && s.last.Revision == rev:
+			s.stale = false // its snapshot was built at the store's current revision
+			continue
+		}
+		todo = append(todo, pending{s, s.last})
 	}
 	c.rt.mu.Unlock()
-	for _, s := range sessions {
+	for _, p := range todo {
+		s := p.s
 		snap, err := c.snapshotFor(ctx, s.host)
 		if err != nil {
-			c.log.Warn("snapshot", "host", s.host, "err", err)
+			c.rt.mu.Lock()
+			s.stale = true
+			c.rt.mu.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			c.log.Log(ctx, level(all), "snapshot not built; built again at the next resync", "host", s.host, "err", err)
 			continue
 		}
-		if sameSnapshot(snap, s.last) {
-			continue
-		}
-		s.last = snap
-		select {
-		case s.send <- &controlpb.ControllerMessage{Msg: &controlpb.ControllerMessage_Snapshot{Snapshot: snap}}:
+		same := sameSnapshot(snap, p.last) // outside the lock: it copies both
+		c.rt.mu.Lock()
+		dropped := false
+		switch {
+		case c.rt.sessions[s.host] != s:
+			// Ended: its agent gets a fresh snapshot when it connects again.
+		case s.last != p.last:
+			s.stale = true // another push came between: the next resync compares again
+		case same:
+			s.stale = false
 		default:
-			c.log.Warn("agent is not reading its session: snapshot skipped; it gets the next", "host", s.host)
+			select {
+			case s.send <- &controlpb.ControllerMessage{Msg: &controlpb.ControllerMessage_Snapshot{Snapshot: snap}}:
+				s.last, s.stale = snap, false
+			default:
+				s.stale, dropped = true, true
+			}
+		}
+		c.rt.mu.Unlock()
+		if dropped {
+			c.log.Log(ctx, level(all), "agent is not reading its session: snapshot not queued; queued again at the next resync", "host", s.host, "revision", snap.Revision)
 		}
 	}
+}
+
+// level is the level of a snapshot's failure: a warning at a store
+// event, a debug message at the resyncs that follow every second.
+func level(all bool) slog.Level {
+	if all {
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
+}
+
+// anyStale says whether some session is stale.
+func (c *Controller) anyStale() bool {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	for _, s := range c.rt.sessions {
+		if s.stale {
+			return true
+		}
+	}
+	return false
 }
 
 // tokenKey is where the store keeps the operator token, so that every

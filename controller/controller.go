@@ -77,6 +77,9 @@ type Controller struct {
 	cen *central // the cluster's central controller (central.go)
 	ui  *webui.Server
 	ds  dashCache // the web UI's per-revision figures (dashboard.go)
+	// resyncEvery is the period of the leader's resyncs: the constant
+	// resyncEvery, shorter in tests (set before Run).
+	resyncEvery time.Duration
 
 	cacheMu sync.Mutex
 	cache   *built // the stored cluster, built, at its last revision
@@ -97,7 +100,8 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Controller{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), ready: errors.New("not started"), rt: newRuntime(), cen: newCentral()}
+	c := &Controller{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), ready: errors.New("not started"), rt: newRuntime(), cen: newCentral(),
+		resyncEvery: resyncEvery}
 	c.met = newMetrics(c.reg)
 	c.reg.MustRegister(clusterCollector{c})
 	ui, err := webui.New(webui.Config{Source: c.Dashboard, Token: cfg.Token, Logger: cfg.Logger, Now: cfg.Now,
@@ -155,8 +159,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
+// resyncEvery is how often the leader builds again the snapshots of
+// agents that may lack their latest (resync): one not queued while an
+// agent's session was full must reach it without waiting for the store's
+// next change. A resync with no stale session reads nothing.
+const resyncEvery = time.Second
+
 // lead runs the leader's loops until leadership ends: agents get a new
-// snapshot whenever the store changes, tenants' compliance is counted
+// snapshot whenever the store changes (and, if it could not be queued,
+// within resyncEvery), tenants' compliance is counted
 // every ComplianceInterval, and the cluster's central controller, if its
 // mechanism has one, runs (runCentral).
 func (c *Controller) lead(ctx context.Context) {
@@ -175,18 +186,18 @@ func (c *Controller) lead(ctx context.Context) {
 	c.rt.mu.Unlock()
 }
 
-// watchStore pushes snapshots to agents when the stored objects change.
+// watchStore pushes snapshots to agents when the stored objects change,
+// and resyncs stale sessions every resyncEvery.
 func (c *Controller) watchStore(ctx context.Context) {
+	t := time.NewTicker(c.resyncEvery)
+	defer t.Stop()
 	for ctx.Err() == nil {
 		_, rev, err := c.cfg.Store.List(ctx, api.KindCluster)
 		if err == nil {
 			var w store.Watcher
 			if w, err = c.cfg.Store.Watch(ctx, rev); err == nil {
 				c.push(ctx)
-				for range w.Events() {
-					c.push(ctx)
-				}
-				err = w.Err()
+				err = c.pushEvents(ctx, w, t.C)
 			}
 		}
 		if ctx.Err() != nil {
@@ -196,6 +207,22 @@ func (c *Controller) watchStore(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// pushEvents pushes snapshots at each of w's events and resyncs at each
+// tick, until w ends; it returns w's error.
+func (c *Controller) pushEvents(ctx context.Context, w store.Watcher, tick <-chan time.Time) error {
+	for {
+		select {
+		case _, ok := <-w.Events():
+			if !ok {
+				return w.Err()
+			}
+			c.push(ctx)
+		case <-tick:
+			c.resync(ctx)
 		}
 	}
 }
