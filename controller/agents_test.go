@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -153,4 +154,62 @@ func TestPushResend(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSnapshotResentAfterFullSession: a running leader whose agent's
+// session is full when a tenant's guarantee rises queues the new
+// snapshot within a resync of the session draining, with no further
+// change to the store.
+func TestSnapshotResentAfterFullSession(t *testing.T) {
+	const period = 20 * time.Millisecond
+	h := newHarnessWith(t, func(c *Controller) { c.resyncEvery = period })
+	if code, _, p := h.apply(dashboardCluster()); code != http.StatusOK {
+		t.Fatalf("apply: %d %+v", code, p)
+	}
+	c := h.c
+	ctx := context.Background()
+	snap, err := c.snapshotFor(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession("s1", "test", snap)
+	register(c, s)
+	waitFor(t, func() bool { return !isStale(c, s) }) // a resync has checked it
+	fill(t, s)
+	code, res, p := h.apply(raisedGuarantee(t))
+	if code != http.StatusOK {
+		t.Fatalf("apply: %d %+v", code, p)
+	}
+	// The change's push found the buffer full: the session is stale (or,
+	// were the snapshot recorded as sent, its last is the change's).
+	waitFor(t, func() bool {
+		c.rt.mu.Lock()
+		defer c.rt.mu.Unlock()
+		return s.stale || s.last.Revision >= res.Revision
+	})
+	time.Sleep(5 * period) // resyncs while it stays full
+	if got := drain(s); len(got) != 0 {
+		t.Fatalf("%d snapshots queued on a full session", len(got))
+	}
+	want, err := c.snapshotFor(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sameSnapshot(snap, want) {
+		t.Fatal("the raised guarantee does not change s1's snapshot")
+	}
+	start := time.Now()
+	var got *controlpb.Snapshot
+	waitFor(t, func() bool {
+		select {
+		case m := <-s.send:
+			got = m.GetSnapshot()
+		default:
+		}
+		return got != nil
+	})
+	if !sameSnapshot(got, want) {
+		t.Errorf("queued snapshot of revision %d, want the store's (revision %d)", got.Revision, want.Revision)
+	}
+	t.Logf("queued %v after the session drained (resync every %v)", time.Since(start).Round(time.Millisecond), period)
 }

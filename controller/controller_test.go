@@ -36,6 +36,13 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil)
+}
+
+// newHarnessWith is newHarness with setup, if not nil, called on the
+// controller before it runs.
+func newHarnessWith(t *testing.T, setup func(*Controller)) *harness {
+	t.Helper()
 	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "state.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +51,9 @@ func newHarness(t *testing.T) *harness {
 	c, err := New(Config{Store: st, Elector: st, ID: "http://controller-1", Token: token})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(c)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
