@@ -964,8 +964,11 @@ func (a *Agent) Foreign() int64 { return a.foreign + a.det.Foreign() }
 // A best-effort pair (no guarantee) is held at RA's MinRate, and so is
 // every pair from a VM here to another VM of its tenant that is idle
 // (not among the pairs GP partitioned the hose for): with no agent to
-// see it start, it must not start unlimited. Idle pairs come after the
-// others, sorted.
+// see it start, it must not start unlimited. An idle pair whose reverse
+// brings traffic here is left as it is: it carries that traffic's
+// acknowledgements (which a driver need not even count, when only the
+// forward pair is declared), and holding it at MinRate would stall the
+// senders' TCP. Idle pairs come after the others, sorted.
 func (a *Agent) Failsafe() mech.Actions {
 	var act mech.Actions
 	for _, p := range a.outList {
@@ -982,6 +985,9 @@ func (a *Agent) Failsafe() mech.Actions {
 		for _, d := range byTenant[v.Tenant] {
 			id := mech.PairID{Src: v.Name, Dst: d}
 			if _, active := a.out[id]; active || d == v.Name {
+				continue
+			}
+			if _, acks := a.in[mech.PairID{Src: d, Dst: v.Name}]; acks {
 				continue
 			}
 			act.Limits = append(act.Limits, mech.Limit{Kind: mech.PairLimit, Pair: id, Rate: a.cfg.RA.MinRate})

@@ -714,4 +714,13 @@ func TestFailsafeAtGuarantees(t *testing.T) {
 	if !near(sum, 100*mbps) {
 		t.Errorf("failsafe limits sum to %g, want x's 100 Mbps hose", sum)
 	}
+
+	// x also receives from t: the idle x→t carries the acknowledgements
+	// of t's traffic and is left as it is.
+	s.ingress = []mech.PairObs{{Pair: pid("t", "x"), Tenant: "T", Rate: 50 * mbps, Limit: inf}}
+	s.run(5)
+	act = a.Failsafe()
+	if len(act.Limits) != 2 {
+		t.Errorf("failsafe with t→x arriving: %+v, want only x's two active pairs", act.Limits)
+	}
 }
