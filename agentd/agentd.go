@@ -166,8 +166,7 @@ func New(cfg Config) (*Daemon, error) {
 // Run keeps a session with a controller until ctx ends, then stops the
 // agent.
 func (d *Daemon) Run(ctx context.Context) error {
-	defer d.stopAgent()
-	defer d.stopFront()
+	defer d.shutdown()
 	backoff := 200 * time.Millisecond
 	for i := 0; ctx.Err() == nil; i++ {
 		addr := d.cfg.Controllers[i%len(d.cfg.Controllers)]
@@ -367,6 +366,14 @@ func (d *Daemon) selfAddr(s *controlpb.Snapshot) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(a, uint16(s.Port)), nil
 }
 
+// shutdown is the daemon's end: the front and the agent stop, leaving
+// the steering and the limits in force for the next agent unless
+// Restore.
+func (d *Daemon) shutdown() {
+	d.stopFront(d.cfg.Restore)
+	d.stopAgent()
+}
+
 func (d *Daemon) stopAgent() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -551,14 +558,19 @@ func (d *Daemon) mechanism(s *controlpb.Snapshot) (mech.Mechanism, error) {
 
 // updateFront runs the front to the real appliances while the cluster's
 // mechanism enforces appliance guarantees, on the paths the controller
-// sent; it stops it otherwise.
+// sent; it stops it otherwise, and its VMs' connections to the
+// appliances are no longer steered: no front will take them (a snapshot
+// whose mechanism cannot be made leaves the front as it is).
 func (d *Daemon) updateFront(ctx context.Context, s *controlpb.Snapshot, m *model.Model) error {
 	if d.cfg.Steering == nil {
 		return nil
 	}
 	mc, err := d.mechanism(s)
-	if err != nil || !mc.Capabilities().Appliances || len(s.AppliancePaths) == 0 {
-		d.stopFront()
+	if err != nil {
+		return err
+	}
+	if !mc.Capabilities().Appliances || len(s.AppliancePaths) == 0 {
+		d.stopFront(true)
 		return nil
 	}
 	paths := map[mech.FlowID][]mech.PathElem{}
@@ -589,12 +601,14 @@ func (d *Daemon) updateFront(ctx context.Context, s *controlpb.Snapshot, m *mode
 	return f.Update(ctx, m, paths)
 }
 
-// stopFront closes the front: its VMs' connections to the appliances are
-// refused until an agent runs one again (with Restore, they reach the
-// appliances directly).
-func (d *Daemon) stopFront() {
+// stopFront closes the front. With unsteer the VMs' connections to the
+// appliances are no longer steered to the host and reach the appliances
+// directly (appfront.Front.Close): no front will take them again. Without,
+// they are refused until an agent runs a front again (never relayed
+// unenforced).
+func (d *Daemon) stopFront(unsteer bool) {
 	if f := d.front.Swap(nil); f != nil {
-		if err := f.Close(d.cfg.Restore); err != nil {
+		if err := f.Close(unsteer); err != nil {
 			d.log.Warn("appliance front closed with an error", "err", err)
 		}
 	}
