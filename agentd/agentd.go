@@ -317,8 +317,6 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	var cp *drive.CentralPairs
 	if mc.Capabilities().Central {
 		cp = drive.NewCentralPairs(mc)
-		al := d.Allocations()
-		cp.SetActions(al.Flows, al.DefaultRate, al.DefaultBySrc)
 		mc = cp
 	}
 	if d.cur != nil {
@@ -351,6 +349,9 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &running{mech: s.Mechanism, params: string(s.ParamsJson), a: a, cancel: cancel, done: make(chan error, 1)}
 	d.central.Store(cp)
+	if cp != nil {
+		d.seedActions(cp)
+	}
 	go func() { r.done <- a.Run(actx) }()
 	d.cur, d.revision, d.last = r, s.Revision, nil
 	d.log.Info("agent started", "mechanism", s.Mechanism, "revision", s.Revision, "vms", len(m.VMsOn(d.cfg.Host)))
@@ -524,6 +525,29 @@ func (d *Daemon) takeActions(a *controlpb.Actions) {
 	}
 }
 
+// actionsSetter enforces a central controller's actions: the agent's VM
+// pairs (drive.CentralPairs), the appliance front.
+type actionsSetter interface {
+	SetActions(flows map[mech.FlowID][]float64, def float64, bySrc map[string]float64)
+}
+
+// seedActions gives a new enforcer the actions in force, if any Actions
+// message was taken (takeActions makes Flows non-nil), and says whether
+// it did. A daemon that has taken none (a process just restarted) gives
+// it nothing: an enforcer never given actions leaves the limits in force
+// (those its data path adopted), where the empty allocations of a fresh
+// process would lift them. The same lock as takeActions' orders the two:
+// an enforcer stored before seedActions misses no later step.
+func (d *Daemon) seedActions(e actionsSetter) bool {
+	d.actMu.Lock()
+	defer d.actMu.Unlock()
+	if d.actions.Flows == nil {
+		return false
+	}
+	e.SetActions(d.actions.Flows, d.actions.DefaultRate, d.actions.DefaultBySrc)
+	return true
+}
+
 // Allocations returns a copy of the central controller's latest actions
 // for this host.
 func (d *Daemon) Allocations() Allocations {
@@ -594,9 +618,8 @@ func (d *Daemon) updateFront(ctx context.Context, s *controlpb.Snapshot, m *mode
 			st.Close()
 			return err
 		}
-		al := d.Allocations()
-		f.SetActions(al.Flows, al.DefaultRate, al.DefaultBySrc)
 		d.front.Store(f)
+		d.seedActions(f)
 	}
 	return f.Update(ctx, m, paths)
 }
