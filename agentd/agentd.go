@@ -101,6 +101,21 @@ type Daemon struct {
 	cfg Config
 	log *slog.Logger
 
+	// applyMu serializes the snapshots' application (the session's and
+	// the retries') and the daemon's end, after which none is applied
+	// (closed).
+	applyMu sync.Mutex
+	closed  bool
+	// refused is the latest snapshot that could not be applied, retried
+	// every retryEvery until it applies or a newer one comes; logged is
+	// the refusal's error last logged, frontLogged the front's (all
+	// under applyMu). refusal is what Refused reports.
+	refused     *controlpb.Snapshot
+	logged      string
+	frontLogged string
+	refusal     atomic.Pointer[Refusal]
+	retryEvery  time.Duration
+
 	peers atomic.Pointer[map[string]netip.AddrPort]
 	keys  atomic.Pointer[map[string][]byte]
 
@@ -157,16 +172,27 @@ func New(cfg Config) (*Daemon, error) {
 			return net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
 		}
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger.With("host", cfg.Host), stepped: make(chan time.Duration, 1)}
+	d := &Daemon{cfg: cfg, log: cfg.Logger.With("host", cfg.Host), stepped: make(chan time.Duration, 1), retryEvery: retryInterval}
 	d.peers.Store(&map[string]netip.AddrPort{})
 	d.keys.Store(&map[string][]byte{})
 	return d, nil
 }
 
 // Run keeps a session with a controller until ctx ends, then stops the
-// agent.
+// agent. A snapshot that cannot be applied is retried meanwhile
+// (retryRefused), with or without a controller.
 func (d *Daemon) Run(ctx context.Context) error {
-	defer d.shutdown()
+	rctx, stopRetries := context.WithCancel(ctx)
+	retries := make(chan struct{})
+	go func() {
+		defer close(retries)
+		d.retryRefused(rctx)
+	}()
+	defer func() {
+		stopRetries()
+		<-retries
+		d.shutdown()
+	}()
 	backoff := 200 * time.Millisecond
 	for i := 0; ctx.Err() == nil; i++ {
 		addr := d.cfg.Controllers[i%len(d.cfg.Controllers)]
@@ -218,9 +244,7 @@ func (d *Daemon) session(ctx context.Context, addr string) error {
 				return
 			}
 			if s := m.GetSnapshot(); s != nil {
-				if err := d.apply(ctx, s); err != nil {
-					d.log.Error("snapshot not applied; enforcing the previous one", "revision", s.Revision, "err", err)
-				}
+				d.take(ctx, s)
 			}
 			if a := m.GetActions(); a != nil {
 				d.takeActions(a)
@@ -271,8 +295,93 @@ func (d *Daemon) restartWindow() {
 	}
 }
 
+// retryInterval is how often a snapshot that could not be applied is
+// tried again.
+const retryInterval = 3 * time.Second
+
+// Refusal is a snapshot the daemon could not apply and retries.
+type Refusal struct {
+	// Revision is the snapshot's.
+	Revision int64
+	// Err is why its latest attempt failed.
+	Err error
+	// Attempts counts its attempts so far.
+	Attempts int
+}
+
+// Refused returns the latest snapshot that could not be applied and is
+// being retried (false: every snapshot received has been applied, or a
+// newer one replaced it). Meanwhile the agent enforces the revision it
+// reports.
+func (d *Daemon) Refused() (Refusal, bool) {
+	if r := d.refusal.Load(); r != nil {
+		return *r, true
+	}
+	return Refusal{}, false
+}
+
+// take applies a snapshot from the controller. One that cannot be applied
+// is kept and retried (retryRefused) until it applies or a newer one
+// comes: the controller does not send an unchanged snapshot again, and
+// what refused it — a VM's device the hypervisor has not created yet —
+// may pass.
+func (d *Daemon) take(ctx context.Context, s *controlpb.Snapshot) {
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
+	d.takeLocked(ctx, s)
+}
+
+// takeLocked is take with applyMu held. A refusal is logged once per
+// distinct error, not at every retry.
+func (d *Daemon) takeLocked(ctx context.Context, s *controlpb.Snapshot) {
+	if d.closed {
+		return
+	}
+	attempts := 1
+	if r := d.refusal.Load(); r != nil && d.refused == s {
+		attempts = r.Attempts + 1
+	}
+	err := d.apply(ctx, s)
+	if err == nil {
+		if attempts > 1 {
+			d.log.Info("snapshot applied at last", "revision", s.Revision, "attempts", attempts)
+		}
+		d.refused, d.logged = nil, ""
+		d.refusal.Store(nil)
+		return
+	}
+	d.refused = s
+	d.refusal.Store(&Refusal{Revision: s.Revision, Err: err, Attempts: attempts})
+	if msg := err.Error(); msg != d.logged {
+		d.logged = msg
+		d.log.Error("snapshot not applied; enforcing the previous one and retrying", "revision", s.Revision, "every", d.retryEvery, "err", err)
+		return
+	}
+	d.log.Debug("snapshot still not applied", "revision", s.Revision, "attempts", attempts, "err", err)
+}
+
+// retryRefused tries the refused snapshot again every retryEvery until
+// ctx ends.
+func (d *Daemon) retryRefused(ctx context.Context) {
+	t := time.NewTicker(d.retryEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.applyMu.Lock()
+		if s := d.refused; s != nil {
+			d.takeLocked(ctx, s)
+		}
+		d.applyMu.Unlock()
+	}
+}
+
 // apply takes a snapshot: peers and keys at once, the model to the
-// running agent, or a new agent when the mechanism changed or none runs.
+// running agent, or a new agent when the mechanism changed or none runs
+// (applyMu held).
 func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	var m model.Model
 	if err := json.Unmarshal(s.ModelJson, &m); err != nil {
@@ -294,7 +403,10 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	}
 	d.peers.Store(&peers)
 	d.keys.Store(&keys)
-	if err := d.updateFront(ctx, s, &m); err != nil {
+	if err := d.updateFront(ctx, s, &m); err == nil {
+		d.frontLogged = ""
+	} else if msg := err.Error(); msg != d.frontLogged {
+		d.frontLogged = msg // logged once, not at every retry of the snapshot
 		d.log.Error("appliance front", "err", err)
 	}
 
@@ -369,8 +481,11 @@ func (d *Daemon) selfAddr(s *controlpb.Snapshot) (netip.AddrPort, error) {
 
 // shutdown is the daemon's end: the front and the agent stop, leaving
 // the steering and the limits in force for the next agent unless
-// Restore.
+// Restore, and no snapshot is applied after it.
 func (d *Daemon) shutdown() {
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
+	d.closed = true
 	d.stopFront(d.cfg.Restore)
 	d.stopAgent()
 }

@@ -1,14 +1,17 @@
 package agentd
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/controlpb"
 	"github.com/bulkhead-dc/bulkhead/datapath"
@@ -43,8 +46,14 @@ func testModel(vms ...vm) *model.Model {
 	return m
 }
 
-// tenantA is the tests' tenant on s1 and s2.
-var tenantA = []vm{{"a1", "a", "s1", "10.0.0.1"}, {"a2", "a", "s2", "10.0.0.2"}}
+// Tenants of the tests: a is on s1 from the start; b and c come later.
+var (
+	tenantA = []vm{{"a1", "a", "s1", "10.0.0.1"}, {"a2", "a", "s2", "10.0.0.2"}}
+	tenantB = []vm{{"b1", "b", "s1", "10.0.0.3"}, {"b2", "b", "s2", "10.0.0.4"}}
+	tenantC = []vm{{"c1", "c", "s1", "10.0.0.5"}, {"c2", "c", "s2", "10.0.0.6"}}
+)
+
+func vms(groups ...[]vm) []vm { return slices.Concat(groups...) }
 
 // snapshot is host s1's snapshot of revision rev: model m under the
 // mechanism with its parameters.
@@ -84,10 +93,27 @@ func (p *paths) open(_ *model.Model, mc mech.Mechanism) (datapath.Host, error) {
 	return &devHost{Host: h, p: p}, nil
 }
 
+// create makes a VM's device appear.
+func (p *paths) create(vm string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.devices[vm] = true
+}
+
 func (p *paths) hasDevice(vm string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.devices == nil || p.devices[vm]
+}
+
+// latest is the data path opened last (nil: none).
+func (p *paths) latest() *fake.Host {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.opened) == 0 {
+		return nil
+	}
+	return p.opened[len(p.opened)-1]
 }
 
 // devHost is a fake server that attaches only the VMs whose devices
@@ -102,6 +128,35 @@ func (h *devHost) Attach(v datapath.VM) (datapath.VMPath, error) {
 		return datapath.VMPath{}, fmt.Errorf("test: VM %s's device %s does not exist", v.Name, v.Device)
 	}
 	return h.Host.Attach(v)
+}
+
+// logs records what the daemon logs.
+type logs struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r.Clone())
+	return nil
+}
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logs) WithGroup(string) slog.Handler      { return l }
+
+// count is how many records have the message.
+func (l *logs) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.recs {
+		if r.Message == msg {
+			n++
+		}
+	}
+	return n
 }
 
 // newTestDaemon makes host s1's daemon on p's data paths, its agents'
@@ -121,4 +176,55 @@ func newTestDaemon(t *testing.T, p *paths, set func(*Config)) *Daemon {
 	}
 	t.Cleanup(d.shutdown)
 	return d
+}
+
+// running says which mechanism the daemon's agent runs, and at which
+// revision ("" if none runs).
+func (d *Daemon) running() (string, int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur == nil {
+		return "", d.revision
+	}
+	return d.cur.mech, d.revision
+}
+
+// waitFor polls ok until it holds, for at most 10 s.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// retrying retries the daemon's refused snapshots every `every` until the
+// test ends, as Run does.
+func retrying(t *testing.T, d *Daemon, every time.Duration) {
+	d.retryEvery = every
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.retryRefused(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// takeSettled takes a snapshot and, if an agent runs, waits for its first
+// step: an agent handed a model before its Run has started reads its VMs
+// unlocked (agent.Agent.Run's log of them), a race of the agent package
+// that the tests keep clear of.
+func takeSettled(t *testing.T, d *Daemon, s *controlpb.Snapshot) {
+	t.Helper()
+	d.take(context.Background(), s)
+	d.mu.Lock()
+	cur := d.cur
+	d.mu.Unlock()
+	if cur != nil {
+		waitFor(t, "the agent's first step", func() bool { return cur.a.Steps() > 0 })
+	}
 }
