@@ -144,6 +144,7 @@ type Daemon struct {
 // running is the agent of one mechanism.
 type running struct {
 	mech, params string
+	snap         *controlpb.Snapshot // the latest snapshot it took
 	a            *agent.Agent
 	cancel       context.CancelFunc
 	done         chan error
@@ -383,13 +384,9 @@ func (d *Daemon) retryRefused(ctx context.Context) {
 // running agent, or a new agent when the mechanism changed or none runs
 // (applyMu held).
 func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
-	var m model.Model
-	if err := json.Unmarshal(s.ModelJson, &m); err != nil {
-		return fmt.Errorf("model: %w", err)
-	}
-	m.ApplyDefaults()
-	if err := m.Validate(); err != nil {
-		return fmt.Errorf("model: %w", err)
+	m, err := snapshotModel(s)
+	if err != nil {
+		return err
 	}
 	peers := map[string]netip.AddrPort{}
 	keys := map[string][]byte{}
@@ -403,7 +400,7 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	}
 	d.peers.Store(&peers)
 	d.keys.Store(&keys)
-	if err := d.updateFront(ctx, s, &m); err == nil {
+	if err := d.updateFront(ctx, s, m); err == nil {
 		d.frontLogged = ""
 	} else if msg := err.Error(); msg != d.frontLogged {
 		d.frontLogged = msg // logged once, not at every retry of the snapshot
@@ -413,17 +410,93 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.cur != nil && d.cur.mech == s.Mechanism && d.cur.params == string(s.ParamsJson) {
-		if err := d.cur.a.Update(&m); err != nil {
+		if err := d.cur.a.Update(m); err != nil {
 			return fmt.Errorf("update the agent: %w", err)
 		}
-		d.revision = s.Revision
+		d.cur.snap, d.revision = s, s.Revision
 		d.log.Info("model updated", "revision", s.Revision, "vms", len(m.VMsOn(d.cfg.Host)))
 		return nil
 	}
-	mc, err := d.mechanism(s)
+	return d.restartLocked(ctx, s, m)
+}
+
+// snapshotModel is a snapshot's model, with its defaults, checked.
+func snapshotModel(s *controlpb.Snapshot) (*model.Model, error) {
+	var m model.Model
+	if err := json.Unmarshal(s.ModelJson, &m); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	m.ApplyDefaults()
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return &m, nil
+}
+
+// restartLocked replaces the running agent, if any, with one for
+// snapshot s and its model m (d.mu held). The old agent stops first,
+// leaving its guarantee-safe settings in the kernel for the new one to
+// adopt: two agents cannot share the host's limiters, nor its agent
+// address. What needs neither (the mechanism, the agent's address) is
+// checked before it stops. If the new agent does not start, one for the
+// previous snapshot starts again, so that the host is not left without
+// an agent, and the error says so; the caller retries s.
+func (d *Daemon) restartLocked(ctx context.Context, s *controlpb.Snapshot, m *model.Model) error {
+	next, err := d.plan(s, m)
 	if err != nil {
 		return err
 	}
+	prev := d.cur
+	d.stopLocked()
+	err = d.startLocked(ctx, next)
+	if err == nil || prev == nil {
+		return err
+	}
+	if perr := d.startAgainLocked(ctx, prev.snap); perr != nil {
+		return errors.Join(err, fmt.Errorf("no agent runs: the agent of revision %d does not start again either: %w", prev.snap.Revision, perr))
+	}
+	return fmt.Errorf("%w (the agent of revision %d runs again)", err, prev.snap.Revision)
+}
+
+// startAgainLocked starts an agent for a snapshot an agent ran before
+// (d.mu held).
+func (d *Daemon) startAgainLocked(ctx context.Context, s *controlpb.Snapshot) error {
+	m, err := snapshotModel(s)
+	if err != nil {
+		return err
+	}
+	p, err := d.plan(s, m)
+	if err != nil {
+		return err
+	}
+	return d.startLocked(ctx, p)
+}
+
+// agentPlan is what an agent for a snapshot is made of.
+type agentPlan struct {
+	s    *controlpb.Snapshot
+	m    *model.Model
+	mc   mech.Mechanism
+	self netip.AddrPort
+}
+
+// plan makes the snapshot's mechanism and finds its agent's address.
+func (d *Daemon) plan(s *controlpb.Snapshot, m *model.Model) (agentPlan, error) {
+	mc, err := d.mechanism(s)
+	if err != nil {
+		return agentPlan{}, err
+	}
+	self, err := d.selfAddr(s)
+	if err != nil {
+		return agentPlan{}, err
+	}
+	return agentPlan{s: s, m: m, mc: mc, self: self}, nil
+}
+
+// startLocked starts an agent on a new data path (d.mu held, no agent
+// running).
+func (d *Daemon) startLocked(ctx context.Context, p agentPlan) error {
+	s, m, mc := p.s, p.m, p.mc
 	// A central mechanism's allocations reach the host as actions; its
 	// agents enforce them for the host's VM pairs.
 	var cp *drive.CentralPairs
@@ -431,21 +504,14 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 		cp = drive.NewCentralPairs(mc)
 		mc = cp
 	}
-	if d.cur != nil {
-		d.stopLocked()
-	}
-	self, err := d.selfAddr(s)
-	if err != nil {
-		return err
-	}
-	path, err := d.cfg.Path(&m, mc)
+	path, err := d.cfg.Path(m, mc)
 	if err != nil {
 		return fmt.Errorf("data path: %w", err)
 	}
 	a, err := agent.New(agent.Config{
-		Host: d.cfg.Host, Model: &m, Mechanism: mc, Path: path, Scale: d.cfg.Scale, HTTP: d.cfg.HTTP, HTTPToken: d.cfg.HTTPToken,
+		Host: d.cfg.Host, Model: m, Mechanism: mc, Path: path, Scale: d.cfg.Scale, HTTP: d.cfg.HTTP, HTTPToken: d.cfg.HTTPToken,
 		Restore: d.cfg.Restore, Logger: d.cfg.Logger, Trace: d.cfg.Trace, LoseSent: d.cfg.LoseSent, LoseSeed: d.cfg.LoseSeed,
-		Listen: func() (net.PacketConn, error) { return d.cfg.Listen(self) },
+		Listen: func() (net.PacketConn, error) { return d.cfg.Listen(p.self) },
 		Peers: func(h string) (netip.AddrPort, bool) {
 			ap, ok := (*d.peers.Load())[h]
 			return ap, ok
@@ -459,7 +525,7 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 		return fmt.Errorf("start the agent: %w", err)
 	}
 	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &running{mech: s.Mechanism, params: string(s.ParamsJson), a: a, cancel: cancel, done: make(chan error, 1)}
+	r := &running{mech: s.Mechanism, params: string(s.ParamsJson), snap: s, a: a, cancel: cancel, done: make(chan error, 1)}
 	d.central.Store(cp)
 	if cp != nil {
 		d.seedActions(cp)

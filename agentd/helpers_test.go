@@ -100,6 +100,17 @@ func (p *paths) create(vm string) {
 	p.devices[vm] = true
 }
 
+// breakFor makes the data path for a mechanism fail to open, or open
+// again.
+func (p *paths) breakFor(mechanism string, broken bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.broken == nil {
+		p.broken = map[string]bool{}
+	}
+	p.broken[mechanism] = broken
+}
+
 func (p *paths) hasDevice(vm string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -114,6 +125,13 @@ func (p *paths) latest() *fake.Host {
 		return nil
 	}
 	return p.opened[len(p.opened)-1]
+}
+
+// count is how many data paths were opened.
+func (p *paths) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.opened)
 }
 
 // devHost is a fake server that attaches only the VMs whose devices
