@@ -410,11 +410,21 @@ func (d *Daemon) apply(ctx context.Context, s *controlpb.Snapshot) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.cur != nil && d.cur.mech == s.Mechanism && d.cur.params == string(s.ParamsJson) {
-		if err := d.cur.a.Update(m); err != nil {
+		err := d.cur.a.Update(m)
+		switch {
+		case err == nil:
+			d.cur.snap, d.revision = s, s.Revision
+			d.log.Info("model updated", "revision", s.Revision, "vms", len(m.VMsOn(d.cfg.Host)))
+			return nil
+		case !errors.Is(err, drive.ErrStaticEnv):
 			return fmt.Errorf("update the agent: %w", err)
 		}
-		d.cur.snap, d.revision = s, s.Revision
-		d.log.Info("model updated", "revision", s.Revision, "vms", len(m.VMsOn(d.cfg.Host)))
+		// The mechanism's agents cannot take a new model (static,
+		// seawall): a new agent takes it, as for a mechanism change.
+		if err := d.restartLocked(ctx, s, m); err != nil {
+			return fmt.Errorf("restart the agent with the new model (mechanism %s's agents cannot take one at runtime): %w", s.Mechanism, err)
+		}
+		d.log.Info("agent restarted with the new model: the mechanism's agents cannot take one at runtime", "mechanism", s.Mechanism, "revision", s.Revision)
 		return nil
 	}
 	return d.restartLocked(ctx, s, m)

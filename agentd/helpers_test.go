@@ -79,13 +79,15 @@ type paths struct {
 	opened  []*fake.Host
 	devices map[string]bool // the VMs whose devices exist; nil: every VM's
 	broken  map[string]bool // mechanisms whose data path does not open
+	fail    int             // opens still to fail, whatever the mechanism
 }
 
 // open is Config.Path.
 func (p *paths) open(_ *model.Model, mc mech.Mechanism) (datapath.Host, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.broken[mc.Name()] {
+	if p.broken[mc.Name()] || p.fail > 0 {
+		p.fail = max(0, p.fail-1)
 		return nil, fmt.Errorf("test: the data path for %s does not open", mc.Name())
 	}
 	h := fake.New(fake.Options{Limiters: true})
@@ -98,6 +100,13 @@ func (p *paths) create(vm string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.devices[vm] = true
+}
+
+// failOpens makes the next n opens fail.
+func (p *paths) failOpens(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fail = n
 }
 
 // breakFor makes the data path for a mechanism fail to open, or open
@@ -232,13 +241,19 @@ func retrying(t *testing.T, d *Daemon, every time.Duration) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// takeSettled takes a snapshot and, if an agent runs, waits for its first
-// step: an agent handed a model before its Run has started reads its VMs
-// unlocked (agent.Agent.Run's log of them), a race of the agent package
-// that the tests keep clear of.
+// takeSettled takes a snapshot and settles the daemon's agent.
 func takeSettled(t *testing.T, d *Daemon, s *controlpb.Snapshot) {
 	t.Helper()
 	d.take(context.Background(), s)
+	settle(t, d)
+}
+
+// settle waits, if an agent runs, for its first step: an agent handed a
+// model before its Run has started reads its VMs unlocked (agent.Agent.Run
+// logs how many), a race of the agent package that the tests keep clear
+// of.
+func settle(t *testing.T, d *Daemon) {
+	t.Helper()
 	d.mu.Lock()
 	cur := d.cur
 	d.mu.Unlock()
