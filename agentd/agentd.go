@@ -4,9 +4,13 @@
 // declared model, the mechanism, the peers' addresses and the keys that
 // authenticate messages to them — and runs the host agent (package agent)
 // on the host's data path with it, handing every later change to the
-// running agent (agent.Update) or, when the mechanism changes, starting
-// a new one. It reports the host's rates to the controller every
-// interval.
+// running agent (agent.Update) or, when the mechanism changes or its
+// agents cannot take a new model (drive.ErrStaticEnv), starting a new one
+// — the old one stops first, its limits left in the kernel for the new
+// one to adopt, and if the new one does not start the previous one starts
+// again. A snapshot that cannot be applied is retried until it applies or
+// a newer one comes (Refused). It reports the host's rates to the
+// controller every interval.
 //
 // The controller is not needed for enforcement: when it is unreachable
 // the agent keeps enforcing with what it last received, and reconnects
@@ -581,6 +585,7 @@ func (d *Daemon) stopLocked() {
 		d.log.Warn("agent stopped with an error", "err", err)
 	}
 	d.cur = nil
+	d.central.Store(nil) // its pairs are no one's until an agent starts
 }
 
 // report builds the report of the interval since the last one from the
