@@ -49,8 +49,12 @@ type Config struct {
 	// dropped (counted).
 	Listen func() (net.PacketConn, error)
 	// Peers resolves the UDP address of another host's agent (nil: none).
-	// A message to a host without an agent is dropped (counted); a
-	// datagram is accepted only from its sender's address.
+	// A message to a host without an agent is dropped (counted). The
+	// agent resolves the model's other hosts (those of its VMs and those
+	// it lists, model.Model.Hosts) when it starts, at every Update and
+	// every step: a datagram from an address none of them resolves to
+	// is dropped before it is read (counted as "sender"), and one is
+	// accepted only from its sender's address (any port).
 	Peers func(host string) (netip.AddrPort, bool)
 	// Keys gives the key this host shares with a peer
 	// (wireauth.PairKey; wireauth.KeyMap for keys handed out,
@@ -133,6 +137,16 @@ type Agent struct {
 	// the source VM's name (retried every step)
 	stale map[datapath.Pair]string
 	obsState
+
+	// peerHosts are the model's hosts other than this one, sorted, and
+	// peerAddrs their agents' addresses as last resolved (invalid: none);
+	// under mu.
+	peerHosts []string
+	peerAddrs []netip.Addr
+	// peerAt maps each address in peerAddrs to its hosts (more than one
+	// only when agents share an address, as tests on the loopback
+	// interface do), for the receiver; replaced whole when they change.
+	peerAt atomic.Pointer[map[netip.Addr][]string]
 
 	inMu      sync.Mutex
 	peerSeq   map[string]*sequence
@@ -232,6 +246,7 @@ func New(cfg Config) (_ *Agent, err error) {
 		return nil, fmt.Errorf("agent %s: %w", cfg.Host, err)
 	}
 	a.model = cfg.Model
+	a.setPeerHosts(cfg.Model)
 	a.met = newMetrics(cfg.Host, a.drv)
 	if _, err := a.attach(cfg.Model.VMsOn(cfg.Host)); err != nil {
 		return nil, err
@@ -419,6 +434,9 @@ func (a *Agent) Update(m *model.Model) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// Peers may have moved with the update (the caller's resolver
+	// changed): resolved anew, for the model in force after it.
+	defer func() { a.setPeerHosts(a.model) }()
 	byAddr, addrOf, err := addressing(m, a.cfg.Host)
 	if err != nil {
 		return fmt.Errorf("agent %s: update: %w", a.cfg.Host, err)
@@ -486,15 +504,60 @@ func (a *Agent) Update(m *model.Model) error {
 	return errors.Join(errs...)
 }
 
-// prunePeers forgets the message sequences of hosts with no VM in m.
+// prunePeers forgets the message sequences of hosts that are not m's.
 func (a *Agent) prunePeers(m *model.Model) {
+	hosts := modelHosts(m)
+	a.inMu.Lock()
+	maps.DeleteFunc(a.peerSeq, func(h string, _ *sequence) bool { return !hosts[h] })
+	a.inMu.Unlock()
+}
+
+// modelHosts are the hosts of m: those of its VMs and those it lists.
+func modelHosts(m *model.Model) map[string]bool {
 	hosts := map[string]bool{}
 	for _, v := range m.VMs() {
 		hosts[v.Host] = true
 	}
-	a.inMu.Lock()
-	maps.DeleteFunc(a.peerSeq, func(h string, _ *sequence) bool { return !hosts[h] })
-	a.inMu.Unlock()
+	for _, h := range m.Hosts {
+		hosts[h.Name] = true
+	}
+	return hosts
+}
+
+// setPeerHosts makes m's hosts other than this one the agent's peers and
+// resolves their addresses.
+func (a *Agent) setPeerHosts(m *model.Model) {
+	hosts := modelHosts(m)
+	delete(hosts, a.cfg.Host)
+	a.peerHosts = slices.Sorted(maps.Keys(hosts))
+	a.resolvePeers(true)
+}
+
+// resolvePeers resolves the peers' addresses (Config.Peers) and, when
+// they changed or force is set, hands the receiver their new map.
+func (a *Agent) resolvePeers(force bool) {
+	if len(a.peerAddrs) != len(a.peerHosts) {
+		a.peerAddrs, force = make([]netip.Addr, len(a.peerHosts)), true
+	}
+	for i, h := range a.peerHosts {
+		var ad netip.Addr
+		if p, ok := a.cfg.Peers(h); ok {
+			ad = p.Addr().Unmap()
+		}
+		if ad != a.peerAddrs[i] {
+			a.peerAddrs[i], force = ad, true
+		}
+	}
+	if !force {
+		return
+	}
+	at := make(map[netip.Addr][]string, len(a.peerHosts))
+	for i, h := range a.peerHosts {
+		if ad := a.peerAddrs[i]; ad.IsValid() {
+			at[ad] = append(at[ad], h)
+		}
+	}
+	a.peerAt.Store(&at)
 }
 
 // detach releases a VM that left the host, or whose address or device
@@ -769,6 +832,7 @@ func (a *Agent) step(now time.Time) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t0 := time.Now()
+	a.resolvePeers(false)
 	rerr := a.retryRemovals()
 	obs, err := a.observe(now)
 	if err != nil {
@@ -875,8 +939,8 @@ func (a *Agent) receive() {
 
 // handle validates one datagram and queues its message; anything wrong is
 // counted by reason and dropped. The sender's sequence is checked, and
-// moved on, only for a datagram whose tag verifies under the key of the
-// sender it claims, from that sender's address.
+// moved on, only for a datagram from that sender's address whose tag
+// verifies under the key of the sender it claims.
 func (a *Agent) handle(b []byte, from netip.AddrPort) {
 	e, err := a.open(b, from)
 	if err == nil {
@@ -902,17 +966,29 @@ func (a *Agent) handle(b []byte, from netip.AddrPort) {
 	}
 }
 
-// open authenticates and checks one datagram: a known peer other than
-// this host as its sender, the key shared with it, the tag, the format,
-// the sender's address, the recipient and the body.
+// errNoPeerAddr is the error of a datagram from an address that is no
+// peer's.
+var errNoPeerAddr error = &WireError{Reason: DropSender, Err: errors.New("not from a peer agent's address")}
+
+// open authenticates and checks one datagram: its source address a
+// peer's (a map lookup, before anything else: a flood from elsewhere, of
+// datagrams as large as they come, costs no parsing and no hashing), the
+// sender it claims the peer at that address, the key shared with it, the
+// tag, the format, the recipient and the body.
 func (a *Agent) open(b []byte, from netip.AddrPort) (Envelope, error) {
+	var hosts []string
+	if at := a.peerAt.Load(); at != nil {
+		hosts = (*at)[from.Addr().Unmap()]
+	}
+	if len(hosts) == 0 {
+		return Envelope{}, errNoPeerAddr
+	}
 	sender, err := Sender(b)
 	if err != nil {
 		return Envelope{}, err
 	}
-	peer, ok := a.cfg.Peers(sender)
-	if !ok || sender == a.cfg.Host {
-		return Envelope{}, wireErr(DropSender, "unknown sender %q", sender)
+	if !slices.Contains(hosts, sender) {
+		return Envelope{}, wireErr(DropSender, "sender %q from %v, the address of %v", sender, from.Addr(), hosts)
 	}
 	key, ok := a.cfg.Keys(sender)
 	if !ok {
@@ -922,13 +998,10 @@ func (a *Agent) open(b []byte, from netip.AddrPort) (Envelope, error) {
 	if err != nil {
 		return e, err
 	}
-	switch {
-	case e.From != sender:
+	if e.From != sender {
 		// Sender and DecodeMessage read the same bytes the same way:
 		// this cannot happen, and is refused if it does.
 		return e, wireErr(DropSender, "sender %q read as %q", e.From, sender)
-	case peer.Addr() != from.Addr().Unmap():
-		return e, wireErr(DropSender, "sender %q from %v, expected %v", e.From, from.Addr(), peer.Addr())
 	}
 	return e, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/datapath/fake"
 	"github.com/bulkhead-dc/bulkhead/mech"
+	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/wireauth"
 )
 
@@ -77,7 +78,8 @@ func (a *feedbackAgent) Step(_ *mech.HostObs, inbox []mech.Message) mech.Actions
 // hands them to h1's agent from another socket of the test (wire) — the
 // position of anyone on the path between them, who can also send h1
 // datagrams of their own from the same address. h1 knows peers h2, h3
-// (keys derived from testMaster) and h4 (no key).
+// (keys derived from testMaster) and h4 (no key), all at that address (h3
+// and h4 hosts of the model without VMs).
 type authFixture struct {
 	t         *testing.T
 	mc        *feedback
@@ -98,6 +100,7 @@ func newAuthFixture(t *testing.T) *authFixture {
 		t.Fatal(err)
 	}
 	md := testModel(t1VMs...)
+	md.Hosts = []model.Host{{Name: "h3"}, {Name: "h4"}}
 	here := netip.MustParseAddr("127.0.0.1")
 	f.p1 = fake.New(fake.Options{Limiters: true})
 	k1 := wireauth.Keys(testMaster, "h1")

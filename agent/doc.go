@@ -28,10 +28,13 @@
 //     sender, recipient, sender epoch and sequence number, and the
 //     mechanism's body, followed by an HMAC-SHA256 tag over the
 //     envelope's bytes under the key the two hosts share (package
-//     wireauth; Config.Keys). A datagram that is malformed, of another
-//     version, from an unknown sender or address, without a tag that
-//     verifies under its claimed sender's key, for another host, with a
-//     body that is not an object with a valid kind, not newer than the
+//     wireauth; Config.Keys). A datagram from an address that is no
+//     peer agent's (checked first, before the datagram is read: a flood
+//     from a VM costs a map lookup per datagram, no parsing, no hashing),
+//     or that is malformed, of another version, from a sender other than
+//     the peer at its address, without a tag that verifies under its
+//     claimed sender's key, for another host, with a body that is not an
+//     object with a valid kind, not newer than the
 //     last one accepted from its sender (checked only once the tag
 //     verifies: no one without the key can move a sender's sequence),
 //     with an epoch or sequence its sender's clock cannot have reached

@@ -563,3 +563,67 @@ func TestUpdateKeepsReadings(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerAddressesFollowResolver: the addresses datagrams are accepted
+// from follow the resolver (Config.Peers) at the next step, and the
+// model's hosts at the next update: a peer that moved is heard only at
+// its new address, one that left the model at none, one that joined at
+// its own.
+func TestPeerAddressesFollowResolver(t *testing.T) {
+	var mu sync.Mutex
+	peers := map[string]netip.AddrPort{"h2": netip.MustParseAddrPort("10.201.0.2:7471"), "h3": netip.MustParseAddrPort("10.201.0.3:7471")}
+	resolve := func(h string) (netip.AddrPort, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		a, ok := peers[h]
+		return a, ok
+	}
+	a1, b1 := vmSpec{"a1", "T", "h1", "10.0.1.1", 1e6, 1e6}, vmSpec{"b1", "T", "h2", "10.0.2.1", 1e6, 1e6}
+	x1 := vmSpec{"x1", "T", "h3", "10.0.3.1", 1e6, 1e6}
+	a := newTestAgent(t, Config{Host: "h1", Model: testModel(a1, b1), Mechanism: &script{live: true}, Path: fakePath(mech.LossAtDestination),
+		Peers: resolve, Keys: wireauth.Keys(testMaster, "h1")})
+	s := newStepper(a)
+	seq := uint64(0)
+	// taken says whether a datagram from host h at address from is taken
+	taken := func(h, from string) bool {
+		seq++
+		before := a.Dropped()[DropSender]
+		a.handle(mustEncode(t, h, "h1", 1, seq, rateBody{Pair: "x", Rate: 1}), netip.MustParseAddrPort(from))
+		return a.Dropped()[DropSender] == before
+	}
+	for _, step := range []struct {
+		name   string
+		change func()
+		want   map[[2]string]bool // host, address: taken
+	}{
+		{"start", func() {}, map[[2]string]bool{
+			{"h2", "10.201.0.2:7471"}: true, {"h2", "10.201.0.9:7471"}: false,
+			{"h3", "10.201.0.3:7471"}: false, // not a host of the model
+		}},
+		{"h2 moves", func() {
+			mu.Lock()
+			peers["h2"] = netip.MustParseAddrPort("10.201.0.9:7471")
+			mu.Unlock()
+			if err := s.step(); err != nil {
+				t.Fatal(err)
+			}
+		}, map[[2]string]bool{{"h2", "10.201.0.2:7471"}: false, {"h2", "10.201.0.9:7471"}: true}},
+		{"h3 joins the model", func() {
+			if err := a.Update(testModel(a1, b1, x1)); err != nil {
+				t.Fatal(err)
+			}
+		}, map[[2]string]bool{{"h3", "10.201.0.3:7471"}: true, {"h2", "10.201.0.9:7471"}: true}},
+		{"h2 leaves the model", func() {
+			if err := a.Update(testModel(a1, x1)); err != nil {
+				t.Fatal(err)
+			}
+		}, map[[2]string]bool{{"h2", "10.201.0.9:7471"}: false, {"h3", "10.201.0.3:7471"}: true}},
+	} {
+		step.change()
+		for k, want := range step.want {
+			if got := taken(k[0], k[1]); got != want {
+				t.Errorf("%s: a datagram from %s at %s taken %v, want %v", step.name, k[0], k[1], got, want)
+			}
+		}
+	}
+}

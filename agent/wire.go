@@ -53,7 +53,7 @@ const (
 	DropMalformed = "malformed" // not a JSON envelope (or unknown fields, trailing data)
 	DropSize      = "size"      // larger than MaxDatagram
 	DropVersion   = "version"   // another format version
-	DropSender    = "sender"    // unknown sender, or not from that sender's address
+	DropSender    = "sender"    // from an address that is no peer agent's (checked first), an unknown sender, or not from its address
 	DropAuth      = "auth"      // no tag, no key for its sender, or a tag that does not verify (another key, changed)
 	DropRecipient = "recipient" // addressed to another host
 	DropBody      = "body"      // body not an object with a valid kind
