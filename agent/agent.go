@@ -950,10 +950,10 @@ func (a *Agent) handle(b []byte, from netip.AddrPort) {
 			sq = &sequence{}
 			a.peerSeq[e.From] = sq
 		}
-		why := sq.check(e.Epoch, e.Seq, time.Now().UnixNano())
+		why := sq.check(e.Epoch, e.Seq, e.Sent, time.Now().UnixNano())
 		a.inMu.Unlock()
 		if why != "" {
-			err = wireErr(why, "message %d of epoch %d from %s", e.Seq, e.Epoch, e.From)
+			err = wireErr(why, "message %d of epoch %d sent at %d from %s", e.Seq, e.Epoch, e.Sent, e.From)
 		}
 	}
 	if err != nil {

@@ -269,7 +269,7 @@ func TestForgedMessagesDropped(t *testing.T) {
 		{"genuine", func(t *testing.T, g, _ []byte) [][]byte { return [][]byte{g} }, 1, nil},
 		{"unsigned", func(t *testing.T, g, _ []byte) [][]byte { return [][]byte{unsigned(g)} }, 0, map[string]float64{DropAuth: 1}},
 		{"version 1, unsigned", func(t *testing.T, g, _ []byte) [][]byte {
-			return [][]byte{bytes.Replace(unsigned(g), []byte(`"v":2`), []byte(`"v":1`), 1)}
+			return [][]byte{bytes.Replace(unsigned(g), fmt.Appendf(nil, `"v":%d`, WireVersion), []byte(`"v":1`), 1)}
 		}, 0, map[string]float64{DropVersion: 1}},
 		{"wrong key", func(t *testing.T, g, _ []byte) [][]byte {
 			e := envelopeOf(t, g)
@@ -297,9 +297,13 @@ func TestForgedMessagesDropped(t *testing.T) {
 			e := envelopeOf(t, g)
 			return [][]byte{tamper(t, g, fmt.Sprintf(`"seq":%d`, e.Seq), fmt.Sprintf(`"seq":%d`, e.Seq+1000))}
 		}, 0, map[string]float64{DropAuth: 1}},
-		{"tampered version", func(t *testing.T, g, _ []byte) [][]byte { return [][]byte{tamper(t, g, `"v":2`, `"v":3`)} },
+		{"tampered version", func(t *testing.T, g, _ []byte) [][]byte {
+			return [][]byte{tamper(t, g, fmt.Sprintf(`"v":%d`, WireVersion), fmt.Sprintf(`"v":%d`, WireVersion+1))}
+		},
 			0, map[string]float64{DropVersion: 1}},
-		{"re-encoded (a space added)", func(t *testing.T, g, _ []byte) [][]byte { return [][]byte{tamper(t, g, `"v":2,`, `"v":2, `)} },
+		{"re-encoded (a space added)", func(t *testing.T, g, _ []byte) [][]byte {
+			return [][]byte{tamper(t, g, fmt.Sprintf(`"v":%d,`, WireVersion), fmt.Sprintf(`"v":%d, `, WireVersion))}
+		},
 			0, map[string]float64{DropAuth: 1}},
 		{"tag changed", func(t *testing.T, g, _ []byte) [][]byte {
 			d := bytes.Clone(g)

@@ -25,23 +25,25 @@
 //     (a warning, bulkhead_agent_unheld_total);
 //  3. sends the mechanism's messages to the other agents over UDP
 //     (wire.go): one JSON envelope per datagram with a format version,
-//     sender, recipient, sender epoch and sequence number, and the
-//     mechanism's body, followed by an HMAC-SHA256 tag over the
+//     sender, recipient, sender epoch, sequence number and send time, and
+//     the mechanism's body, followed by an HMAC-SHA256 tag over the
 //     envelope's bytes under the key the two hosts share (package
-//     wireauth; Config.Keys). A datagram from an address that is no
-//     peer agent's (checked first, before the datagram is read: a flood
-//     from a VM costs a map lookup per datagram, no parsing, no hashing),
-//     or that is malformed, of another version, from a sender other than
-//     the peer at its address, without a tag that verifies under its
-//     claimed sender's key, for another host, with a body that is not an
-//     object with a valid kind, not newer than the
-//     last one accepted from its sender (checked only once the tag
-//     verifies: no one without the key can move a sender's sequence),
-//     with an epoch or sequence its sender's clock cannot have reached
-//     (later than the receiver's clock plus MaxClockSkew, or more
-//     messages than MaxSendRate since its epoch: even a key holder
-//     cannot lock a peer out), or
-//     beyond a full inbox is counted by reason
+//     wireauth; Config.Keys). A datagram from an address that is no peer
+//     agent's (checked first, before the datagram is read: a flood from a
+//     VM costs a map lookup per datagram, no parsing, no hashing), or
+//     that is malformed, of another version, from a sender other than the
+//     peer at its address, without a tag that verifies under its claimed
+//     sender's key, for another host, with a body that is not an object
+//     with a valid kind, not newer than the last one accepted from its
+//     sender (checked only once the tag verifies: no one without the key
+//     can move a sender's sequence), starting its sender's sequence (the
+//     first since the receiver started or forgot the sender, or of a
+//     newer epoch) but sent more than MaxMessageAge before the receiver's
+//     clock (a datagram captured earlier, replayed to a restarted
+//     receiver), with an epoch or sequence its sender's clock cannot have
+//     reached (later than the receiver's clock plus MaxClockSkew, or more
+//     messages than MaxSendRate since its epoch: even a key holder cannot
+//     lock a peer out), or beyond a full inbox is counted by reason
 //     (bulkhead_agent_messages_dropped_total) and dropped; nothing a peer
 //     sends can stop the agent.
 //

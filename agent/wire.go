@@ -13,8 +13,9 @@ import (
 
 // WireVersion is the version of the agents' message format. A datagram
 // of another version is dropped (counted as "version"). Version 2 added
-// the authentication tag (version 1 had none).
-const WireVersion = 2
+// the authentication tag (version 1 had none), version 3 the send time
+// (Envelope.Sent).
+const WireVersion = 3
 
 // MaxDatagram is the largest message an agent sends or accepts, bytes,
 // its tag included (below the 65,507 bytes of one IPv4 UDP datagram).
@@ -34,7 +35,14 @@ const MaxDatagram = 60000
 // counter since then: a receiver drops a message that is not newer than the
 // last one it accepted from the same sender (a duplicate, a replay, or
 // reordered behind a newer one), and a larger epoch (the sender restarted)
-// resets the sequence. The receiver checks them only once the tag
+// resets the sequence. Sent (version 3) is when the sender sealed the
+// message (Unix nanoseconds, its clock): a message that would start a
+// sequence at the receiver — the first it takes from that sender since it
+// started or forgot the sender (its host left the model), or the first of
+// a newer epoch — is dropped if sent more than MaxMessageAge before the
+// receiver's clock (or more than MaxClockSkew after), since nothing
+// received orders it: a datagram captured earlier and replayed to a
+// restarted receiver is older. The receiver checks them only once the tag
 // verifies, so no one without the key can move a sender's sequence, and
 // bounds them against its clock (MaxClockSkew, MaxSendRate), so that not
 // even a key holder can move it beyond what the sender can reach.
@@ -44,6 +52,7 @@ type Envelope struct {
 	To    string          `json:"to"`
 	Epoch int64           `json:"epoch"`
 	Seq   uint64          `json:"seq"`
+	Sent  int64           `json:"sent"`
 	Body  json.RawMessage `json:"body"`
 }
 
@@ -57,8 +66,8 @@ const (
 	DropAuth      = "auth"      // no tag, no key for its sender, or a tag that does not verify (another key, changed)
 	DropRecipient = "recipient" // addressed to another host
 	DropBody      = "body"      // body not an object with a valid kind
-	DropStale     = "stale"     // not newer than the last accepted from its sender (a replay, a duplicate)
-	DropFuture    = "future"    // an epoch or sequence its sender's clock cannot have reached yet
+	DropStale     = "stale"     // not newer than the last accepted from its sender (a replay, a duplicate), or starting a sequence and sent more than MaxMessageAge ago
+	DropFuture    = "future"    // an epoch, sequence or send time its sender's clock cannot have reached yet
 	DropOverflow  = "overflow"  // inbox full
 	// DropForeign counts reports inside accepted messages that the
 	// mechanism dropped: about a VM pair, from a host that cannot know
@@ -85,9 +94,15 @@ func wireErr(reason, format string, args ...any) error {
 	return &WireError{Reason: reason, Err: fmt.Errorf(format, args...)}
 }
 
-// EncodeMessage builds the datagram of one message, sealed with key, the
-// key from and to share (wireauth.PairKey).
+// EncodeMessage builds the datagram of one message, sent now, sealed with
+// key, the key from and to share (wireauth.PairKey).
 func EncodeMessage(key []byte, from, to string, epoch int64, seq uint64, body any) ([]byte, error) {
+	return encodeMessage(key, from, to, epoch, seq, time.Now().UnixNano(), body)
+}
+
+// encodeMessage is EncodeMessage for a message sent at sent (Unix
+// nanoseconds).
+func encodeMessage(key []byte, from, to string, epoch int64, seq uint64, sent int64, body any) ([]byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, fmt.Errorf("encode message body for %s: %w", to, err)
@@ -95,7 +110,7 @@ func EncodeMessage(key []byte, from, to string, epoch int64, seq uint64, body an
 	if err := checkBody(b); err != nil {
 		return nil, fmt.Errorf("encode message for %s: %w", to, err)
 	}
-	out, err := json.Marshal(Envelope{V: WireVersion, From: from, To: to, Epoch: epoch, Seq: seq, Body: b})
+	out, err := json.Marshal(Envelope{V: WireVersion, From: from, To: to, Epoch: epoch, Seq: seq, Sent: sent, Body: b})
 	if err != nil {
 		return nil, fmt.Errorf("encode message for %s: %w", to, err)
 	}
@@ -220,6 +235,12 @@ const MaxClockSkew = 10 * time.Second
 // future. Agents send a few hundred messages per second per peer.
 const MaxSendRate = 1e6
 
+// MaxMessageAge is how long before the receiver's clock a message may
+// have been sent (Envelope.Sent, the sender's clock) and still start a
+// sequence at the receiver: MaxClockSkew for a sender's clock behind the
+// receiver's, and 5 s in flight and queued.
+const MaxMessageAge = MaxClockSkew + 5*time.Second
+
 // sequence tracks the newest message accepted from one sender.
 type sequence struct {
 	epoch int64
@@ -227,11 +248,14 @@ type sequence struct {
 	any   bool
 }
 
-// check says why (epoch, seq), received at now (Unix nanoseconds), is
-// not accepted: "" if it is newer than what was accepted and within
-// what the sender's clock can have reached (it is then recorded),
-// DropFuture if beyond, DropStale if not newer.
-func (s *sequence) check(epoch int64, seq uint64, now int64) string {
+// check says why (epoch, seq), sent at sent and received at now (Unix
+// nanoseconds), is not accepted: "" if it is newer than what was
+// accepted and within what the sender's clock can have reached (it is
+// then recorded), DropFuture if beyond, DropStale if not newer. One that
+// starts a sequence (the first accepted, or of a newer epoch) must also
+// have been sent within MaxMessageAge before now (else DropStale) and
+// MaxClockSkew after it (else DropFuture).
+func (s *sequence) check(epoch int64, seq uint64, sent, now int64) string {
 	skew := MaxClockSkew.Nanoseconds()
 	if epoch > now+skew {
 		return DropFuture
@@ -241,6 +265,14 @@ func (s *sequence) check(epoch int64, seq uint64, now int64) string {
 	}
 	switch {
 	case !s.any || epoch > s.epoch:
+		// Nothing received orders it: only its send time tells a
+		// message sent now from one captured before and replayed.
+		switch {
+		case sent < now-MaxMessageAge.Nanoseconds():
+			return DropStale
+		case sent > now+skew:
+			return DropFuture
+		}
 	case epoch == s.epoch && seq > s.seq:
 	default:
 		return DropStale

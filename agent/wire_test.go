@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
@@ -158,9 +159,11 @@ func TestBadDatagramsDropped(t *testing.T) {
 		{"json array", []byte(`[1,2]`), fromS2, DropMalformed},
 		{"no version", signed(`"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropMalformed},
 		{"version as string", signed(`"v":"2","from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropMalformed},
-		{"future version", signed(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropVersion},
+		{"future version", signed(`"v":4,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropVersion},
 		{"version 1 (no tag)", env(`"v":1,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropVersion},
-		{"unsigned", env(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropAuth},
+		{"version 2 (no send time)", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropVersion},
+		{"no send time", signed(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropStale},
+		{"unsigned", env(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropAuth},
 		{"tag cut", g[:len(g)-wireauth.TagSize], fromS2, DropAuth},
 		{"wrong key", encode(wireauth.PairKey(otherMaster, "s1", "s2"), "s2", "s1"), fromS2, DropAuth},
 		{"another pair's key", encode(wireauth.PairKey(testMaster, "s1", "s3"), "s2", "s1"), fromS2, DropAuth},
@@ -168,22 +171,22 @@ func TestBadDatagramsDropped(t *testing.T) {
 		{"sender without a key", encode(wireauth.PairKey(testMaster, "s1", "s4"), "s4", "s1"), netip.MustParseAddrPort("10.201.0.4:7471"), DropAuth},
 		{"envelope changed", flip(g, bytes.Index(g, []byte(`"seq":1`))+6), fromS2, DropAuth},
 		{"tag changed", flip(g, len(g)-1), fromS2, DropAuth},
-		{"unknown field", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"},"extra":1`), fromS2, DropMalformed},
-		{"trailing data", sealed(k12, append(env(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), []byte(` {}`)...)), fromS2, DropMalformed},
+		{"unknown field", signed(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"},"extra":1`), fromS2, DropMalformed},
+		{"trailing data", sealed(k12, append(env(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), []byte(` {}`)...)), fromS2, DropMalformed},
 		{"bytes after the tag", append(bytes.Clone(g), []byte(` {}`)...), fromS2, DropMalformed},
-		{"negative seq", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":-1,"body":{"kind":"x"}`), fromS2, DropMalformed},
+		{"negative seq", signed(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":-1,"body":{"kind":"x"}`), fromS2, DropMalformed},
 		{"too large", append(bytes.Clone(g), []byte(strings.Repeat(" ", MaxDatagram))...), fromS2, DropSize},
 		{"other recipient", encode(k12, "s2", "s3"), fromS2, DropRecipient},
 		{"for another pair", good("s2", "s3", 1, 1), fromS2, DropAuth},
 		{"unknown sender", good("s9", "s1", 1, 1), fromS2, DropSender},
-		{"no sender", signed(`"v":2,"to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropSender},
+		{"no sender", signed(`"v":3,"to":"s1","epoch":1,"seq":1,"body":{"kind":"x"}`), fromS2, DropSender},
 		{"from itself", good("s1", "s1", 1, 1), fromS2, DropSender},
 		{"spoofed sender address", good("s3", "s1", 1, 1), fromS2, DropSender},
-		{"no body", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1`), fromS2, DropBody},
-		{"body not an object", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":[1]`), fromS2, DropBody},
-		{"body without kind", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"pairs":[]}`), fromS2, DropBody},
-		{"kind not a string", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":7}`), fromS2, DropBody},
-		{"bad kind", signed(`"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"Drop Table"}`), fromS2, DropBody},
+		{"no body", signed(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1`), fromS2, DropBody},
+		{"body not an object", signed(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1,"body":[1]`), fromS2, DropBody},
+		{"body without kind", signed(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"pairs":[]}`), fromS2, DropBody},
+		{"kind not a string", signed(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":7}`), fromS2, DropBody},
+		{"bad kind", signed(`"v":3,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"Drop Table"}`), fromS2, DropBody},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := testAgent(t)
@@ -271,10 +274,14 @@ func TestInboxBounded(t *testing.T) {
 // has the key sends them), so that what follows the tag's check is
 // fuzzed too; without, nothing is ever delivered.
 func FuzzHandle(f *testing.F) {
-	f.Add([]byte(`{"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x.y","pairs":[]}}`), true)
-	f.Add([]byte(`{"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x","pairs":[{"src":"a","share":1e400}]}}`), true)
-	f.Add([]byte(`{"v":2,"from":"s2","to":"s1","epoch":1,"seq":1,"body":{"kind":"x.y","pairs":[]}}`), false)
-	f.Add([]byte(`{"v":2}`), false)
+	// sent now, as far as the fuzzer's runs go (MaxMessageAge)
+	seed := func(body string) []byte {
+		return fmt.Appendf(nil, `{"v":%d,"from":"s2","to":"s1","epoch":1,"seq":1,"sent":%d,"body":%s}`, WireVersion, time.Now().UnixNano(), body)
+	}
+	f.Add(seed(`{"kind":"x.y","pairs":[]}`), true)
+	f.Add(seed(`{"kind":"x","pairs":[{"src":"a","share":1e400}]}`), true)
+	f.Add(seed(`{"kind":"x.y","pairs":[]}`), false)
+	f.Add(fmt.Appendf(nil, `{"v":%d}`, WireVersion), false)
 	f.Add([]byte(`{"v":1,"body":{"kind":null}}`), true)
 	f.Add([]byte{0xff, 0xfe, '{'}, false)
 	key := wireauth.PairKey(testMaster, "s1", "s2")
@@ -463,4 +470,95 @@ func handleBefore(a *Agent, b []byte, from netip.AddrPort) {
 		return
 	}
 	panic("a forged datagram was taken")
+}
+
+// TestReplayToFreshReceiver: a message that starts its sender's sequence
+// at the receiver — the first since the receiver (re)started or forgot
+// the sender (its host left the model), or the first of a newer epoch —
+// is taken only if sent within MaxMessageAge of the receiver's clock,
+// whatever its epoch: a long-running sender's next message is taken, a
+// datagram captured earlier and replayed to a restarted receiver is
+// dropped as stale and moves nothing, so the sender's genuine message
+// that follows is taken. Within a sequence, order alone decides.
+func TestReplayToFreshReceiver(t *testing.T) {
+	now := time.Now()
+	ns := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+	type msg struct {
+		epoch int64
+		seq   uint64
+		sent  int64
+	}
+	body := rateBody{Pair: "x", Rate: 1}
+	started := ns(-30 * 24 * time.Hour) // the sender's start, a month ago
+	for _, tc := range []struct {
+		name   string
+		before []msg // taken before (the receiver holds the sequence)
+		forget bool  // then s2 leaves the model and comes back
+		m      msg
+		want   string // "": taken
+	}{
+		{"restarted receiver, sent now", nil, false, msg{started, 1e6, ns(0)}, ""},
+		{"restarted receiver, sent just within MaxMessageAge", nil, false, msg{started, 1e6, ns(-MaxMessageAge + time.Second)}, ""},
+		{"restarted receiver, sent a minute ago (replayed)", nil, false, msg{started, 1e6, ns(-time.Minute)}, DropStale},
+		{"restarted receiver, a past epoch's message (replayed)", nil, false, msg{ns(-2 * time.Hour), 5, ns(-time.Hour)}, DropStale},
+		{"restarted receiver, sent a day ahead", nil, false, msg{started, 1e6, ns(24 * time.Hour)}, DropFuture},
+		{"restarted receiver, sent just within MaxClockSkew ahead", nil, false, msg{started, 1e6, ns(MaxClockSkew - time.Second)}, ""},
+		{"sender forgotten, an older message replayed", []msg{{started, 1e6, ns(0)}}, true, msg{started, 1e6 - 10, ns(-time.Minute)}, DropStale},
+		{"sender forgotten, its next message", []msg{{started, 1e6, ns(0)}}, true, msg{started, 1e6 + 1, ns(0)}, ""},
+		{"newer epoch, sent an hour ago", []msg{{ns(-2 * time.Hour), 10, ns(0)}}, false, msg{ns(-time.Hour), 1, ns(-time.Hour)}, DropStale},
+		{"newer epoch, sent now", []msg{{ns(-2 * time.Hour), 10, ns(0)}}, false, msg{ns(-time.Hour), 1, ns(0)}, ""},
+		{"same epoch, next message sent a minute ago", []msg{{started, 10, ns(0)}}, false, msg{started, 11, ns(-time.Minute)}, ""},
+		{"same epoch, older message sent now", []msg{{started, 10, ns(0)}}, false, msg{started, 9, ns(0)}, DropStale},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := testAgent(t)
+			key := wireauth.PairKey(testMaster, "s1", "s2")
+			handle := func(m msg) {
+				t.Helper()
+				b, err := encodeMessage(key, "s2", "s1", m.epoch, m.seq, m.sent, body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.handle(b, fromS2)
+			}
+			for _, m := range tc.before {
+				handle(m)
+			}
+			if n := len(inbox(t, a)); n != len(tc.before) {
+				t.Fatalf("%d of the messages before taken, want %d (dropped %v)", n, len(tc.before), a.Dropped())
+			}
+			if tc.forget {
+				m := a.model
+				a.prunePeers(testModel(vmSpec{"x1", "T", "s1", "10.0.0.1", 1e6, 1e6}))
+				a.prunePeers(m)
+			}
+			var held sequence
+			if sq := a.peerSeq["s2"]; sq != nil {
+				held = *sq
+			}
+			handle(tc.m)
+			in := inbox(t, a)
+			if tc.want == "" {
+				if len(in) != 1 {
+					t.Fatalf("not taken: dropped %v", a.Dropped())
+				}
+				return
+			}
+			if len(in) != 0 || a.Dropped()[tc.want] != 1 {
+				t.Fatalf("taken %d, dropped %v; want it dropped as %q", len(in), a.Dropped(), tc.want)
+			}
+			if sq := a.peerSeq["s2"]; sq != nil && *sq != held {
+				t.Errorf("sequence moved from %+v to %+v", held, *sq)
+			}
+			// the sender's genuine next message is taken
+			e := started
+			if len(tc.before) > 0 {
+				e = tc.before[0].epoch
+			}
+			handle(msg{e, 1e6 + 100, time.Now().UnixNano()})
+			if len(inbox(t, a)) != 1 {
+				t.Errorf("the sender's next message not taken: dropped %v", a.Dropped())
+			}
+		})
+	}
 }
