@@ -760,7 +760,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return err
 	}
 	period := a.drv.Period()
-	a.log.Info("agent running", "period", period, "listen", a.Addr(), "vms", len(a.vms))
+	a.mu.Lock()
+	nvms := len(a.vms) // Update may change them meanwhile
+	a.mu.Unlock()
+	a.log.Info("agent running", "period", period, "listen", a.Addr(), "vms", nvms)
 	_ = drive.Pace(ctx, drive.NewPacer(a.start, period), func(now time.Time, skipped bool) {
 		if skipped {
 			a.met.late.Inc()
