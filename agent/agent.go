@@ -114,7 +114,10 @@ func PeerMap(peers map[string]netip.AddrPort) func(string) (netip.AddrPort, bool
 // re-applies those the data path refused or lost), and sends its messages
 // to the other agents over UDP.
 type Agent struct {
-	cfg  Config
+	cfg Config
+	// keep: Run ends by leaving the guarantee-safe settings in force even
+	// with Config.Restore (KeepOnStop: the next agent takes over at once)
+	keep atomic.Bool
 	drv  *drive.Host
 	enf  *enforcer
 	log  *slog.Logger
@@ -780,11 +783,18 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	return nil
 }
 
+// KeepOnStop makes Run end as without Config.Restore: the mechanism's
+// guarantee-safe settings left in force for the next agent. A driver
+// that stops an agent only to start another at once (a new model it
+// cannot take, a new mechanism) calls it before it stops the agent, so
+// that the host's VMs do not run unlimited in between.
+func (a *Agent) KeepOnStop() { a.keep.Store(true) }
+
 // leave is the end of Run: with Restore the agent's limits and what the
 // data path built are removed; otherwise the mechanism's guarantee-safe
 // settings are applied and left in force. The data path is closed.
 func (a *Agent) leave() error {
-	if a.cfg.Restore {
+	if a.cfg.Restore && !a.keep.Load() {
 		a.restore()
 		if r, ok := a.cfg.Path.(datapath.Remover); ok {
 			return r.Remove()

@@ -81,6 +81,28 @@ func TestRunSteps(t *testing.T) {
 	}
 }
 
+// TestKeepOnStop: an agent with Restore that its driver stops to start
+// another at once (KeepOnStop) leaves its limits in force.
+func TestKeepOnStop(t *testing.T) {
+	mc := &script{act: func(_ string, step int, _ *mech.HostObs) mech.Actions {
+		if step == 1 {
+			return mech.Actions{Limits: []mech.Limit{{Kind: mech.PairLimit, Pair: mech.PairID{Src: "a1", Dst: "b1"}, Rate: 1e6}}}
+		}
+		return mech.Actions{}
+	}}
+	p := fake.New(fake.Options{Limiters: true})
+	a := newTestAgent(t, Config{Host: "h1", Model: testModel(t1VMs...), Mechanism: mc, Path: p, Listen: loopback, Keys: wireauth.Keys(testMaster, "h1"), Restore: true})
+	a.KeepOnStop()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := p.Limit(a1b1); !ok || r != 1e6 || !p.Closed() {
+		t.Errorf("a1→b1's limit %v (%v) after a kept stop, want 1e6 left in force; data path closed %v", r, ok, p.Closed())
+	}
+}
+
 // TestApply: Apply steps the mechanism once and leaves its settings on
 // the data path, with no agent running.
 func TestApply(t *testing.T) {

@@ -461,6 +461,11 @@ func (d *Daemon) restartLocked(ctx context.Context, s *controlpb.Snapshot, m *mo
 		return err
 	}
 	prev := d.cur
+	if prev != nil {
+		// Another agent starts at once: even with Restore, the limits
+		// stay in force for it.
+		prev.a.KeepOnStop()
+	}
 	d.stopLocked()
 	err = d.startLocked(ctx, next)
 	if err == nil || prev == nil {
