@@ -52,7 +52,7 @@ func fuzzOne(t *testing.T, mode Mode, data []byte) {
 				if int64(len(cur)) != seg.Wire {
 					t.Fatalf("message of %d bytes declares %d", len(cur), seg.Wire)
 				}
-				msgs = append(msgs, fmt.Sprintf("%s|%v|%d|%q", seg.Name, seg.Push, seg.Size, cur))
+				msgs = append(msgs, fmt.Sprintf("%s|%s|%v|%d|%q", seg.Name, seg.Sub, seg.Push, seg.Size, cur))
 				cur = nil
 			}
 		}
@@ -69,7 +69,7 @@ func fuzzOne(t *testing.T, mode Mode, data []byte) {
 func FuzzRequests(f *testing.F) {
 	for _, s := range []string{
 		req("SET", "k", "v"), req("GET", "k") + req("DEL", "k"), "PING\r\n", "\r\n*0\r\n", "*1\r\n$-1\r\n",
-		"*2\r\n$3\r\nGET\r\n$5\r\nab", "set k v\n",
+		"*2\r\n$3\r\nGET\r\n$5\r\nab", "set k v\n", req("CLIENT", "REPLY", "OFF"), "client reply skip\r\n",
 	} {
 		f.Add([]byte(s))
 	}

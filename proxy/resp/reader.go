@@ -39,7 +39,14 @@
 // the whole request.
 //
 // Command names are normalized to lower case ASCII ("GET", "get" and "Get"
-// are "get"), the first word only: "CLIENT SETNAME x" is "client".
+// are "get"), the first word only: "CLIENT SETNAME x" is "client". For a
+// command whose first argument names a subcommand (Redis' container
+// commands: CLIENT, CONFIG, OBJECT ...; see HasSubcommand) the Reader also
+// reads that argument, normalized the same way, before it hands out the
+// request's first Segment ("CLIENT REPLY OFF" is "client" with Sub
+// "reply"), so that a proxy can judge the request before forwarding a byte
+// of it; such a subcommand is bounded like a name (Limits.MaxName), and the
+// request's head (its header, name and subcommand) must fit in the buffer.
 package resp
 
 import (
@@ -163,6 +170,11 @@ type Segment struct {
 	// Name is a request's normalized command name (on every Segment of
 	// the request).
 	Name string
+	// Sub is the normalized subcommand of a request whose command has
+	// subcommands (HasSubcommand), on every Segment of the request; ""
+	// for other commands or when the request has no argument after the
+	// name.
+	Sub string
 	// Push marks a reply that is a RESP3 push message (out of band, not
 	// the reply to a request), on every Segment of it.
 	Push bool
@@ -192,6 +204,7 @@ type Reader struct {
 	stack []frame
 	bulk  int64 // bytes left of the current bulk payload, CRLF included
 	name  bool  // requests: the next bulk is the command name
+	sub   bool  // requests: the next bulk is the subcommand
 	cur   Segment
 
 	names map[string]string // interned command names
@@ -342,6 +355,9 @@ func (r *Reader) next() (Segment, error) {
 		}
 		if pos == len(buf) {
 			if pos == r.size { // the view is full of this message: hand it out
+				if r.sub {
+					return Segment{}, r.headTooLong(pos)
+				}
 				return r.segment(pos, start, false), nil
 			}
 			if err := r.grow(len(buf), pos); err != nil {
@@ -363,6 +379,9 @@ func (r *Reader) next() (Segment, error) {
 		}
 		if nl < 0 {
 			if len(buf) == r.size { // pos > 0: make room
+				if r.sub {
+					return Segment{}, r.headTooLong(pos)
+				}
 				return r.segment(pos, start, false), nil
 			}
 			if err := r.grow(len(buf), pos); err != nil {
@@ -475,6 +494,29 @@ func (r *Reader) requestLine(buf []byte, pos int, line []byte) (int, bool, bool,
 		r.cur.Name = r.intern(body[:n])
 		r.name = false
 		r.cur.Wire += int64(total)
+		end := r.complete()
+		r.sub = !end && HasSubcommand(r.cur.Name)
+		return total, false, end, nil
+	}
+	if r.sub {
+		if n > int64(r.lim.MaxName) {
+			return 0, false, false, r.fail(pos, ErrLimit, "subcommand of %d bytes, above %d", n, r.lim.MaxName)
+		}
+		total := len(line) + int(n) + 2
+		if pos+total > len(buf) {
+			if len(buf) >= r.size {
+				return 0, false, false, r.headTooLong(pos)
+			}
+			return -1, false, false, nil
+		}
+		body := buf[pos+len(line) : pos+total]
+		if body[n] != '\r' || body[n+1] != '\n' {
+			return 0, false, false, r.fail(pos+len(line)+int(n), ErrSyntax, "bulk string not terminated by CRLF")
+		}
+		r.cur.Sub = r.intern(body[:n])
+		r.sub = false
+		r.cur.Size += n
+		r.cur.Wire += int64(total)
 		return total, false, r.complete(), nil
 	}
 	if n > maxLength || r.cur.Wire > maxLength {
@@ -492,12 +534,16 @@ func (r *Reader) inline(pos int, line []byte) (int, bool, bool, error) {
 		return 0, false, false, r.fail(pos, ErrLimit, "inline command longer than %d bytes", r.lim.MaxInline)
 	}
 	c := bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'})
-	var name []byte
+	var name, sub []byte
 	var size int64
 	for f := range bytes.FieldsFuncSeq(c, isSpace) {
-		if name == nil {
+		switch {
+		case name == nil:
 			name = f
-		} else {
+		case sub == nil:
+			sub = f
+			fallthrough
+		default:
 			size += int64(len(f))
 		}
 	}
@@ -509,6 +555,12 @@ func (r *Reader) inline(pos int, line []byte) (int, bool, bool, error) {
 	}
 	r.begin()
 	r.cur.Name = r.intern(name)
+	if sub != nil && HasSubcommand(r.cur.Name) {
+		if len(sub) > r.lim.MaxName {
+			return 0, false, false, r.fail(pos, ErrLimit, "subcommand of %d bytes, above %d", len(sub), r.lim.MaxName)
+		}
+		r.cur.Sub = r.intern(sub)
+	}
 	r.cur.Size = size
 	r.cur.Wire = int64(len(line))
 	return len(line), false, true, nil
@@ -516,10 +568,28 @@ func (r *Reader) inline(pos int, line []byte) (int, bool, bool, error) {
 
 func isSpace(c rune) bool { return c == ' ' || c == '\t' }
 
+// HasSubcommand reports whether a command's first argument names a
+// subcommand: Redis' container commands, by normalized name.
+func HasSubcommand(name string) bool {
+	switch name {
+	case "acl", "client", "cluster", "command", "config", "debug", "function", "latency",
+		"memory", "module", "object", "pubsub", "script", "slowlog", "xgroup", "xinfo":
+		return true
+	}
+	return false
+}
+
+// headTooLong reports a request whose header, name and subcommand do not
+// fit in the buffer together.
+func (r *Reader) headTooLong(pos int) error {
+	return r.fail(pos, ErrLimit, "request's command name and subcommand longer than the %d-byte buffer", r.size)
+}
+
 func (r *Reader) begin() {
 	r.inMsg = true
 	r.cur = Segment{}
 	r.stack = r.stack[:0]
+	r.sub = false
 }
 
 func (r *Reader) replyLine(pos int, line []byte) (int, bool, bool, error) {

@@ -350,3 +350,74 @@ func TestNewReaderArguments(t *testing.T) {
 		t.Fatalf("limits %+v not capped by the buffer", l)
 	}
 }
+
+// TestSubcommand: a container command's first argument is read, normalized,
+// before the request's first Segment is handed out; other commands' are
+// not; a subcommand is bounded like a name.
+func TestSubcommand(t *testing.T) {
+	long := strings.Repeat("r", 9)
+	for _, tc := range []struct {
+		name      string
+		in        string
+		size      int
+		wantName  string
+		wantSub   string
+		wantErr   error
+		errOffset int64
+	}{
+		{"array", req("CLIENT", "REPLY", "OFF"), 0, "client", "reply", nil, 0},
+		{"mixed case", req("cLiEnT", "Reply", "SKIP"), 0, "client", "reply", nil, 0},
+		{"no argument", req("CLIENT"), 0, "client", "", nil, 0},
+		{"subcommand last", req("CONFIG", "GET"), 0, "config", "get", nil, 0},
+		{"inline", "client  REPLY off\r\n", 0, "client", "reply", nil, 0},
+		{"inline without argument", "CLIENT\r\n", 0, "client", "", nil, 0},
+		{"not a container", req("GET", "Key"), 0, "get", "", nil, 0},
+		{"inline not a container", "get Key\r\n", 0, "get", "", nil, 0},
+		{"subcommand too long", req("CLIENT", long), 0, "", "", ErrLimit, 16},
+		{"inline subcommand too long", "CLIENT " + long + "\r\n", 0, "", "", ErrLimit, 0},
+		{"head beyond the buffer", "*0000000000000000002\r\n$0000000000000000006\r\nCLIENT\r\n$0000000000000000008\r\n" + long[:8] + "\r\n", 64, "", "", ErrLimit, 52},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, oneByte := range []bool{false, true} {
+				var r io.Reader = strings.NewReader(tc.in)
+				if oneByte {
+					r = iotest.OneByteReader(r)
+				}
+				rd, err := NewReader(r, Requests, tc.size, Limits{MaxName: 8})
+				if err != nil {
+					t.Fatal(err)
+				}
+				seg, err := rd.Next()
+				if tc.wantErr != nil {
+					var re *Error
+					if !errors.Is(err, tc.wantErr) || !errors.As(err, &re) || re.Offset != tc.errOffset {
+						t.Fatalf("one byte %v: %v, want %v at byte %d", oneByte, err, tc.wantErr, tc.errOffset)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !seg.Start || seg.Name != tc.wantName || seg.Sub != tc.wantSub {
+					t.Fatalf("one byte %v: first segment start %v name %q sub %q, want %q %q", oneByte, seg.Start, seg.Name, seg.Sub, tc.wantName, tc.wantSub)
+				}
+				for !seg.End {
+					if seg, err = rd.Next(); err != nil {
+						t.Fatal(err)
+					}
+					if seg.Sub != tc.wantSub {
+						t.Fatalf("later segment sub %q", seg.Sub)
+					}
+				}
+				if want := int64(len(tc.in)); seg.Wire != want {
+					t.Fatalf("wire %d, want %d", seg.Wire, want)
+				}
+			}
+		})
+	}
+	// The subcommand counts in the request's size like any argument.
+	got, err := readAll(t, strings.NewReader(req("CLIENT", "SETNAME", "x")), Requests, 0, Limits{})
+	if err != nil || len(got) != 1 || got[0].Size != 8 {
+		t.Fatalf("CLIENT SETNAME x: %+v %v, want size 8", got, err)
+	}
+}
