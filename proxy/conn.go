@@ -63,6 +63,9 @@ type conn struct {
 	drained   chan struct{}
 	drainOnce sync.Once
 	cur       atomic.Pointer[exchange] // the reply side's exchange in progress
+	// passAfter is the number of exchanges whose replies match, once a
+	// request switched the connection to passthrough (-1 until then).
+	passAfter atomic.Int64
 
 	serverEnded atomic.Bool // the appliance ended the connection
 	stopping    atomic.Bool // the request side is closing the connections
@@ -70,13 +73,15 @@ type conn struct {
 }
 
 func newConn(p *Proxy, f *flow, client, server net.Conn) *conn {
-	return &conn{
+	c := &conn{
 		p: p, f: f, client: client, server: server,
 		sw:      bufio.NewWriterSize(onlyWriter{server}, p.cfg.BufferSize),
 		cw:      bufio.NewWriterSize(onlyWriter{client}, p.cfg.BufferSize),
 		pending: make(chan *exchange, p.cfg.MaxInFlight),
 		drained: make(chan struct{}),
 	}
+	c.passAfter.Store(-1)
+	return c
 }
 
 func (c *conn) closeBoth() {
@@ -206,9 +211,43 @@ func (c *conn) run(ctx context.Context, requests func() error, replies func() er
 }
 
 // Redis commands after which replies no longer match requests one to one:
-// the connection relays them unmatched until it closes.
+// the connection relays replies unmatched until it closes. The
+// unsubscribing ones are here too: under RESP3 every (un)subscription's
+// confirmation is a push, the reply to no request.
 var passthroughCommands = map[string]bool{
-	"subscribe": true, "psubscribe": true, "ssubscribe": true, "monitor": true, "sync": true, "psync": true,
+	"subscribe": true, "psubscribe": true, "ssubscribe": true,
+	"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true,
+	"monitor": true,
+}
+
+// passthroughAllowed are the requests relayed once replies no longer match
+// requests: those Redis accepts from a RESP2 subscriber (but RESET, which
+// would end its subscriptions and let ordinary commands through).
+var passthroughAllowed = map[string]bool{
+	"subscribe": true, "psubscribe": true, "ssubscribe": true,
+	"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true,
+	"ping": true, "quit": true,
+}
+
+// refuseRESP returns the framing error that refuses a request (nil: relay
+// it), judged by its first Segment, before any of its bytes is forwarded:
+// every request the proxy relays must be answered by one reply it can
+// match, except in passthrough, where only the requests whose replies are
+// themselves unmatched messages pass (see the package documentation).
+func refuseRESP(seg resp.Segment, passthrough bool) error {
+	var why string
+	switch {
+	case seg.Name == "client" && seg.Sub == "reply":
+		why = "CLIENT REPLY refused: every request is answered"
+	case seg.Name == "sync" || seg.Name == "psync" || seg.Name == "replconf":
+		why = fmt.Sprintf("%q refused: a client does not replicate through the proxy", seg.Name)
+	case passthrough && !passthroughAllowed[seg.Name]:
+		why = fmt.Sprintf("%q refused after SUBSCRIBE or MONITOR: only (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING and QUIT are relayed; reconnect for other commands", seg.Name)
+	default:
+		return nil
+	}
+	err := fmt.Errorf("resp requests: at byte %d: %s", seg.Offset, why)
+	return &framingError{err: err, reply: fmt.Appendf(nil, "-ERR bulkhead proxy: %s\r\n", err)}
 }
 
 func (c *conn) relayRESP(ctx context.Context) error {
@@ -227,6 +266,7 @@ func (c *conn) relayRESP(ctx context.Context) error {
 func (c *conn) respRequests(ctx context.Context, rr *resp.Reader) error {
 	var ex *exchange
 	passthrough := false
+	var enqueued int64
 	for {
 		seg, err := rr.Next()
 		if err != nil {
@@ -240,8 +280,21 @@ func (c *conn) respRequests(ctx context.Context, rr *resp.Reader) error {
 			return fmt.Errorf("reading requests: %w", err)
 		}
 		if seg.Start {
+			if err := refuseRESP(seg, passthrough); err != nil {
+				return err
+			}
 			ex = c.f.newExchange(seg.Name)
-			ex.passthrough = passthroughCommands[seg.Name]
+			if !passthrough && passthroughCommands[seg.Name] {
+				// Replies match the requests enqueued so far, and no
+				// later one: the reply side stops matching after them.
+				c.passAfter.Store(enqueued)
+				passthrough = true
+			}
+			if passthrough {
+				// Its replies are charged as they pass (unmatched), not
+				// expected.
+				ex.respWire, ex.respSize = 0, 0
+			}
 		}
 		if err := c.f.admit(ctx, ex, seg.Wire, seg.Size, c.sw.Flush); err != nil {
 			return err
@@ -250,15 +303,13 @@ func (c *conn) respRequests(ctx context.Context, rr *resp.Reader) error {
 			if err := c.enqueue(ctx, ex); err != nil {
 				return err
 			}
+			enqueued++
 		}
 		if _, err := c.sw.Write(seg.Bytes); err != nil {
 			return fmt.Errorf("writing to the appliance: %w", err)
 		}
-		if seg.End {
-			if passthrough { // unmatched: not outstanding
-				c.f.end(ex, c.p.clock.Now(), nil)
-			}
-			passthrough = passthrough || ex.passthrough
+		if seg.End && passthrough { // unmatched: not outstanding
+			c.f.end(ex, c.p.clock.Now(), nil)
 		}
 	}
 }
@@ -266,6 +317,9 @@ func (c *conn) respRequests(ctx context.Context, rr *resp.Reader) error {
 func (c *conn) respReplies(pr *resp.Reader) error {
 	var ex *exchange
 	passthrough := false
+	var answered int64
+	var debt replyDebt
+	defer debt.settle(c.f)
 	for {
 		seg, err := pr.Next()
 		if err != nil {
@@ -274,27 +328,77 @@ func (c *conn) respReplies(pr *resp.Reader) error {
 			}
 			return fmt.Errorf("reading replies: %w", err)
 		}
-		if seg.Start && !seg.Push && !passthrough {
-			select {
-			case ex = <-c.pending:
-			default:
+		if seg.Start {
+			if !passthrough && answered == c.passAfter.Load() {
+				passthrough = true
 			}
-			if ex == nil {
-				c.p.log.Warn("reply to no request", "flow", c.f.id, "offset", seg.Offset)
+			if !seg.Push && !passthrough {
+				select {
+				case ex = <-c.pending:
+				default:
+				}
+				if ex == nil {
+					c.p.log.Warn("reply to no request", "flow", c.f.id, "offset", seg.Offset)
+				}
+				c.take(ex)
 			}
-			c.take(ex)
 		}
 		if _, err := c.cw.Write(seg.Bytes); err != nil {
 			return fmt.Errorf("writing to the client: %w", err)
 		}
-		if seg.End && ex != nil {
-			if err := c.f.answered(ex, seg.Wire, seg.Size); err != nil {
+		if !seg.End {
+			continue
+		}
+		if ex == nil {
+			// A push, a message to a subscriber or monitor: the reply
+			// to no request.
+			if err := debt.add(c.f, seg.Wire); err != nil {
 				return err
 			}
-			passthrough = ex.passthrough
-			ex = nil
-			c.replied()
+			continue
 		}
+		if err := c.f.answered(ex, seg.Wire, seg.Size); err != nil {
+			return err
+		}
+		ex = nil
+		answered++
+		c.replied()
+	}
+}
+
+// replyDebt charges a connection's unmatched replies (pushes, a
+// subscriber's or a monitor's messages) their bytes on the reverse links,
+// as debt: at most one such debt of the connection waits in its flow's
+// queue at a time, and the bytes of the replies that pass meanwhile are
+// owed and charged together after it, so that the queue stays bounded
+// however many messages the appliance sends.
+type replyDebt struct {
+	owed   int64
+	queued *ticket // the debt waiting in the queue, nil if none
+}
+
+func (d *replyDebt) add(f *flow, wire int64) error {
+	d.owed += wire
+	if d.queued != nil {
+		select {
+		case <-d.queued.done:
+			d.queued = nil
+		default:
+			return nil
+		}
+	}
+	t, err := f.unmatched(d.owed)
+	d.owed, d.queued = 0, t
+	return err
+}
+
+// settle charges what is owed when the connection ends.
+func (d *replyDebt) settle(f *flow) {
+	if d.owed > 0 {
+		if _, err := f.unmatched(d.owed); err != nil {
+			f.p.log.Warn("unmatched replies not charged", "flow", f.id, "bytes", d.owed, "err", err)
+		}
+		d.owed = 0
 	}
 }
 

@@ -76,14 +76,43 @@
 // Config.MaxInFlight requests forwarded and unanswered: TCP pushes back on
 // the client. Connections block one another only through their flow's
 // shared buckets (FIFO across the flow); flows are independent. Replies are
-// matched to requests in order; RESP3 push messages are relayed without
-// matching. After SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE, MONITOR, SYNC or PSYNC,
-// replies no longer match requests: the connection relays replies
-// unmatched and unmeasured until it closes (its requests are still
-// charged). A request the framer refuses (malformed, or beyond the limits:
-// resp.Limits, httpfs.Limits) ends the connection after the replies to the
-// earlier requests, with an error reply (RESP "-ERR ... at byte N ...", HTTP
-// 400 or 431).
+// matched to requests in order. A request the framer refuses (malformed,
+// or beyond the limits: resp.Limits, httpfs.Limits) ends the connection
+// after the replies to the earlier requests, with an error reply (RESP
+// "-ERR ... at byte N ...", HTTP 400 or 431).
+//
+// # Unmatched replies
+//
+// A RESP reply that answers no request — a RESP3 push, a message to a
+// subscriber or a monitor — is relayed without matching and charged its
+// bytes on the reverse links as debt (nothing at the appliance: its work
+// was charged to the request that caused it, a PUBLISH or a SUBSCRIBE);
+// a connection has at most one such debt in its flow's queue, the bytes
+// of the replies that pass meanwhile charged together after it. After
+// (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE or MONITOR, Redis' replies no longer
+// match requests one to one (several confirmations per request, or none
+// but pushes under RESP3): the connection is in passthrough until it
+// closes, its replies all unmatched. Its requests are still charged, and
+// only those whose replies are themselves such messages are relayed:
+// (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING and QUIT. Any other — an
+// ordinary command after the last UNSUBSCRIBE, or under RESP3 (where
+// Redis would answer it while subscribed), RESET or HELLO (which would let
+// ordinary commands through) — is refused like a malformed request: an
+// error reply, the connection closed, nothing forwarded; replies to the
+// requests before it that the appliance had not sent yet may be lost, as
+// the proxy cannot tell which those are. A client goes back to ordinary
+// commands on a new connection. This keeps every reply to an ordinary
+// request matched and charged exactly — its bytes, its payload in the
+// appliance's cost of its request, its time outstanding — where charging
+// passthrough replies as debt without refusing anything would charge the
+// reverse links only: the appliance's cost is a function of a request's
+// and its reply's sizes together, and a reply the proxy cannot match to a
+// request has neither a request nor a time outstanding. For the same
+// reason CLIENT REPLY (OFF and SKIP leave requests unanswered, outstanding
+// for good) and the replication commands SYNC, PSYNC and REPLCONF (a
+// stream the proxy cannot frame, and REPLCONF ACK, which Redis does not
+// answer) are refused on every connection; other CLIENT subcommands pass
+// (resp.Segment.Sub names the subcommand).
 //
 // # Statistics
 //

@@ -51,9 +51,6 @@ func (f *flow) vec(b *vecBuf) []float64 {
 type exchange struct {
 	typ    string
 	method string // HTTP: for the response's framing
-	// passthrough: the request switches the connection to unmatched
-	// replies (SUBSCRIBE, MONITOR).
-	passthrough bool
 
 	mu sync.Mutex // guards what follows: both relay goroutines charge
 	// Wire bytes each way and payload bytes, known or expected so far.
@@ -313,6 +310,48 @@ func (f *flow) debt(ex *exchange, reqWire, reqSize int64) error {
 	}
 	f.outstanding(ex, cost, now)
 	return nil
+}
+
+// unmatched charges, without waiting, wire bytes of replies that answer no
+// request (RESP3 pushes, a subscriber's or a monitor's messages) on the
+// flow's reverse links: nothing at the appliance, whose work for them was
+// charged to the requests that caused them (a PUBLISH, a SUBSCRIBE). The
+// tokens enter the flow's bucket queue like a debt when the buckets do
+// not hold them; the returned ticket is then closed once they have passed
+// (nil: they passed at once).
+func (f *flow) unmatched(wire int64) (*ticket, error) {
+	if wire <= 0 {
+		return nil, nil
+	}
+	var b vecBuf
+	cost := f.vec(&b)
+	some := false
+	for i, e := range f.path {
+		cost[i] = 0
+		if e.Role == mech.Reverse {
+			cost[i], some = float64(wire), true
+		}
+	}
+	if !some {
+		return nil, nil
+	}
+	now := f.p.clock.Now()
+	if ok, err := f.m.TryTake(now, cost); ok || err != nil {
+		if err != nil {
+			return nil, fmt.Errorf("charge unmatched replies: %w", err)
+		}
+		return nil, nil
+	}
+	t := &ticket{done: make(chan struct{})}
+	ok, err := f.m.Offer(tokenbucket.Request{Cost: slices.Clone(cost), Data: t})
+	if err != nil {
+		return nil, fmt.Errorf("charge unmatched replies: %w", err)
+	}
+	if ok {
+		return nil, nil
+	}
+	f.ensurePump()
+	return t, nil
 }
 
 // answered settles ex once its reply has passed: wire and payload bytes of
