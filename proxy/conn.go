@@ -456,10 +456,22 @@ func (c *conn) httpRequests(ctx context.Context, hr *httpfs.Reader) error {
 			return fmt.Errorf("writing to the appliance: %w", err)
 		}
 		if req.Body != nil && req.Body != http.NoBody {
-			payload, wire, err := httpfs.CopyBody(c.sw, req.Body, chunked, &req.Trailer, buf)
+			// A body of declared length was charged whole with the
+			// head; a chunked one is admitted as it streams, each part
+			// charged before it is forwarded, as a RESP request's later
+			// segments are.
+			var before func(payload, wire int64) error
+			if chunked {
+				before = func(payload, wire int64) error {
+					return c.f.admit(ctx, ex, hn+wire, payload, c.sw.Flush)
+				}
+			}
+			payload, wire, err := httpfs.CopyBody(c.sw, req.Body, chunked, &req.Trailer, buf, before)
 			if err != nil {
 				return fmt.Errorf("relaying a %s body: %w", req.Method, err)
 			}
+			// What the admissions did not cover (nothing, by CopyBody's
+			// count): debt.
 			if err := c.f.debt(ex, hn+wire, payload); err != nil {
 				return err
 			}
@@ -508,7 +520,7 @@ func (c *conn) httpReplies(sr *httpfs.Reader) error {
 			}
 			// 1xx: informational, the final response follows.
 		}
-		payload, bw, err := httpfs.CopyBody(c.cw, rs.Body, httpfs.Chunked(rs.TransferEncoding), &rs.Trailer, buf)
+		payload, bw, err := httpfs.CopyBody(c.cw, rs.Body, httpfs.Chunked(rs.TransferEncoding), &rs.Trailer, buf, nil)
 		if err != nil {
 			return fmt.Errorf("relaying the response to a %s: %w", ex.method, err)
 		}

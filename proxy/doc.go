@@ -55,9 +55,15 @@
 // filled is charged again, and waits again, for what they add. An HTTP
 // request is charged its head and Content-Length, and a GET with a single
 // closed Range the range's bytes on the reverse links and at the
-// appliance. When the reply has passed, the request is settled: what it
-// cost beyond its charge (a reply larger than expected, a chunked body) is
-// charged as debt — a request with no bytes enters the flow's bucket
+// appliance. A chunked request body, whose length is not declared, is
+// charged as it streams: each part (a buffer of at most 32 KiB, then the
+// last chunk and the trailers) is charged its bytes on the wire, chunk
+// framing included, and its payload before it is forwarded, and waits for
+// them like a RESP request's later arguments — a body that never ends
+// passes at its allocation, and the total is what its bytes and payload
+// cost, as for a body of declared length. When the reply has passed, the
+// request is settled: what it cost beyond its charge (a reply larger than
+// expected) is charged as debt — a request with no bytes enters the flow's bucket
 // queue, so later requests of the flow wait until the buckets have
 // refilled it (the buckets' over-depth debt, see tokenbucket's package
 // documentation, lets a request larger than a bucket's depth pass once the

@@ -231,17 +231,37 @@ type onlyReader struct{ io.Reader }
 // CopyBody streams a body to w through buf: as it is, or re-chunked when
 // chunked (then trailers, read from *trailer once the body has ended, follow
 // the last chunk). It returns the body's bytes (payload) and the bytes
-// written (wire).
-func CopyBody(w io.Writer, body io.Reader, chunked bool, trailer *http.Header, buf []byte) (payload, wire int64, err error) {
+// written (wire). If before is not nil, CopyBody calls it before it writes
+// each part of the body — every buffer read from body, as a chunk when
+// chunked, then the last chunk with the trailers — with the payload and
+// wire bytes the body will have once the part is written; an error from it
+// stops the copy. A caller that charges what it forwards waits there, so
+// that a body whose length is not declared is paced as it streams.
+func CopyBody(w io.Writer, body io.Reader, chunked bool, trailer *http.Header, buf []byte, before func(payload, wire int64) error) (payload, wire int64, err error) {
 	cw := &countWriter{w: w}
-	if !chunked {
-		payload, err = io.CopyBuffer(onlyWriter{cw}, onlyReader{body}, buf)
+	var dst io.Writer = cw
+	var ch io.WriteCloser
+	if chunked {
+		ch = httputil.NewChunkedWriter(cw)
+		dst = ch
+	}
+	if before != nil {
+		dst = &beforeWriter{w: dst, wire: cw, chunked: chunked, before: before}
+	}
+	payload, err = io.CopyBuffer(onlyWriter{dst}, onlyReader{body}, buf)
+	if err != nil || !chunked {
 		return payload, cw.n, err
 	}
-	ch := httputil.NewChunkedWriter(cw)
-	payload, err = io.CopyBuffer(onlyWriter{ch}, onlyReader{body}, buf)
-	if err != nil {
-		return payload, cw.n, err
+	if before != nil {
+		tail := int64(len("0\r\n\r\n"))
+		if trailer != nil && len(*trailer) > 0 {
+			n := &countWriter{w: io.Discard}
+			trailer.Write(n) // to io.Discard: cannot fail
+			tail += n.n
+		}
+		if err := before(payload, cw.n+tail); err != nil {
+			return payload, cw.n, err
+		}
 	}
 	if err := ch.Close(); err != nil { // the last chunk, "0\r\n"
 		return payload, cw.n, err
@@ -253,4 +273,32 @@ func CopyBody(w io.Writer, body io.Reader, chunked bool, trailer *http.Header, b
 	}
 	_, err = io.WriteString(cw, "\r\n")
 	return payload, cw.n, err
+}
+
+// beforeWriter calls before with the payload and wire bytes each write
+// brings the body to, then writes: wire counts what reaches the
+// connection, a chunk's header and CRLF included when chunked
+// (httputil's chunked writer writes "%x\r\n", the data, "\r\n").
+type beforeWriter struct {
+	w       io.Writer
+	wire    *countWriter
+	chunked bool
+	before  func(payload, wire int64) error
+	payload int64
+}
+
+func (b *beforeWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	wire := int64(len(p))
+	if b.chunked {
+		wire += int64(len(strconv.FormatInt(int64(len(p)), 16))) + 4
+	}
+	if err := b.before(b.payload+int64(len(p)), b.wire.n+wire); err != nil {
+		return 0, err
+	}
+	n, err := b.w.Write(p)
+	b.payload += int64(n)
+	return n, err
 }

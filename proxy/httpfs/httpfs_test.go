@@ -46,7 +46,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		payload, wire, err := CopyBody(&out, req.Body, Chunked(req.TransferEncoding), &req.Trailer, make([]byte, 1))
+		payload, wire, err := CopyBody(&out, req.Body, Chunked(req.TransferEncoding), &req.Trailer, make([]byte, 1), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func TestResponseHead(t *testing.T) {
 	}
 	var out bytes.Buffer
 	WriteResponseHead(&out, resp)
-	CopyBody(&out, resp.Body, false, nil, make([]byte, 2))
+	CopyBody(&out, resp.Body, false, nil, make([]byte, 2), nil)
 	back, err := http.ReadResponse(bufioReader(&out), nil)
 	if err != nil || back.StatusCode != 206 || back.ContentLength != 3 || back.Header.Get("Content-Range") != "bytes 0-2/10" {
 		t.Fatalf("%v %+v", err, back)
@@ -104,3 +104,71 @@ func TestResponseHead(t *testing.T) {
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+// TestCopyBodyBefore: before is told, ahead of every write, exactly the
+// payload and wire bytes the body will have once it is done — chunk
+// headers, the last chunk and the trailers included — and its error stops
+// the copy before the write.
+func TestCopyBodyBefore(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		chunked bool
+		body    string
+		trailer http.Header
+		buf     int
+	}{
+		{"plain", false, strings.Repeat("p", 1000), nil, 64},
+		{"chunked", true, strings.Repeat("c", 1000), nil, 64},
+		{"chunked, odd buffer", true, strings.Repeat("c", 70000), nil, 4099},
+		{"chunked with trailers", true, "hello", http.Header{"X-Sum": {"abc"}, "X-N": {"1"}}, 2},
+		{"chunked, empty", true, "", nil, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			var calls int
+			var last [2]int64
+			before := func(payload, wire int64) error {
+				if int64(out.Len()) != last[1] || payload < last[0] || wire <= last[1] {
+					t.Fatalf("call %d (%d, %d): %d bytes written, the previous call announced %d", calls, payload, wire, out.Len(), last[1])
+				}
+				calls++
+				last = [2]int64{payload, wire}
+				return nil
+			}
+			tr := tc.trailer
+			payload, wire, err := CopyBody(&out, strings.NewReader(tc.body), tc.chunked, &tr, make([]byte, tc.buf), before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if payload != int64(len(tc.body)) || wire != int64(out.Len()) || last != [2]int64{payload, wire} {
+				t.Fatalf("copied %d payload, %d wire (%d written); last announced %v", payload, wire, out.Len(), last)
+			}
+			if want := (len(tc.body) + tc.buf - 1) / tc.buf; tc.chunked && calls != want+1 || !tc.chunked && calls != want {
+				t.Errorf("%d calls for %d bytes through %d", calls, len(tc.body), tc.buf)
+			}
+			if tc.chunked { // it reads back
+				req, err := http.ReadRequest(bufio.NewReader(io.MultiReader(strings.NewReader("PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"), &out)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(req.Body)
+				if err != nil || string(b) != tc.body || req.Trailer.Get("X-Sum") != tc.trailer.Get("X-Sum") {
+					t.Fatalf("read back %d bytes, %v, trailer %v", len(b), err, req.Trailer)
+				}
+			}
+		})
+	}
+	// Its error stops the copy before the write.
+	stop := errors.New("stop")
+	var out bytes.Buffer
+	n := 0
+	_, _, err := CopyBody(&out, strings.NewReader(strings.Repeat("x", 100)), true, nil, make([]byte, 10), func(payload, wire int64) error {
+		if n++; n == 3 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || out.Len() != 2*len("a\r\n0123456789\r\n") {
+		t.Fatalf("err %v, %d bytes written, want stop after two chunks", err, out.Len())
+	}
+}
