@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/proxy/httpfs"
 	"github.com/bulkhead-dc/bulkhead/proxy/resp"
@@ -32,8 +33,29 @@ func (f flushReader) Read(p []byte) (int, error) {
 	return f.r.Read(p)
 }
 
-// onlyWriter hides a connection's ReadFrom from bufio.Writer.
-type onlyWriter struct{ io.Writer }
+// active counts a connection's reads and writes that move bytes (n, the
+// relay's progress, for its idle timeout); it hides the connection's
+// ReadFrom from bufio.Writer.
+type active struct {
+	conn net.Conn
+	n    *atomic.Uint64
+}
+
+func (a active) Read(p []byte) (int, error) {
+	n, err := a.conn.Read(p)
+	if n > 0 {
+		a.n.Add(1)
+	}
+	return n, err
+}
+
+func (a active) Write(p []byte) (int, error) {
+	n, err := a.conn.Write(p)
+	if n > 0 {
+		a.n.Add(1)
+	}
+	return n, err
+}
 
 // framingError is a client's request the proxy cannot frame: the client
 // gets reply (after the replies to its earlier requests) and the connection
@@ -53,8 +75,10 @@ type conn struct {
 	p              *Proxy
 	f              *flow
 	client, server net.Conn
+	cr, sr         active // the client's and the server's reads and writes
 	sw, cw         *bufio.Writer
 	pending        chan *exchange // forwarded, reply not yet started
+	beforeWait     func() error   // before the request side waits for tokens
 
 	// state counts the requests enqueued whose reply is not complete,
 	// plus stateEOF once the request side is done; drained is closed when
@@ -70,18 +94,75 @@ type conn struct {
 	serverEnded atomic.Bool // the appliance ended the connection
 	stopping    atomic.Bool // the request side is closing the connections
 	closeOnce   sync.Once
+
+	// Idleness: the reads and writes done on either connection, whether
+	// the request side waits for its flow's tokens (the proxy holds it:
+	// not idle), whether the connections were closed for idleness.
+	progress atomic.Uint64
+	holding  atomic.Bool
+	idle     atomic.Bool
 }
 
 func newConn(p *Proxy, f *flow, client, server net.Conn) *conn {
 	c := &conn{
 		p: p, f: f, client: client, server: server,
-		sw:      bufio.NewWriterSize(onlyWriter{server}, p.cfg.BufferSize),
-		cw:      bufio.NewWriterSize(onlyWriter{client}, p.cfg.BufferSize),
 		pending: make(chan *exchange, p.cfg.MaxInFlight),
 		drained: make(chan struct{}),
 	}
+	c.cr, c.sr = active{client, &c.progress}, active{server, &c.progress}
+	c.sw = bufio.NewWriterSize(c.sr, p.cfg.BufferSize)
+	c.cw = bufio.NewWriterSize(c.cr, p.cfg.BufferSize)
+	c.beforeWait = func() error {
+		c.holding.Store(true)
+		return c.sw.Flush()
+	}
 	c.passAfter.Store(-1)
 	return c
+}
+
+// admit admits what ex's request adds (f.admit), flushing what was relayed
+// to the appliance before it waits; while it waits, the connection is not
+// idle.
+func (c *conn) admit(ctx context.Context, ex *exchange, reqWire, reqSize int64) error {
+	err := c.f.admit(ctx, ex, reqWire, reqSize, c.beforeWait)
+	if c.holding.Load() {
+		c.holding.Store(false)
+	}
+	return err
+}
+
+// watchIdle closes the connections once nothing has moved on them for
+// timeout (real time; see Config.IdleTimeout): every timeout, it checks
+// that a read or a write completed since the last check, or that the
+// request side waits for tokens. It returns the function that stops it.
+func (c *conn) watchIdle(timeout time.Duration) (stop func()) {
+	var mu sync.Mutex
+	var t *time.Timer
+	stopped := false
+	last := c.progress.Load()
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if n := c.progress.Load(); n != last || c.holding.Load() {
+			last = n
+			t.Reset(timeout)
+			return
+		}
+		c.idle.Store(true)
+		c.closeBoth()
+	}
+	mu.Lock()
+	t = time.AfterFunc(timeout, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 func (c *conn) closeBoth() {
@@ -252,11 +333,11 @@ func refuseRESP(seg resp.Segment, passthrough bool) error {
 
 func (c *conn) relayRESP(ctx context.Context) error {
 	size, lim := c.p.cfg.BufferSize, c.p.cfg.RESP
-	rr, err := resp.NewReader(flushReader{c.client, c.sw}, resp.Requests, size, lim)
+	rr, err := resp.NewReader(flushReader{c.cr, c.sw}, resp.Requests, size, lim)
 	if err != nil {
 		return err
 	}
-	pr, err := resp.NewReader(flushReader{c.server, c.cw}, resp.Replies, size, lim)
+	pr, err := resp.NewReader(flushReader{c.sr, c.cw}, resp.Replies, size, lim)
 	if err != nil {
 		return err
 	}
@@ -296,7 +377,7 @@ func (c *conn) respRequests(ctx context.Context, rr *resp.Reader) error {
 				ex.respWire, ex.respSize = 0, 0
 			}
 		}
-		if err := c.f.admit(ctx, ex, seg.Wire, seg.Size, c.sw.Flush); err != nil {
+		if err := c.admit(ctx, ex, seg.Wire, seg.Size); err != nil {
 			return err
 		}
 		if seg.Start && !passthrough {
@@ -404,8 +485,8 @@ func (d *replyDebt) settle(f *flow) {
 
 func (c *conn) relayHTTP(ctx context.Context) error {
 	size, lim := c.p.cfg.BufferSize, c.p.cfg.HTTP
-	hr := httpfs.NewReader(flushReader{c.client, c.sw}, size, lim)
-	sr := httpfs.NewReader(flushReader{c.server, c.cw}, size, lim)
+	hr := httpfs.NewReader(flushReader{c.cr, c.sw}, size, lim)
+	sr := httpfs.NewReader(flushReader{c.sr, c.cw}, size, lim)
 	return c.run(ctx, func() error { return c.httpRequests(ctx, hr) }, func() error { return c.httpReplies(sr) })
 }
 
@@ -446,7 +527,7 @@ func (c *conn) httpRequests(ctx context.Context, hr *httpfs.Reader) error {
 		if e := httpfs.Expected(req); e > 0 {
 			ex.respWire, ex.respSize = e, e // ex is not shared yet
 		}
-		if err := c.f.admit(ctx, ex, hn+max(req.ContentLength, 0), max(req.ContentLength, 0), c.sw.Flush); err != nil {
+		if err := c.admit(ctx, ex, hn+max(req.ContentLength, 0), max(req.ContentLength, 0)); err != nil {
 			return err
 		}
 		if err := c.enqueue(ctx, ex); err != nil {
@@ -463,7 +544,7 @@ func (c *conn) httpRequests(ctx context.Context, hr *httpfs.Reader) error {
 			var before func(payload, wire int64) error
 			if chunked {
 				before = func(payload, wire int64) error {
-					return c.f.admit(ctx, ex, hn+wire, payload, c.sw.Flush)
+					return c.admit(ctx, ex, hn+wire, payload)
 				}
 			}
 			payload, wire, err := httpfs.CopyBody(c.sw, req.Body, chunked, &req.Trailer, buf, before)

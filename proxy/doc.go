@@ -81,8 +81,17 @@
 // for tokens stops the reading of its connection, and so does
 // Config.MaxInFlight requests forwarded and unanswered: TCP pushes back on
 // the client. Connections block one another only through their flow's
-// shared buckets (FIFO across the flow); flows are independent. Replies are
-// matched to requests in order. A request the framer refuses (malformed,
+// shared buckets (FIFO across the flow); flows are independent. A flow
+// has at most Config.MaxConnsPerFlow connections at a time (128): one
+// beyond is closed at once, counted (Observation.Refused) and logged at
+// most once per RefusalLogInterval. A connection on which nothing has
+// moved for Config.IdleTimeout (10 minutes, real time) — no byte either
+// way on either side, no request waiting for tokens — is closed, also
+// one whose requests wait for replies that do not come (a client that
+// blocks or subscribes for longer sends a PING meanwhile). Listen retries
+// temporary Accept errors (out of file descriptors) with a backoff, as
+// net/http does, and returns on others. Replies are matched to requests
+// in order. A request the framer refuses (malformed,
 // or beyond the limits: resp.Limits, httpfs.Limits) ends the connection
 // after the replies to the earlier requests, with an error reply (RESP
 // "-ERR ... at byte N ...", HTTP 400 or 431).

@@ -82,6 +82,8 @@ type flow struct {
 	replies atomic.Pointer[map[string]*replyEstimate]
 
 	mu      sync.Mutex
+	conns   int    // connections being served
+	refused uint64 // connections refused (MaxConnsPerFlow) since the last Collect
 	pumping bool
 	out     []float64 // tokens outstanding per element
 	nOut    int       // exchanges with tokens in out: the flow's requests outstanding at the appliance
@@ -117,6 +119,25 @@ const replyWeight = 1.0 / 16
 // maxReplyTypes bounds the request types a flow keeps estimates for (a
 // client may send any command name).
 const maxReplyTypes = 256
+
+// addConn counts a connection of the flow, false (and counts a refusal)
+// when the flow has Config.MaxConnsPerFlow already.
+func (f *flow) addConn() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.conns >= f.p.cfg.MaxConnsPerFlow {
+		f.refused++
+		return false
+	}
+	f.conns++
+	return true
+}
+
+func (f *flow) removeConn() {
+	f.mu.Lock()
+	f.conns--
+	f.mu.Unlock()
+}
 
 func (f *flow) newExchange(typ string) *exchange {
 	k := len(f.path)
@@ -572,6 +593,9 @@ type Observation struct {
 	// §4.2's vectors in the controller's shape (see Collect).
 	Flows      []mech.FlowObs
 	Appliances []ApplianceStats
+	// Refused counts, per flow, the connections closed at once in the
+	// period for being beyond Config.MaxConnsPerFlow (nil: none).
+	Refused map[mech.FlowID]uint64
 }
 
 // Collect returns the measurements since the previous Collect (or New) and
@@ -615,6 +639,13 @@ func (p *Proxy) Collect() Observation {
 		s.done += fl.done
 		s.doneTok += fl.doneTok
 		fl.appArea, fl.done, fl.doneTok = 0, 0, 0
+		if fl.refused > 0 {
+			if obs.Refused == nil {
+				obs.Refused = make(map[mech.FlowID]uint64)
+			}
+			obs.Refused[fl.id] = fl.refused
+			fl.refused = 0
+		}
 		fl.mu.Unlock()
 		if fo, ok := fl.collect(allocs[i]); ok {
 			obs.Flows = append(obs.Flows, fo)

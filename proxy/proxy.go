@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/bulkhead-dc/bulkhead/mech"
@@ -111,6 +112,21 @@ type Config struct {
 	// RESP and HTTP bound the framers' inputs.
 	RESP resp.Limits
 	HTTP httpfs.Limits
+	// MaxConnsPerFlow bounds a flow's connections at a time (0:
+	// DefaultMaxConnsPerFlow): each holds four buffers, two goroutines
+	// and a connection to the appliance. Serve closes a connection beyond
+	// it at once, counts it (Observation.Refused) and logs at most one
+	// such refusal per RefusalLogInterval.
+	MaxConnsPerFlow int
+	// IdleTimeout closes a connection on which nothing has moved for that
+	// long (0: DefaultIdleTimeout): no bytes read from or written to
+	// either the client or the appliance, and no request of it waiting
+	// for its flow's tokens. A request outstanding does not keep it open
+	// (a blocking command that waits longer, a subscriber that hears
+	// nothing, must send something meanwhile, e.g. PING). It is real
+	// time, not Clock's, checked every IdleTimeout: a connection closes
+	// between one and two IdleTimeouts after it went quiet.
+	IdleTimeout time.Duration
 	// Buckets are options of every flow's tokenbucket.Multi (refill
 	// interval, burst).
 	Buckets []tokenbucket.Option
@@ -123,6 +139,33 @@ const Unlimited = 1e15
 const (
 	defaultBufferSize  = 64 << 10
 	defaultMaxInFlight = 128
+)
+
+// Defaults of Config's bounds on connections.
+const (
+	// DefaultMaxConnsPerFlow is a flow's bound on its connections at a
+	// time: 32 MiB of buffers at the default BufferSize, and more than
+	// client libraries' default pools (Jedis 8, go-redis 10 per CPU).
+	DefaultMaxConnsPerFlow = 128
+	// DefaultIdleTimeout is a connection's idle timeout: longer than
+	// Redis clients' health checks and HTTP clients' idle connections
+	// (net/http's 90 s).
+	DefaultIdleTimeout = 10 * time.Minute
+	// RefusalLogInterval is the least time (Config.Clock's) between two
+	// warnings about connections refused (beyond MaxConnsPerFlow, or by
+	// Listen's classify): a VM that opens connections as fast as it can
+	// does not flood the log.
+	RefusalLogInterval = 10 * time.Second
+)
+
+// Errors Serve and Listen return, wrapped; match them with errors.Is.
+var (
+	// ErrTooManyConns: the connection was beyond its flow's
+	// MaxConnsPerFlow and closed at once.
+	ErrTooManyConns = errors.New("too many connections for the flow")
+	// ErrIdle: the connection was closed after IdleTimeout with nothing
+	// moving on it.
+	ErrIdle = errors.New("idle")
 )
 
 // Proxy relays clients' connections to appliances through their flows'
@@ -143,6 +186,31 @@ type Proxy struct {
 	last   time.Time // of the previous Collect
 	closed chan struct{}
 	once   sync.Once
+
+	// Warnings about refused connections, at a bounded rate.
+	overLimitLog, classifyLog rateLog
+}
+
+// rateLog logs one kind of warning at most once per RefusalLogInterval,
+// with the number of those it did not log since the last one.
+type rateLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	logged  bool
+	skipped uint64
+}
+
+func (r *rateLog) warn(log *slog.Logger, now time.Time, msg string, args ...any) {
+	r.mu.Lock()
+	if r.logged && now.Sub(r.last) < RefusalLogInterval {
+		r.skipped++
+		r.mu.Unlock()
+		return
+	}
+	skipped := r.skipped
+	r.last, r.logged, r.skipped = now, true, 0
+	r.mu.Unlock()
+	log.Warn(msg, append(args, "not_logged_since_last", skipped)...)
 }
 
 // New returns a Proxy for the given appliances.
@@ -164,6 +232,18 @@ func New(cfg Config, apps ...Appliance) (*Proxy, error) {
 	}
 	if cfg.MaxInFlight < 1 {
 		return nil, fmt.Errorf("proxy: MaxInFlight %d must be positive", cfg.MaxInFlight)
+	}
+	if cfg.MaxConnsPerFlow == 0 {
+		cfg.MaxConnsPerFlow = DefaultMaxConnsPerFlow
+	}
+	if cfg.MaxConnsPerFlow < 1 {
+		return nil, fmt.Errorf("proxy: MaxConnsPerFlow %d must be positive", cfg.MaxConnsPerFlow)
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("proxy: IdleTimeout %v must be positive", cfg.IdleTimeout)
 	}
 	if err := checkRate(cfg.DefaultRate); err != nil {
 		return nil, fmt.Errorf("proxy: default rate: %w", err)
@@ -378,20 +458,29 @@ func (p *Proxy) Rates(id mech.FlowID) ([]float64, bool) {
 
 // Serve relays one client connection of flow f to f's appliance until
 // either side closes, a framing error (the client then gets an error reply
-// after the replies to its earlier requests), ctx is done or the Proxy is
-// closed. It closes client. A clean close by either side returns nil.
+// after the replies to its earlier requests), the connection is idle
+// (Config.IdleTimeout: ErrIdle), ctx is done or the Proxy is closed. A
+// connection beyond its flow's Config.MaxConnsPerFlow is closed at once
+// (ErrTooManyConns). It closes client. A clean close by either side
+// returns nil.
 func (p *Proxy) Serve(ctx context.Context, client net.Conn, f Flow) error {
 	defer client.Close()
 	fl, err := p.flowFor(f)
 	if err != nil {
 		return err
 	}
+	if !fl.addConn() {
+		p.overLimitLog.warn(p.log, p.clock.Now(), "connection refused: too many for the flow", "flow", f.ID, "remote", client.RemoteAddr(), "max", p.cfg.MaxConnsPerFlow)
+		return fmt.Errorf("proxy: flow %s->%s: %w (%d)", f.ID.Src, f.ID.Dst, ErrTooManyConns, p.cfg.MaxConnsPerFlow)
+	}
+	defer fl.removeConn()
 	server, err := fl.app.Dial(ctx)
 	if err != nil {
 		return fmt.Errorf("proxy: flow %s->%s: dial: %w", f.ID.Src, f.ID.Dst, err)
 	}
 	c := newConn(p, fl, client, server)
 	defer c.abandon()
+	defer c.watchIdle(p.cfg.IdleTimeout)()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, c.closeBoth)
@@ -410,21 +499,50 @@ func (p *Proxy) Serve(ctx context.Context, client net.Conn, f Flow) error {
 		err = c.relayHTTP(ctx)
 	}
 	c.closeBoth()
+	if c.idle.Load() {
+		return fmt.Errorf("proxy: flow %s->%s: %w for %v", f.ID.Src, f.ID.Dst, ErrIdle, p.cfg.IdleTimeout)
+	}
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("proxy: flow %s->%s: %w", f.ID.Src, f.ID.Dst, err)
 	}
 	return nil
 }
 
+// Accept's retries after a temporary error: the first delay, doubled
+// after each further error up to the last.
+const (
+	acceptRetryMin = 5 * time.Millisecond
+	acceptRetryMax = time.Second
+)
+
+// temporaryAccept reports whether an Accept error may pass by itself: out
+// of file descriptors or memory, a connection aborted before it was
+// accepted (net/http's Server.Serve retries the same errors).
+func temporaryAccept(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR, syscall.EAGAIN} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
 // Listen accepts connections on ln and serves each with Serve, the flow
-// given by classify (a connection it refuses is closed and logged), until
-// ctx is done or the Proxy is closed; it then closes ln and waits for the
-// connections it started.
+// given by classify (a connection it refuses is closed, and logged at a
+// bounded rate), until ctx is done or the Proxy is closed; it then closes
+// ln and waits for the connections it started, and returns nil. A
+// temporary Accept error (out of file descriptors, say) is logged and
+// retried after a delay that doubles, from 5 ms to 1 s, while it lasts;
+// after any other, Listen closes ln and its connections, waits for them
+// and returns the error.
 func (p *Proxy) Listen(ctx context.Context, ln net.Listener, classify func(net.Conn) (Flow, error)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer cancel() // before the wait: the connections end
+	defer ln.Close()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	go func() {
@@ -434,22 +552,41 @@ func (p *Proxy) Listen(ctx context.Context, ln net.Listener, classify func(net.C
 		case <-ctx.Done():
 		}
 	}()
+	var delay time.Duration
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("proxy: accept: %w", err)
+			if !temporaryAccept(err) {
+				return fmt.Errorf("proxy: accept on %v: %w", ln.Addr(), err)
+			}
+			delay = min(max(2*delay, acceptRetryMin), acceptRetryMax)
+			p.log.Warn("accept failed: retrying", "addr", ln.Addr(), "in", delay, "err", err)
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			}
+			continue
 		}
+		delay = 0
 		f, err := classify(conn)
 		if err != nil {
-			p.log.Warn("connection refused", "remote", conn.RemoteAddr(), "err", err)
+			p.classifyLog.warn(p.log, p.clock.Now(), "connection refused", "remote", conn.RemoteAddr(), "err", err)
 			conn.Close()
 			continue
 		}
 		wg.Go(func() {
-			if err := p.Serve(ctx, conn, f); err != nil {
+			err := p.Serve(ctx, conn, f)
+			switch {
+			case err == nil, errors.Is(err, ErrTooManyConns): // logged by Serve
+			case errors.Is(err, ErrIdle):
+				p.log.Debug("connection ended", "flow", f.ID, "remote", conn.RemoteAddr(), "err", err)
+			default:
 				p.log.Warn("connection ended", "flow", f.ID, "remote", conn.RemoteAddr(), "err", err)
 			}
 		})

@@ -424,6 +424,8 @@ func TestConfigErrors(t *testing.T) {
 		{"twice", Config{}, []Appliance{{Name: "a", Protocol: HTTP, Dial: dial}, {Name: "a", Protocol: RESP, Dial: dial}}},
 		{"small buffer", Config{BufferSize: 100}, nil},
 		{"negative default", Config{DefaultRate: -1}, nil},
+		{"negative connection bound", Config{MaxConnsPerFlow: -1}, nil},
+		{"negative idle timeout", Config{IdleTimeout: -time.Second}, nil},
 		{"bad bucket option", Config{Buckets: []tokenbucket.Option{tokenbucket.WithBurst(0)}}, nil},
 	} {
 		if _, err := New(tc.cfg, tc.apps...); err == nil {
