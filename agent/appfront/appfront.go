@@ -23,6 +23,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/mech"
@@ -190,7 +191,18 @@ func (f *Front) Update(ctx context.Context, m *model.Model, paths map[mech.FlowI
 	return errors.Join(errs...)
 }
 
-// listenLocked starts (or restarts) an appliance's listener.
+// Restarts of a listener that stopped with an error: the first delay,
+// doubled after each further failure up to the last (a listener that ran
+// longer than that starts again from the first).
+const (
+	restartMin = 100 * time.Millisecond
+	restartMax = 10 * time.Second
+)
+
+// listenLocked starts (or restarts) an appliance's listener. A listener
+// that stops with an error (proxy.Listen returns on an Accept error it
+// cannot retry; its connections close) is opened again, after a delay,
+// until the front stops it.
 func (f *Front) listenLocked(ctx context.Context, name string, ep netip.AddrPort) error {
 	if fr := f.apps[name]; fr != nil {
 		fr.cancel()
@@ -205,10 +217,35 @@ func (f *Front) listenLocked(ctx context.Context, name string, ep netip.AddrPort
 	fr := &front{name: name, ep: ep, cancel: cancel, done: make(chan struct{})}
 	f.apps[name] = fr
 	p := f.p
+	classify := func(c net.Conn) (proxy.Flow, error) { return f.classify(name, c) }
 	go func() {
 		defer close(fr.done)
-		if err := p.Listen(lctx, ln, func(c net.Conn) (proxy.Flow, error) { return f.classify(name, c) }); err != nil {
-			f.log.Warn("appliance front stopped", "appliance", name, "err", err)
+		var delay time.Duration
+		for {
+			start := time.Now()
+			err := p.Listen(lctx, ln, classify)
+			if err == nil || lctx.Err() != nil {
+				return // stopped, or its proxy closed
+			}
+			if time.Since(start) > restartMax {
+				delay = 0
+			}
+			for {
+				delay = min(max(2*delay, restartMin), restartMax)
+				f.log.Warn("appliance front stopped: restarting", "appliance", name, "in", delay, "err", err)
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+				case <-lctx.Done():
+					t.Stop()
+					return
+				}
+				if ln, err = f.cfg.Steering.Listen(ep); err == nil {
+					break
+				}
+				err = fmt.Errorf("appfront: appliance %s: %w", name, err)
+			}
+			f.log.Info("appliance front restarted", "appliance", name, "addr", ep)
 		}
 	}()
 	f.log.Info("appliance front", "appliance", name, "addr", ep)

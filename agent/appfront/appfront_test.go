@@ -3,11 +3,14 @@ package appfront_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,4 +102,78 @@ func TestFront(t *testing.T) {
 	if steered, _ := st.Steered(); len(steered) != 0 {
 		t.Errorf("after Close(remove): still steered %v", steered)
 	}
+}
+
+// breakingSteering is a loopback steering whose first listeners fail:
+// their Accept returns an error proxy.Listen does not retry.
+type breakingSteering struct {
+	*fake.Steering
+	broken atomic.Int32 // listeners left to break
+}
+
+func (s *breakingSteering) Listen(app netip.AddrPort) (net.Listener, error) {
+	ln, err := s.Steering.Listen(app)
+	if err != nil || s.broken.Add(-1) < 0 {
+		return ln, err
+	}
+	return brokenListener{ln}, nil
+}
+
+type brokenListener struct{ net.Listener }
+
+func (brokenListener) Accept() (net.Conn, error) { return nil, errors.New("listener broken") }
+
+// TestFrontRestartsListener: an appliance's listener that stops with an
+// error is opened again (twice here), and the VM's connections are
+// relayed.
+func TestFrontRestartsListener(t *testing.T) {
+	redis := appliancetest.StartRedis(t)
+	ep := netip.MustParseAddrPort("10.9.9.9:6379")
+	st := &breakingSteering{Steering: fake.NewSteering(map[netip.AddrPort]string{ep: redis}, nil)}
+	st.broken.Store(2)
+	f, err := appfront.New(appfront.Config{Host: "h1", Steering: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close(false)
+	m := &model.Model{
+		Appliances: []model.Appliance{{Name: "kv", Server: "h2", Model: model.ModelKV, Address: ep.Addr().String(), Port: int(ep.Port()), Protocol: model.ProtoRedis}},
+		Tenants: []model.Tenant{{Name: "A", VMs: []model.VM{
+			{Name: "a1", Tenant: "A", In: 1e8, Out: 1e8, Host: "h1", Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}},
+		}}},
+	}
+	m.ApplyDefaults()
+	id := mech.FlowID{Src: "a1", Dst: "kv"}
+	path := []mech.PathElem{{Resource: 0, Role: mech.Forward}, {Resource: 5, Role: mech.Appliance}, {Resource: 1, Role: mech.Reverse}}
+	if err := f.Update(context.Background(), m, map[mech.FlowID][]mech.PathElem{id: path}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		reply, err := ping(st.ListenAddr(ep))
+		if err == nil && reply == "+PONG\r\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no PONG through the front: %q %v (broken listeners left: %d)", reply, err, st.broken.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := st.broken.Load(); n > 0 {
+		t.Fatalf("answered with %d broken listeners left", n)
+	}
+}
+
+// ping sends PING to addr and returns the reply's first line.
+func ping(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
 }
