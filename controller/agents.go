@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,6 +38,10 @@ const (
 	MaxAgentMessage = 4 << 20
 	maxReportVMs    = 10000
 	maxReportPairs  = 100000
+	// maxStatsReasons bounds the drop reasons of a report's stats, and
+	// maxReasonLen each reason's name (the agent has a handful).
+	maxStatsReasons = 64
+	maxReasonLen    = 64
 )
 
 // agentService serves the agents' sessions (controlpb.Control).
@@ -63,13 +69,59 @@ type session struct {
 	// queued, could not be built, or was committed while the session
 	// registered); the next resync builds it again.
 	stale bool
+	// views are the VMs of the snapshots sent or queued that the agent
+	// may still enforce, oldest first (at most maxViews): what its
+	// reports may name (checkVMs).
+	views []hostView
 }
 
-// newSession is a session whose agent is first sent snap. It starts
-// stale: a change committed after snap was built and before the session
-// is registered reaches no push.
-func newSession(host, version string, snap *controlpb.Snapshot) *session {
-	return &session{host: host, version: version, send: make(chan *controlpb.ControllerMessage, sessionBuffer), last: snap, stale: true}
+// hostView is what one snapshot of a host tells its agent of the VMs
+// it may report on: every VM of the tenants with a VM on the host, with
+// its tenant and whether it is the host's own.
+type hostView struct {
+	rev int64
+	vms map[string]viewVM
+}
+
+type viewVM struct {
+	tenant string
+	local  bool // on the host
+}
+
+// maxViews bounds the views a session keeps: the snapshots queued since
+// the one the agent last reported enforcing (an agent that cannot apply
+// a snapshot keeps reporting on its previous one; agentd retries it).
+const maxViews = 2 * sessionBuffer
+
+// viewOf is the view of host's snapshot of cluster cl at revision rev.
+func viewOf(cl *api.Cluster, host string, rev int64) hostView {
+	v := hostView{rev: rev, vms: map[string]viewVM{}}
+	for _, t := range cl.Model.Tenants {
+		if !slices.ContainsFunc(t.VMs, func(v model.VM) bool { return v.Host == host }) {
+			continue
+		}
+		for _, vm := range t.VMs {
+			v.vms[vm.Name] = viewVM{tenant: t.Name, local: vm.Host == host}
+		}
+	}
+	return v
+}
+
+// newSession is a session whose agent is first sent snap, of view. It
+// starts stale: a change committed after snap was built and before the
+// session is registered reaches no push.
+func newSession(host, version string, snap *controlpb.Snapshot, view hostView) *session {
+	return &session{host: host, version: version, send: make(chan *controlpb.ControllerMessage, sessionBuffer), last: snap, stale: true,
+		views: []hostView{view}}
+}
+
+// addView records the view of a snapshot queued to the agent (runtime.mu
+// held).
+func (s *session) addView(v hostView) {
+	if len(s.views) >= maxViews {
+		s.views = slices.Delete(s.views, 0, len(s.views)-maxViews+1)
+	}
+	s.views = append(s.views, v)
 }
 
 // hostState is what the controller knows of a host's agent.
@@ -171,11 +223,11 @@ func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMe
 	case len(hello.Version) > 64:
 		return status.Error(codes.InvalidArgument, "version longer than 64 bytes")
 	}
-	snap, err := c.snapshotFor(ctx, host)
+	snap, view, err := c.snapshotFor(ctx, host)
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
-	sess := newSession(host, hello.Version, snap)
+	sess := newSession(host, hello.Version, snap, view)
 	c.rt.mu.Lock()
 	if old := c.rt.sessions[host]; old != nil {
 		close(old.send) // a host has one session: the newer wins
@@ -212,7 +264,8 @@ func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMe
 				recvErr <- status.Error(codes.InvalidArgument, "after Hello an agent sends Reports only")
 				return
 			}
-			if err := c.report(host, r); err != nil {
+			if err := c.report(sess, r); err != nil {
+				c.log.Warn("agent's report refused; its session ends", "host", host, "err", err)
 				recvErr <- status.Error(codes.InvalidArgument, err.Error())
 				return
 			}
@@ -235,22 +288,33 @@ func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMe
 	}
 }
 
-// snapshotFor builds the snapshot of one host from the store.
-func (c *Controller) snapshotFor(ctx context.Context, host string) (*controlpb.Snapshot, error) {
+// snapshotFor builds the snapshot of one host from the store, with its
+// view.
+func (c *Controller) snapshotFor(ctx context.Context, host string) (*controlpb.Snapshot, hostView, error) {
 	snap, cl, err := c.cluster(ctx)
 	if snap == nil {
-		return nil, err
+		return nil, hostView{}, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the declared cluster is incomplete: %w", err)
+		return nil, hostView{}, fmt.Errorf("the declared cluster is incomplete: %w", err)
 	}
 	if _, ok := cl.Hosts[host]; !ok {
-		return nil, fmt.Errorf("host %q is not declared: apply a Host object named %q with its address", host, host)
+		return nil, hostView{}, fmt.Errorf("host %q is not declared: apply a Host object named %q with its address", host, host)
 	}
 	master, err := c.agentSecret(ctx)
 	if err != nil {
-		return nil, err
+		return nil, hostView{}, err
 	}
+	s, err := buildSnapshot(cl, host, snap.rev, master)
+	if err != nil {
+		return nil, hostView{}, err
+	}
+	return s, viewOf(cl, host, snap.rev), nil
+}
+
+// buildSnapshot is host's snapshot of cluster cl at revision rev, its
+// peers' keys derived from master.
+func buildSnapshot(cl *api.Cluster, host string, rev int64, master []byte) (*controlpb.Snapshot, error) {
 	m := &model.Model{Appliances: cl.Model.Appliances, Hosts: cl.Model.Hosts}
 	for _, t := range cl.Model.Tenants {
 		if slices.ContainsFunc(t.VMs, func(v model.VM) bool { return v.Host == host }) {
@@ -259,14 +323,14 @@ func (c *Controller) snapshotFor(ctx context.Context, host string) (*controlpb.S
 	}
 	mj, err := json.Marshal(m)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("host %s's model: %w", host, err)
 	}
 	pj, err := json.Marshal(cl.Spec.Mechanism.Params)
 	if err != nil {
 		return nil, fmt.Errorf("mechanism parameters: %w", err)
 	}
 	self := cl.Hosts[host]
-	s := &controlpb.Snapshot{Revision: snap.rev, ModelJson: mj, Mechanism: cl.Spec.Mechanism.Name, ParamsJson: pj,
+	s := &controlpb.Snapshot{Revision: rev, ModelJson: mj, Mechanism: cl.Spec.Mechanism.Name, ParamsJson: pj,
 		Address: self.Address.String(), Port: uint32(self.Port), AppliancePaths: appliancePaths(cl, host)}
 	for _, name := range slices.Sorted(maps.Keys(cl.Hosts)) {
 		if name == host {
@@ -345,25 +409,29 @@ func (rt *runtime) host(name string) *hostState {
 	return h
 }
 
-// report takes an agent's report: bounded, checked against the host's
-// own VMs.
-func (c *Controller) report(host string, r *controlpb.Report) error {
-	if len(r.Vms) > maxReportVMs || len(r.Pairs) > maxReportPairs {
-		return fmt.Errorf("report with %d VMs and %d pairs exceeds the bounds (%d, %d)", len(r.Vms), len(r.Pairs), maxReportVMs, maxReportPairs)
+// report takes an agent's report on session s, whole or not at all: it
+// is checked first — its bounds and rates (checkReport), and that every
+// VM it names is one the session's snapshots gave the host
+// (session.checkVMs) — and a report that fails is refused with an error
+// saying which entry and why, counted, and nothing of it kept. A VM's
+// rates feed its tenant's compliance, the metrics and the web UI: a host
+// speaks for its own VMs only.
+func (c *Controller) report(s *session, r *controlpb.Report) error {
+	if err := checkReport(r); err != nil {
+		c.met.refused.Inc()
+		return fmt.Errorf("report refused: %w", err)
 	}
 	now := c.cfg.Now()
-	if err := c.cen.observe(host, r, now); err != nil {
-		return err
-	}
-	c.met.reports.Inc()
 	c.rt.mu.Lock()
-	defer c.rt.mu.Unlock()
-	hs := c.rt.host(host)
+	if err := s.checkVMs(r); err != nil {
+		c.rt.mu.Unlock()
+		c.met.refused.Inc()
+		return fmt.Errorf("report refused: %w", err)
+	}
+	s.enforces(r.Revision)
+	hs := c.rt.host(s.host)
 	hs.lastReport, hs.stats, hs.revision = now, r.Stats, r.Revision
 	for _, v := range r.Vms {
-		if !finiteNonNeg(v.Received) || !finiteNonNeg(v.Sent) {
-			return fmt.Errorf("VM %q: rates must be finite and non-negative", v.Vm)
-		}
 		c.rt.vms[v.Vm] = &vmState{received: v.Received, sent: v.Sent, at: now}
 	}
 	for _, p := range r.Pairs {
@@ -371,8 +439,121 @@ func (c *Controller) report(host string, r *controlpb.Report) error {
 			c.rt.bound[p.Dst] = true
 		}
 	}
-	c.rt.pairs[host] = hostPairs{pairs: r.Pairs, at: now}
+	c.rt.pairs[s.host] = hostPairs{pairs: r.Pairs, at: now}
+	c.rt.mu.Unlock()
+	c.cen.observe(s.host, r, now)
+	c.met.reports.Inc()
 	return nil
+}
+
+// checkReport checks a report's bounds and values, naming the first
+// entry that is wrong.
+func checkReport(r *controlpb.Report) error {
+	switch {
+	case len(r.Vms) > maxReportVMs:
+		return fmt.Errorf("vms: %d entries, at most %d", len(r.Vms), maxReportVMs)
+	case len(r.Pairs) > maxReportPairs:
+		return fmt.Errorf("pairs: %d entries, at most %d", len(r.Pairs), maxReportPairs)
+	case len(r.Flows) > maxReportFlows:
+		return fmt.Errorf("flows: %d entries, at most %d", len(r.Flows), maxReportFlows)
+	case len(r.VmObs) > maxReportVMs:
+		return fmt.Errorf("vm_obs: %d entries, at most %d", len(r.VmObs), maxReportVMs)
+	}
+	for i, v := range r.Vms {
+		if !finiteNonNeg(v.Received) || !finiteNonNeg(v.Sent) {
+			return fmt.Errorf("vms[%d] (VM %s): received and sent must be finite and non-negative", i, quote(v.Vm))
+		}
+	}
+	for i, p := range r.Pairs {
+		if !finiteNonNeg(p.Rate) || !(p.Limit >= 0) || math.IsInf(p.Limit, 1) || !(p.Losses >= 0) || math.IsInf(p.Losses, 1) {
+			return fmt.Errorf("pairs[%d] (%s->%s): rate, limit and losses must be finite and non-negative", i, quote(p.Src), quote(p.Dst))
+		}
+	}
+	if st := r.Stats; st != nil {
+		if len(st.Dropped) > maxStatsReasons {
+			return fmt.Errorf("stats.dropped: %d reasons, at most %d", len(st.Dropped), maxStatsReasons)
+		}
+		for k := range st.Dropped {
+			if len(k) > maxReasonLen {
+				return fmt.Errorf("stats.dropped: reason %s longer than %d bytes", quote(k), maxReasonLen)
+			}
+		}
+		if !finiteNonNeg(st.StepSeconds) {
+			return errors.New("stats.step_seconds must be finite and non-negative")
+		}
+	}
+	return nil
+}
+
+// checkVMs checks that a report names only VMs the session's snapshots
+// gave its host: each VM's rates are of a VM on the host; each pair is
+// one of the host's egress pairs (agentd reports its VMs' pair limiters:
+// the source on the host), toward a VM of the model it was sent (of the
+// tenants with a VM on the host), and a pair its limiter held back
+// (bound, which marks the destination held back in its tenant's
+// compliance) is within one tenant, as pair limits are. It checks
+// against the views of the snapshot the report says the agent enforces
+// (its revision) and of those queued after it — all the session's views
+// when it names none. runtime.mu held.
+func (s *session) checkVMs(r *controlpb.Report) error {
+	views := s.views[s.enforced(r.Revision):]
+	local := func(vm string) bool {
+		return slices.ContainsFunc(views, func(v hostView) bool { return v.vms[vm].local })
+	}
+	known := func(vm string) bool {
+		return slices.ContainsFunc(views, func(v hostView) bool { _, ok := v.vms[vm]; return ok })
+	}
+	sameTenant := func(a, b string) bool {
+		return slices.ContainsFunc(views, func(v hostView) bool {
+			x, ok1 := v.vms[a]
+			y, ok2 := v.vms[b]
+			return ok1 && ok2 && x.tenant == y.tenant
+		})
+	}
+	for i, v := range r.Vms {
+		if !local(v.Vm) {
+			return fmt.Errorf("vms[%d]: %s is not a VM of host %s", i, quote(v.Vm), s.host)
+		}
+	}
+	for i, p := range r.Pairs {
+		switch {
+		case !local(p.Src):
+			return fmt.Errorf("pairs[%d] (%s->%s): the source is not a VM of host %s", i, quote(p.Src), quote(p.Dst), s.host)
+		case !known(p.Dst):
+			return fmt.Errorf("pairs[%d] (%s->%s): the destination is not a VM of the tenants on host %s", i, quote(p.Src), quote(p.Dst), s.host)
+		case p.Bound && !sameTenant(p.Src, p.Dst):
+			return fmt.Errorf("pairs[%d] (%s->%s): held back by a pair limiter (bound) across tenants", i, quote(p.Src), quote(p.Dst))
+		}
+	}
+	return nil
+}
+
+// enforced is the index of the view of the snapshot an agent reporting
+// revision rev enforces: the latest at or before rev (0 when none is).
+func (s *session) enforced(rev int64) int {
+	k := 0
+	for i, v := range s.views {
+		if v.rev <= rev {
+			k = i
+		}
+	}
+	return k
+}
+
+// enforces drops the views of the snapshots before the one an agent
+// reporting revision rev enforces: it has taken a later one (runtime.mu
+// held).
+func (s *session) enforces(rev int64) {
+	s.views = slices.Delete(s.views, 0, s.enforced(rev))
+}
+
+// quote quotes a name from an agent for an error, cut to 64 bytes.
+func quote(name string) string {
+	const max = 64
+	if len(name) > max {
+		return strconv.Quote(name[:max]) + "…"
+	}
+	return strconv.Quote(name)
 }
 
 func finiteNonNeg(x float64) bool { return x >= 0 && x <= 1e15 }
@@ -427,7 +608,7 @@ func (c *Controller) sendSnapshots(ctx context.Context, all bool) {
 	c.rt.mu.Unlock()
 	for _, p := range todo {
 		s := p.s
-		snap, err := c.snapshotFor(ctx, s.host)
+		snap, view, err := c.snapshotFor(ctx, s.host)
 		if err != nil {
 			c.rt.mu.Lock()
 			s.stale = true
@@ -452,6 +633,7 @@ func (c *Controller) sendSnapshots(ctx context.Context, all bool) {
 			select {
 			case s.send <- &controlpb.ControllerMessage{Msg: &controlpb.ControllerMessage_Snapshot{Snapshot: snap}}:
 				s.last, s.stale = snap, false
+				s.addView(view)
 			default:
 				s.stale, dropped = true, true
 			}

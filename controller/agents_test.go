@@ -3,8 +3,12 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +50,24 @@ func raisedGuarantee(t *testing.T) []api.Object {
 	}
 	t.Fatal("no tenant a")
 	return nil
+}
+
+// sessionOf is a session of host's agent that was sent the host's
+// snapshot of the stored cluster (not registered).
+func sessionOf(t *testing.T, c *Controller, host string) *session {
+	t.Helper()
+	snap, view, err := c.snapshotFor(context.Background(), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newSession(host, "test", snap, view)
+}
+
+// reportAs takes r as the report of host's agent on a session that was
+// sent the host's snapshot of the stored cluster.
+func reportAs(t *testing.T, c *Controller, host string, r *controlpb.Report) error {
+	t.Helper()
+	return c.report(sessionOf(t, c, host), r)
 }
 
 func register(c *Controller, s *session) {
@@ -108,11 +130,11 @@ func TestPushResend(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			c := pushController(t)
-			before, err := c.snapshotFor(ctx, "s1")
+			before, view, err := c.snapshotFor(ctx, "s1")
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := newSession("s1", "test", before)
+			s := newSession("s1", "test", before, view)
 			if !tc.late {
 				register(c, s)
 			}
@@ -136,7 +158,7 @@ func TestPushResend(t *testing.T) {
 				c.resync(ctx)
 				got = append(got, drain(s)...)
 			}
-			want, err := c.snapshotFor(ctx, "s1")
+			want, _, err := c.snapshotFor(ctx, "s1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,11 +190,11 @@ func TestSnapshotResentAfterFullSession(t *testing.T) {
 	}
 	c := h.c
 	ctx := context.Background()
-	snap, err := c.snapshotFor(ctx, "s1")
+	snap, view, err := c.snapshotFor(ctx, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSession("s1", "test", snap)
+	s := newSession("s1", "test", snap, view)
 	register(c, s)
 	waitFor(t, func() bool { return !isStale(c, s) }) // a resync has checked it
 	fill(t, s)
@@ -191,7 +213,7 @@ func TestSnapshotResentAfterFullSession(t *testing.T) {
 	if got := drain(s); len(got) != 0 {
 		t.Fatalf("%d snapshots queued on a full session", len(got))
 	}
-	want, err := c.snapshotFor(ctx, "s1")
+	want, _, err := c.snapshotFor(ctx, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,4 +234,174 @@ func TestSnapshotResentAfterFullSession(t *testing.T) {
 		t.Errorf("queued snapshot of revision %d, want the store's (revision %d)", got.Revision, want.Revision)
 	}
 	t.Logf("queued %v after the session drained (resync every %v)", time.Since(start).Round(time.Millisecond), period)
+}
+
+// withTenantC is pushController's cluster with tenant c, whose VM c1 is
+// on s1 beside tenant a's a1.
+func withTenantC(t *testing.T) *Controller {
+	t.Helper()
+	c := pushController(t)
+	tc := api.Object{APIVersion: api.Version, Kind: api.KindTenant, Metadata: api.Meta{Name: "c"},
+		Spec: &api.TenantSpec{Guarantee: units.Rate(1e8), VMs: []api.VMSpec{{Name: "c1", Host: "s1"}}}}
+	if _, err := c.Apply(context.Background(), []api.Object{tc}, false); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestReportChecked: an agent's report is taken whole when every VM it
+// names is one its host's snapshot gave it — its VMs' rates of VMs on the
+// host, its pairs from a VM on the host toward a VM of the host's
+// tenants, a pair held back by its limiter within one tenant — and
+// otherwise refused with an error naming the entry, counted, and nothing
+// of it kept: no VM's rates, no limiter, no pair, no last report, nothing
+// for the central controller.
+func TestReportChecked(t *testing.T) {
+	vms := func(names ...string) []*controlpb.VMRates {
+		var out []*controlpb.VMRates
+		for _, n := range names {
+			out = append(out, &controlpb.VMRates{Vm: n, Received: 1e8, Sent: 1e7})
+		}
+		return out
+	}
+	pair := func(src, dst string, bound bool) []*controlpb.PairRates {
+		return []*controlpb.PairRates{{Src: src, Dst: dst, Rate: 1e8, Limit: 1e8, Bound: bound}}
+	}
+	flows := []*controlpb.FlowObs{{Src: "a1", Dst: "a3", Used: []float32{1e7}}}
+	for _, tc := range []struct {
+		name string
+		r    *controlpb.Report
+		err  string // "": taken
+	}{
+		{name: "the host's VMs and pairs",
+			r: &controlpb.Report{Vms: vms("a1", "c1"), Flows: flows, Stats: &controlpb.AgentStats{Steps: 3, Dropped: map[string]uint64{"auth": 1}},
+				Pairs: append(pair("a1", "a3", true), pair("c1", "a1", false)...)}},
+		{name: "another host's VM", r: &controlpb.Report{Vms: vms("a1", "a3"), Flows: flows},
+			err: `vms[1]: "a3" is not a VM of host s1`},
+		{name: "another tenant's VM on another host", r: &controlpb.Report{Vms: vms("b2"), Flows: flows},
+			err: `vms[0]: "b2" is not a VM of host s1`},
+		{name: "an undeclared VM", r: &controlpb.Report{Vms: vms("ghost"), Flows: flows},
+			err: `vms[0]: "ghost" is not a VM of host s1`},
+		{name: "a pair from another host's VM", r: &controlpb.Report{Vms: vms("a1"), Pairs: pair("a3", "a1", true), Flows: flows},
+			err: `pairs[0] ("a3"->"a1"): the source is not a VM of host s1`},
+		{name: "a pair toward a VM of no tenant on the host", r: &controlpb.Report{Pairs: pair("a1", "b2", true), Flows: flows},
+			err: `pairs[0] ("a1"->"b2"): the destination is not a VM of the tenants on host s1`},
+		{name: "a pair toward an undeclared VM", r: &controlpb.Report{Pairs: pair("a1", "ghost", false), Flows: flows},
+			err: `pairs[0] ("a1"->"ghost"): the destination is not a VM of the tenants on host s1`},
+		{name: "a limiter across tenants", r: &controlpb.Report{Pairs: pair("a1", "c1", true), Flows: flows},
+			err: `pairs[0] ("a1"->"c1"): held back by a pair limiter (bound) across tenants`},
+		{name: "a bad rate after good ones", r: &controlpb.Report{Vms: append(vms("a1"), &controlpb.VMRates{Vm: "c1", Received: math.NaN()}), Flows: flows},
+			err: `vms[1] (VM "c1"): received and sent must be finite and non-negative`},
+		{name: "a negative pair rate", r: &controlpb.Report{Vms: vms("a1"), Pairs: []*controlpb.PairRates{{Src: "a1", Dst: "a3", Rate: -1}}, Flows: flows},
+			err: `pairs[0] ("a1"->"a3"): rate, limit and losses must be finite and non-negative`},
+		{name: "too many VMs", r: &controlpb.Report{Vms: vms(slices.Repeat([]string{"a1"}, maxReportVMs+1)...), Flows: flows},
+			err: `vms: 10001 entries, at most 10000`},
+		{name: "too many drop reasons", r: &controlpb.Report{Vms: vms("a1"), Flows: flows, Stats: &controlpb.AgentStats{Dropped: manyReasons(maxStatsReasons + 1)}},
+			err: `stats.dropped: 65 reasons, at most 64`},
+		{name: "a long name", r: &controlpb.Report{Vms: vms(strings.Repeat("x", 1000)), Flows: flows},
+			err: `vms[0]: "` + strings.Repeat("x", 64) + `"… is not a VM of host s1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := withTenantC(t)
+			err := reportAs(t, c, "s1", tc.r)
+			if tc.err == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("error %v, want one with %q", err, tc.err)
+			}
+			ms := gather(t, c.reg)
+			taken, _ := value(ms, "bulkhead_controller_agent_reports_total", "", "")
+			refused, _ := value(ms, "bulkhead_controller_agent_reports_refused_total", "", "")
+			c.rt.mu.Lock()
+			defer c.rt.mu.Unlock()
+			c.cen.mu.Lock()
+			_, central := c.cen.reports["s1"]
+			c.cen.mu.Unlock()
+			kept := len(c.rt.vms) > 0 || len(c.rt.bound) > 0 || len(c.rt.pairs) > 0 || c.rt.hosts["s1"] != nil || central
+			if tc.err != "" {
+				if kept || taken != 0 || refused != 1 {
+					t.Errorf("refused, yet kept: VMs %v, limiters %v, pairs %v, host %+v, central %v; counted taken %v, refused %v",
+						c.rt.vms, c.rt.bound, c.rt.pairs, c.rt.hosts["s1"], central, taken, refused)
+				}
+				return
+			}
+			if len(c.rt.vms) != 2 || c.rt.vms["a1"] == nil || c.rt.vms["c1"] == nil || !c.rt.bound["a3"] || len(c.rt.bound) != 1 ||
+				len(c.rt.pairs["s1"].pairs) != 2 || c.rt.hosts["s1"].lastReport.IsZero() || !central || taken != 1 || refused != 0 {
+				t.Errorf("taken: VMs %v, limiters %v, pairs %v, host %+v, central %v; counted taken %v, refused %v",
+					c.rt.vms, c.rt.bound, c.rt.pairs, c.rt.hosts["s1"], central, taken, refused)
+			}
+		})
+	}
+}
+
+func manyReasons(n int) map[string]uint64 {
+	m := map[string]uint64{}
+	for i := range n {
+		m["r"+strconv.Itoa(i)] = 1
+	}
+	return m
+}
+
+// TestReportAcrossModelChange: after a change that takes a VM off a
+// host, the host's agent may report it until it reports enforcing the
+// new snapshot, and not after; the runtime forgets what it kept of the
+// VMs, tenants and hosts no longer declared.
+func TestReportAcrossModelChange(t *testing.T) {
+	ctx := context.Background()
+	c := withTenantC(t)
+	s := sessionOf(t, c, "s1")
+	register(c, s)
+	old := s.last.Revision
+	report := func(rev int64, vm string) error {
+		return c.report(s, &controlpb.Report{Revision: rev, Vms: []*controlpb.VMRates{{Vm: vm, Received: 1e6}}})
+	}
+	if err := report(old, "c1"); err != nil {
+		t.Fatalf("c1 on the first snapshot: %v", err)
+	}
+	if _, err := c.Delete(ctx, api.KindTenant, "c"); err != nil {
+		t.Fatal(err)
+	}
+	c.push(ctx)
+	snaps := drain(s)
+	if len(snaps) != 1 {
+		t.Fatalf("%d snapshots queued at the change, want 1", len(snaps))
+	}
+	cur := snaps[0].Revision
+	// The agent has not taken the new snapshot yet: c1 is still its.
+	if err := report(old, "c1"); err != nil {
+		t.Errorf("c1 reported on the previous snapshot: %v", err)
+	}
+	if err := report(cur, "c1"); err == nil || !strings.Contains(err.Error(), `"c1" is not a VM of host s1`) {
+		t.Errorf("c1 reported on the new snapshot: %v, want refused", err)
+	}
+	if err := report(cur, "a1"); err != nil {
+		t.Fatalf("a1 on the new snapshot: %v", err)
+	}
+	// It has: reports on the previous snapshot are no longer its.
+	if err := report(old, "c1"); err == nil {
+		t.Error("c1 reported on the previous snapshot after the new one: taken")
+	}
+
+	// What the runtime keeps of what is no longer declared goes.
+	_, cl, err := c.cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	c.rt.bound["c1"], c.rt.tenants["c"], c.rt.tenants["a"] = true, &tenantCompliance{}, &tenantCompliance{}
+	c.rt.pairs["gone"], c.rt.hosts["gone"], c.rt.hosts["gone-connected"] = hostPairs{}, &hostState{}, &hostState{connected: true}
+	c.rt.forget(cl)
+	if c.rt.vms["c1"] != nil || c.rt.vms["a1"] == nil || c.rt.bound["c1"] || c.rt.tenants["c"] != nil || c.rt.tenants["a"] == nil {
+		t.Errorf("after c's deletion: VMs %v, limiters %v, tenants %v", c.rt.vms, c.rt.bound, c.rt.tenants)
+	}
+	if _, ok := c.rt.pairs["gone"]; ok || c.rt.hosts["gone"] != nil || c.rt.hosts["gone-connected"] == nil || c.rt.hosts["s1"] == nil {
+		t.Errorf("undeclared hosts: pairs %v, hosts %v", c.rt.pairs, c.rt.hosts)
+	}
+	c.rt.forget(nil)
+	if len(c.rt.vms)+len(c.rt.tenants)+len(c.rt.pairs) != 0 || len(c.rt.hosts) != 1 {
+		t.Errorf("with nothing declared: VMs %v, tenants %v, pairs %v, hosts %v", c.rt.vms, c.rt.tenants, c.rt.pairs, c.rt.hosts)
+	}
 }

@@ -118,18 +118,16 @@ func (c *Controller) CentralStats() CentralStats {
 	return c.cen.stats
 }
 
-// observe keeps a host's report for the central controller's next step.
-func (cen *central) observe(host string, r *controlpb.Report, now time.Time) error {
-	if len(r.Flows) > maxReportFlows || len(r.VmObs) > maxReportVMs {
-		return fmt.Errorf("report with %d flows and %d VM observations exceeds the bounds (%d, %d)", len(r.Flows), len(r.VmObs), maxReportFlows, maxReportVMs)
-	}
+// observe keeps a host's report, within its bounds (checkReport), for
+// the central controller's next step, which checks each flow and VM
+// observation against the model it runs on (flowObs).
+func (cen *central) observe(host string, r *controlpb.Report, now time.Time) {
 	if len(r.Flows) == 0 && len(r.VmObs) == 0 {
-		return nil
+		return
 	}
 	cen.mu.Lock()
 	cen.reports[host] = hostReport{r: r, at: now}
 	cen.mu.Unlock()
-	return nil
 }
 
 // runCentral runs the cluster's central controller, if its mechanism has

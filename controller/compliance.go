@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/bulkhead-dc/bulkhead/api"
 )
 
 // ComplianceInterval is how often the leader counts whether each tenant
@@ -32,15 +34,19 @@ func (c *Controller) countCompliance(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		_, cl, err := c.cluster(ctx)
+		snap, cl, err := c.cluster(ctx)
 		if err != nil {
 			c.rt.mu.Lock()
 			c.rt.view, c.rt.declared = nil, nil // no cluster (yet): nothing to judge
+			if snap != nil {
+				c.rt.forget(nil) // read, and nothing is declared
+			}
 			c.rt.mu.Unlock()
 			continue
 		}
 		now := c.cfg.Now()
 		c.rt.mu.Lock()
+		c.rt.forget(cl)
 		view := make(map[string]tenantView, len(cl.Model.Tenants))
 		c.rt.declared = slices.Sorted(maps.Keys(cl.Hosts))
 		// What each host's VMs received, against its downlink.
@@ -86,6 +92,31 @@ func (c *Controller) countCompliance(ctx context.Context) {
 		c.rt.view = view
 		c.rt.mu.Unlock()
 	}
+}
+
+// forget drops what the runtime keeps of VMs, tenants and hosts that cl
+// no longer declares (nil: nothing is declared), so that its memory is
+// bounded by the model: the VMs' rates and limiters, the compliance
+// counts of deleted tenants, the pair rates of hosts no longer declared,
+// and the state of those whose agent is not connected either
+// (runtime.mu held).
+func (rt *runtime) forget(cl *api.Cluster) {
+	var vms, tenants map[string]bool
+	var hosts map[string]*api.HostSpec
+	if cl != nil {
+		vms, tenants, hosts = make(map[string]bool, len(rt.vms)), make(map[string]bool, len(cl.Model.Tenants)), cl.Hosts
+		for _, t := range cl.Model.Tenants {
+			tenants[t.Name] = true
+			for _, v := range t.VMs {
+				vms[v.Name] = true
+			}
+		}
+	}
+	maps.DeleteFunc(rt.vms, func(vm string, _ *vmState) bool { return !vms[vm] })
+	maps.DeleteFunc(rt.bound, func(vm string, _ bool) bool { return !vms[vm] })
+	maps.DeleteFunc(rt.tenants, func(t string, _ *tenantCompliance) bool { return !tenants[t] })
+	maps.DeleteFunc(rt.pairs, func(h string, _ hostPairs) bool { _, ok := hosts[h]; return !ok })
+	maps.DeleteFunc(rt.hosts, func(h string, hs *hostState) bool { _, ok := hosts[h]; return !ok && !hs.connected })
 }
 
 // satisfied says whether a VM got its receive guarantee in an interval,

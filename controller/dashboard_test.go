@@ -73,7 +73,7 @@ func TestDashboard(t *testing.T) {
 		"s2": {Vms: []*controlpb.VMRates{{Vm: "b2", Received: 90e6, Sent: 0}}},
 	}
 	for host, r := range reports {
-		if err := c.report(host, r); err != nil {
+		if err := reportAs(t, c, host, r); err != nil {
 			t.Fatal(err)
 		}
 	}

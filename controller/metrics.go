@@ -16,6 +16,8 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	agents   prometheus.Gauge
 	reports  prometheus.Counter
+	// refused counts reports refused (agents.go: report).
+	refused prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry) metrics {
@@ -31,9 +33,11 @@ func newMetrics(reg *prometheus.Registry) metrics {
 		agents: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bulkhead_controller_agents_connected",
 			Help: "Host agents with a session to this controller."}),
 		reports: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_controller_agent_reports_total",
-			Help: "Reports received from host agents."}),
+			Help: "Reports received from host agents and taken."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_controller_agent_reports_refused_total",
+			Help: "Reports from host agents refused, none of their content taken: beyond the bounds, a rate not finite and non-negative, or naming a VM not on the reporting host (the agent's session ends; the log names the host and the entry)."}),
 	}
-	reg.MustRegister(m.leader, m.applied, m.deleted, m.requests, m.agents, m.reports,
+	reg.MustRegister(m.leader, m.applied, m.deleted, m.requests, m.agents, m.reports, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

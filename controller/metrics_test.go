@@ -114,18 +114,22 @@ func TestClusterMetrics(t *testing.T) {
 			}
 		}
 		c := h.c
-		// web-1 on s1 receives 100 Mbps of its 450 Mbps while a limiter
-		// toward it holds it back: below its guarantee, by the compliance
-		// rule. Reported until a compliance interval has judged it (each
-		// interval forgets the limiters of the reports before it).
+		// web-1 on s1 receives 100 Mbps of its 450 Mbps while the limiter
+		// of web-2 (on s2) toward it holds it back: below its guarantee,
+		// by the compliance rule. Reported until a compliance interval has
+		// judged it (each interval forgets the limiters of the reports
+		// before it).
 		report := func() {
 			t.Helper()
 			r := &controlpb.Report{
 				Vms:   []*controlpb.VMRates{{Vm: "web-1", Received: 100e6, Sent: 1e6}},
-				Pairs: []*controlpb.PairRates{{Src: "web-2", Dst: "web-1", Rate: 100e6, Limit: 100e6, Bound: true}},
 				Stats: &controlpb.AgentStats{Steps: 10, LimitFailures: 3},
 			}
-			if err := c.report("s1", r); err != nil {
+			if err := reportAs(t, c, "s1", r); err != nil {
+				t.Fatal(err)
+			}
+			r = &controlpb.Report{Pairs: []*controlpb.PairRates{{Src: "web-2", Dst: "web-1", Rate: 100e6, Limit: 100e6, Bound: true}}}
+			if err := reportAs(t, c, "s2", r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -168,8 +172,8 @@ func TestClusterMetrics(t *testing.T) {
 		if v, ok := value(ms, "bulkhead_controller_agent_last_report_timestamp_seconds", "host", "s1"); !ok || time.Since(time.Unix(0, int64(v*1e9))).Abs() > time.Minute {
 			t.Errorf("s1's last report at %v (present %v), want about now", v, ok)
 		}
-		if _, ok := value(ms, "bulkhead_controller_agent_last_report_timestamp_seconds", "host", "s2"); ok {
-			t.Error("s2 never reported, yet has a last report")
+		if _, ok := value(ms, "bulkhead_controller_agent_last_report_timestamp_seconds", "host", "s3"); ok {
+			t.Error("s3 never reported, yet has a last report")
 		}
 		// batch has no fresh report: a guarantee, no judgement.
 		if _, ok := value(ms, "bulkhead_controller_tenant_below_guarantee", "tenant", "batch"); ok {
@@ -178,7 +182,7 @@ func TestClusterMetrics(t *testing.T) {
 
 		// web gets its guarantee: judged not below.
 		waitFor(t, func() bool {
-			if err := c.report("s1", &controlpb.Report{Vms: []*controlpb.VMRates{{Vm: "web-1", Received: 440e6}}}); err != nil {
+			if err := reportAs(t, c, "s1", &controlpb.Report{Vms: []*controlpb.VMRates{{Vm: "web-1", Received: 440e6}}}); err != nil {
 				t.Fatal(err)
 			}
 			v, ok := value(gather(t, c.reg), "bulkhead_controller_tenant_below_guarantee", "tenant", "web")
