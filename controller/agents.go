@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -43,6 +45,14 @@ const (
 	maxStatsReasons = 64
 	maxReasonLen    = 64
 )
+
+// MaxSnapshotBytes is the largest message an agent receives, bytes:
+// gRPC's default receive limit, which agentd's client keeps (it sets no
+// MaxCallRecvMsgSize; it should take this constant if it ever does). A
+// host's snapshot (its ControllerMessage) larger than this never reaches
+// the agent: it is not sent (snapshotFor), and an apply that would make
+// one is refused (checkSnapshots).
+const MaxSnapshotBytes = 4 << 20
 
 // agentService serves the agents' sessions (controlpb.Control).
 type agentService struct {
@@ -305,16 +315,37 @@ func (c *Controller) snapshotFor(ctx context.Context, host string) (*controlpb.S
 	if err != nil {
 		return nil, hostView{}, err
 	}
-	s, err := buildSnapshot(cl, host, snap.rev, master)
+	s, err := buildSnapshot(cl, host, snap.rev, func(peer string) []byte { return wireauth.PairKey(master, host, peer) })
 	if err != nil {
 		return nil, hostView{}, err
+	}
+	if n := snapshotSize(s); n > MaxSnapshotBytes {
+		c.met.tooLarge.Inc()
+		c.log.Error("snapshot larger than an agent receives: not sent; the agent keeps its previous model",
+			"host", host, "bytes", n, "limit", MaxSnapshotBytes, "revision", snap.rev)
+		return nil, hostView{}, &tooLarge{host: host, bytes: n}
 	}
 	return s, viewOf(cl, host, snap.rev), nil
 }
 
-// buildSnapshot is host's snapshot of cluster cl at revision rev, its
-// peers' keys derived from master.
-func buildSnapshot(cl *api.Cluster, host string, rev int64, master []byte) (*controlpb.Snapshot, error) {
+// tooLarge is a host's snapshot larger than MaxSnapshotBytes.
+type tooLarge struct {
+	host  string
+	bytes int
+}
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("host %s's snapshot is %d bytes, more than the %d an agent receives: not sent", e.host, e.bytes, MaxSnapshotBytes)
+}
+
+// snapshotSize is the encoded size of the message that carries s.
+func snapshotSize(s *controlpb.Snapshot) int {
+	return proto.Size(&controlpb.ControllerMessage{Msg: &controlpb.ControllerMessage_Snapshot{Snapshot: s}})
+}
+
+// buildSnapshot is host's snapshot of cluster cl at revision rev, with
+// key(peer) the key the host shares with each peer.
+func buildSnapshot(cl *api.Cluster, host string, rev int64, key func(peer string) []byte) (*controlpb.Snapshot, error) {
 	m := &model.Model{Appliances: cl.Model.Appliances, Hosts: cl.Model.Hosts}
 	for _, t := range cl.Model.Tenants {
 		if slices.ContainsFunc(t.VMs, func(v model.VM) bool { return v.Host == host }) {
@@ -338,9 +369,104 @@ func buildSnapshot(cl *api.Cluster, host string, rev int64, master []byte) (*con
 		}
 		h := cl.Hosts[name]
 		s.Peers = append(s.Peers, &controlpb.Peer{Host: name, Address: h.Address.String(), Port: uint32(h.Port),
-			Key: wireauth.PairKey(master, host, name)})
+			Key: key(name)})
 	}
 	return s, nil
+}
+
+// sizingKey stands for the pair keys when only a snapshot's size
+// matters: every key has this length (wireauth.PairKey, an HMAC-SHA256).
+var sizingKey = make([]byte, sha256.Size)
+
+// checkSnapshots refuses a cluster in which a host's snapshot would be
+// larger than an agent receives (MaxSnapshotBytes): the host's agent
+// would keep its previous model. A host whose snapshot was already that
+// large in the stored cluster (before, its objects) may keep one no
+// larger, so that an apply that shrinks it is taken.
+func checkSnapshots(cl *api.Cluster, before []api.Object) error {
+	sizes, err := snapshotSizes(cl)
+	if err != nil {
+		return err
+	}
+	var was map[string]int
+	for _, host := range slices.Sorted(maps.Keys(sizes)) {
+		n := sizes[host]
+		if n <= MaxSnapshotBytes {
+			continue
+		}
+		if was == nil && len(before) > 0 {
+			if prev, err := api.Build(before); err == nil { // not, if the stored objects were no cluster yet
+				was, _ = snapshotSizes(prev)
+			}
+		}
+		if m, ok := was[host]; ok && n <= m {
+			continue
+		}
+		return &Invalid{&model.FieldError{File: api.KindHost + " " + strconv.Quote(host), Path: "snapshot",
+			Msg: fmt.Sprintf("the host's snapshot (the tenants with a VM on it, whole; every host as a peer; the appliances and the paths to them) would be %d bytes, more than the %d an agent receives (MaxSnapshotBytes): its agent would keep its previous model. Declare fewer or smaller tenants with VMs on it, or fewer hosts or appliances", n, MaxSnapshotBytes)}}
+	}
+	return nil
+}
+
+// snapshotSizes are the encoded sizes of every host's snapshot of cl at
+// any revision (snapshotSize of buildSnapshot's, at the largest), from
+// the sizes of their parts: each tenant is encoded once, not once for
+// each host of its VMs, and each peer once.
+func snapshotSizes(cl *api.Cluster) (map[string]int, error) {
+	// A host's model is base with "null" for its tenants, or
+	// "[T1,T2,...]".
+	base, err := json.Marshal(&model.Model{Appliances: cl.Model.Appliances, Hosts: cl.Model.Hosts})
+	if err != nil {
+		return nil, fmt.Errorf("the hosts' models: %w", err)
+	}
+	modelSize := map[string]int{}
+	vmsOn := map[string][]model.VM{}
+	for _, t := range cl.Model.Tenants {
+		b, err := json.Marshal(t)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %s's model: %w", t.Name, err)
+		}
+		seen := map[string]bool{}
+		for _, v := range t.VMs {
+			vmsOn[v.Host] = append(vmsOn[v.Host], v)
+			if seen[v.Host] {
+				continue
+			}
+			seen[v.Host] = true
+			if modelSize[v.Host] == 0 {
+				modelSize[v.Host] = len(base) - len("null") + len("[]") - len(",")
+			}
+			modelSize[v.Host] += len(b) + len(",")
+		}
+	}
+	pj, err := json.Marshal(cl.Spec.Mechanism.Params)
+	if err != nil {
+		return nil, fmt.Errorf("mechanism parameters: %w", err)
+	}
+	const (
+		snapshotField = 1 // ControllerMessage.snapshot
+		modelField    = 2 // Snapshot.model_json
+		peersField    = 5 // Snapshot.peers
+	)
+	peer := map[string]int{}
+	var peers int
+	for name, h := range cl.Hosts {
+		p := &controlpb.Peer{Host: name, Address: h.Address.String(), Port: uint32(h.Port), Key: sizingKey}
+		peer[name] = protowire.SizeTag(peersField) + protowire.SizeBytes(proto.Size(p))
+		peers += peer[name]
+	}
+	out := make(map[string]int, len(cl.Hosts))
+	for name, h := range cl.Hosts {
+		m := modelSize[name]
+		if m == 0 {
+			m = len(base)
+		}
+		rest := &controlpb.Snapshot{Revision: math.MaxInt64, Mechanism: cl.Spec.Mechanism.Name, ParamsJson: pj,
+			Address: h.Address.String(), Port: uint32(h.Port), AppliancePaths: vmPaths(cl, vmsOn[name])}
+		n := proto.Size(rest) + protowire.SizeTag(modelField) + protowire.SizeBytes(m) + peers - peer[name]
+		out[name] = protowire.SizeTag(snapshotField) + protowire.SizeBytes(n)
+	}
+	return out, nil
 }
 
 // sameSnapshot says whether two snapshots differ only in their revision
@@ -609,6 +735,15 @@ func (c *Controller) sendSnapshots(ctx context.Context, all bool) {
 	for _, p := range todo {
 		s := p.s
 		snap, view, err := c.snapshotFor(ctx, s.host)
+		var big *tooLarge
+		if errors.As(err, &big) {
+			// Logged and counted: built again at the store's next change,
+			// not at every resync (it does not shrink by itself).
+			c.rt.mu.Lock()
+			s.stale = false
+			c.rt.mu.Unlock()
+			continue
+		}
 		if err != nil {
 			c.rt.mu.Lock()
 			s.stale = true

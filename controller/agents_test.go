@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,8 +16,10 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/api"
 	"github.com/bulkhead-dc/bulkhead/controlpb"
+	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/store"
 	"github.com/bulkhead-dc/bulkhead/units"
+	"github.com/bulkhead-dc/bulkhead/wireauth"
 )
 
 // pushController is a leading controller on a bbolt store with
@@ -403,5 +407,167 @@ func TestReportAcrossModelChange(t *testing.T) {
 	c.rt.forget(nil)
 	if len(c.rt.vms)+len(c.rt.tenants)+len(c.rt.pairs) != 0 || len(c.rt.hosts) != 1 {
 		t.Errorf("with nothing declared: VMs %v, tenants %v, pairs %v, hosts %v", c.rt.vms, c.rt.tenants, c.rt.pairs, c.rt.hosts)
+	}
+}
+
+// TestSnapshotTooLarge: an apply that would make a host's snapshot larger
+// than an agent receives is refused, naming the host, and stores
+// nothing; one that leaves an already too large snapshot no larger, or
+// shrinks it, is taken. A too large snapshot in the store (stored before
+// the check, or by another writer) is not sent, counted, and not built
+// again at every resync; its session's agent keeps its previous model.
+func TestSnapshotTooLarge(t *testing.T) {
+	ctx := context.Background()
+	c := pushController(t)
+	for _, o := range dashboardCluster() {
+		if o.Kind == api.KindCluster {
+			o.Spec.(*api.ClusterSpec).Slots = 8
+			if _, err := c.Apply(ctx, []api.Object{o}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := sessionOf(t, c, "s1")
+	register(c, s)
+	// Best-effort tenants with a VM on s1 and one on s2, each under the
+	// store's 1 MiB an object with a pattern of one pair of long names
+	// repeated (421 bytes of s1's and s2's models each): five make a
+	// snapshot larger than 4 MiB, four do not.
+	const pairs = 2200
+	tenant := func(i, pattern int) api.Object {
+		name := "big" + strconv.Itoa(i)
+		vm := func(k string) string { return name + strings.Repeat("x", 200-len(name)-1) + k }
+		return api.Object{APIVersion: api.Version, Kind: api.KindTenant, Metadata: api.Meta{Name: name},
+			Spec: &api.TenantSpec{BestEffort: true, VMs: []api.VMSpec{{Name: vm("1"), Host: "s1"}, {Name: vm("2"), Host: "s2"}},
+				Pattern: slices.Repeat([]model.Pair{{Src: vm("1"), Dst: vm("2")}}, pattern)}}
+	}
+	revision := func() int64 {
+		_, rev, err := c.cfg.Store.List(ctx, api.KindCluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	refused := func(dry bool, objs ...api.Object) {
+		t.Helper()
+		before := revision()
+		_, err := c.Apply(ctx, objs, dry)
+		var inv *Invalid
+		fes := model.FieldErrors(err)
+		if !errors.As(err, &inv) || len(fes) != 1 || fes[0].File != `Host "s1"` || fes[0].Path != "snapshot" ||
+			!strings.Contains(fes[0].Msg, "more than the 4194304 an agent receives") {
+			t.Fatalf("apply (dry run %v): %v, want refused for s1's snapshot", dry, err)
+		}
+		if revision() != before {
+			t.Fatal("a refused apply stored something")
+		}
+	}
+	five := []api.Object{tenant(1, pairs), tenant(2, pairs), tenant(3, pairs), tenant(4, pairs), tenant(5, pairs)}
+	refused(true, five...)
+	if _, err := c.Apply(ctx, five[:4], false); err != nil {
+		t.Fatalf("four tenants: %v", err)
+	}
+	c.push(ctx)
+	if got := drain(s); len(got) != 1 || snapshotSize(got[0]) <= MaxSnapshotBytes*3/4 {
+		t.Fatalf("%d snapshots queued with four tenants, want 1 of more than 3 MiB", len(got))
+	}
+
+	// The fifth stored all the same (as before the check): not sent,
+	// counted.
+	rec, err := encode(&five[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.cfg.Store.Commit(ctx, revision(), []store.Object{rec}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.push(ctx)
+	if got := drain(s); len(got) != 0 {
+		t.Fatalf("%d snapshots queued, want none", len(got))
+	}
+	counted := func() float64 {
+		v, _ := value(gather(t, c.reg), "bulkhead_controller_snapshots_too_large_total", "", "")
+		return v
+	}
+	if n := counted(); n != 1 {
+		t.Errorf("%v snapshots counted too large, want 1", n)
+	}
+	if isStale(c, s) {
+		t.Error("the session is stale: resyncs build its snapshot again every second")
+	}
+	c.resync(ctx)
+	if n := counted(); n != 1 {
+		t.Errorf("a resync built a too large snapshot again (%v counted)", n)
+	}
+	var tl *tooLarge
+	if _, _, err := c.snapshotFor(ctx, "s1"); !errors.As(err, &tl) || tl.host != "s1" || tl.bytes <= MaxSnapshotBytes {
+		t.Errorf("s1's snapshot: %v, want too large", err)
+	}
+
+	// An apply that leaves s1's snapshot as large, or shrinks it, is
+	// taken; one that grows it is not.
+	if _, err := c.Apply(ctx, raisedGuarantee(t), false); err != nil {
+		t.Errorf("an apply that leaves s1's snapshot as large: %v", err)
+	}
+	refused(false, tenant(5, pairs+1))
+	if _, err := c.Apply(ctx, []api.Object{tenant(5, 0)}, false); err != nil {
+		t.Fatalf("an apply that shrinks s1's snapshot: %v", err)
+	}
+	c.push(ctx)
+	if got := drain(s); len(got) != 1 {
+		t.Errorf("%d snapshots queued after the shrinking apply, want 1", len(got))
+	}
+}
+
+// TestSnapshotSizes: the sizes of the hosts' snapshots from their parts
+// are those of the snapshots built — hosts with VMs of several tenants,
+// of none, a real appliance (paths), a host's port, mechanism
+// parameters.
+func TestSnapshotSizes(t *testing.T) {
+	plain := dashboardCluster()
+	rich := dashboardCluster()
+	for i, o := range rich {
+		switch sp := o.Spec.(type) {
+		case *api.ApplianceSpec:
+			c := *sp
+			c.Address, c.Port, c.Protocol = "10.8.0.1", 6379, "redis"
+			rich[i].Spec = &c
+		case *api.HostSpec:
+			if o.Name() == "s2" {
+				rich[i].Spec = &api.HostSpec{Address: netip.MustParseAddr("fd00::2"), Port: 9000}
+			}
+		case *api.ClusterSpec:
+			c := *sp
+			c.Mechanism = api.Mechanism{Name: "elasticswitch", Params: map[string]any{"headroom": 0.1}}
+			rich[i].Spec = &c
+		}
+	}
+	rich = append(rich, api.Object{APIVersion: api.Version, Kind: api.KindTenant, Metadata: api.Meta{Name: "c"},
+		Spec: &api.TenantSpec{Guarantee: units.Rate(1e8), VMs: []api.VMSpec{{Name: "c1", Host: "s1"}, {Name: "c2", Host: "s1"}, {Name: "c3", Host: "s2"}},
+			Pattern: []model.Pair{{Src: "c1", Dst: "c3"}}}})
+	for name, objs := range map[string][]api.Object{"plain": plain, "rich": rich} {
+		cl, err := api.Build(objs)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sizes, err := snapshotSizes(cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sizes) != len(cl.Hosts) {
+			t.Errorf("%s: sizes of %d hosts, want %d", name, len(sizes), len(cl.Hosts))
+		}
+		for host := range cl.Hosts {
+			s, err := buildSnapshot(cl, host, math.MaxInt64, func(peer string) []byte { return wireauth.PairKey(sizingKey, host, peer) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := snapshotSize(s); sizes[host] != want {
+				t.Errorf("%s: %s's snapshot of %d bytes sized %d", name, host, want, sizes[host])
+			}
+			if name == "rich" && host == "s1" && len(s.AppliancePaths) != 3 {
+				t.Errorf("rich: s1's snapshot has %d appliance paths, want 3 (a1, c1, c2 to kv)", len(s.AppliancePaths))
+			}
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkhead-dc/bulkhead/mech"
 	"github.com/bulkhead-dc/bulkhead/mech/all"
 	"github.com/bulkhead-dc/bulkhead/mech/drive"
+	"github.com/bulkhead-dc/bulkhead/model"
 	"github.com/bulkhead-dc/bulkhead/place"
 	"github.com/bulkhead-dc/bulkhead/topo"
 	"google.golang.org/protobuf/proto"
@@ -524,12 +525,20 @@ func routeFlow(tp *topo.Topology, seed int64, id mech.FlowID, src int, to endpoi
 // appliancePaths are the paths of the flows from host's VMs to the real
 // appliances (those with an address), packed as FlowObs.path packs them.
 func appliancePaths(cl *api.Cluster, host string) []*controlpb.FlowPath {
+	var vms []model.VM
+	for _, v := range cl.Model.VMs() {
+		if v.Host == host {
+			vms = append(vms, v)
+		}
+	}
+	return vmPaths(cl, vms)
+}
+
+// vmPaths are the paths of the flows from vms to the real appliances.
+func vmPaths(cl *api.Cluster, vms []model.VM) []*controlpb.FlowPath {
 	nlinks := len(cl.Topology.Links)
 	var out []*controlpb.FlowPath
-	for _, v := range cl.Model.VMs() {
-		if v.Host != host {
-			continue
-		}
+	for _, v := range vms {
 		src, ok := cl.Topology.Node(v.Host)
 		if !ok {
 			continue

@@ -18,6 +18,8 @@ type metrics struct {
 	reports  prometheus.Counter
 	// refused counts reports refused (agents.go: report).
 	refused prometheus.Counter
+	// tooLarge counts snapshots not sent for their size (snapshotFor).
+	tooLarge prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry) metrics {
@@ -36,8 +38,10 @@ func newMetrics(reg *prometheus.Registry) metrics {
 			Help: "Reports received from host agents and taken."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_controller_agent_reports_refused_total",
 			Help: "Reports from host agents refused, none of their content taken: beyond the bounds, a rate not finite and non-negative, or naming a VM not on the reporting host (the agent's session ends; the log names the host and the entry)."}),
+		tooLarge: prometheus.NewCounter(prometheus.CounterOpts{Name: "bulkhead_controller_snapshots_too_large_total",
+			Help: "Host snapshots not sent because they are larger than an agent receives (4 MiB): the host's agent keeps its previous model (the log names the host and the size)."}),
 	}
-	reg.MustRegister(m.leader, m.applied, m.deleted, m.requests, m.agents, m.reports, m.refused,
+	reg.MustRegister(m.leader, m.applied, m.deleted, m.requests, m.agents, m.reports, m.refused, m.tooLarge,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

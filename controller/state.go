@@ -115,8 +115,11 @@ func (s *snapshot) apply(objs []api.Object, now time.Time) (merged []api.Object,
 	if len(puts) == 0 {
 		return merged, nil, results, nil
 	}
-	placed, err := admit(merged)
+	placed, cl, err := admit(merged)
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := checkSnapshots(cl, s.objs); err != nil {
 		return nil, nil, nil, err
 	}
 	// Placement may have given VMs hosts: store those.
@@ -153,21 +156,22 @@ func keepPlacement(o, old *api.Object) {
 
 // admit places the VMs without a host and checks that every tenant's
 // hose guarantees fit the topology, as the cluster's mechanism can
-// guarantee them. It returns the objects with the placed hosts.
-func admit(objs []api.Object) ([]api.Object, error) {
+// guarantee them. It returns the objects with the placed hosts, and
+// their cluster.
+func admit(objs []api.Object) ([]api.Object, *api.Cluster, error) {
 	objs = slices.Clone(objs)
 	api.SortObjects(objs)
 	cl, err := api.Build(objs) // the cluster's settings and topology
 	if err != nil {
-		return nil, &Invalid{err}
+		return nil, nil, &Invalid{err}
 	}
 	m, err := all.New(cl.Spec.Mechanism.Name, cl.Spec.Mechanism.Params)
 	if err != nil {
-		return nil, &Invalid{&model.FieldError{File: api.KindCluster + ` "default"`, Path: "spec.mechanism", Msg: err.Error()}}
+		return nil, nil, &Invalid{&model.FieldError{File: api.KindCluster + ` "default"`, Path: "spec.mechanism", Msg: err.Error()}}
 	}
 	pl, err := place.NewPlacer(cl.Topology, place.Options{Algorithm: place.Algorithm(cl.Spec.Placement), Slots: cl.Spec.Slots, Seed: cl.Spec.Seed})
 	if err != nil {
-		return nil, &Invalid{fmt.Errorf("placement: %w", err)}
+		return nil, nil, &Invalid{fmt.Errorf("placement: %w", err)}
 	}
 	// Tenants with every VM on a host first, then those to place, in name
 	// order (reproducible).
@@ -184,12 +188,12 @@ func admit(objs []api.Object) ([]api.Object, error) {
 			toPlace = append(toPlace, i)
 			continue
 		case len(unplaced) > 0:
-			return nil, &Invalid{&model.FieldError{File: api.KindTenant + " " + strconv.Quote(o.Name()), Path: "spec.vms",
+			return nil, nil, &Invalid{&model.FieldError{File: api.KindTenant + " " + strconv.Quote(o.Name()), Path: "spec.vms",
 				Msg: fmt.Sprintf("VMs %v name no host while others do: give every VM a host, or none (the controller then places them all)", unplaced)}}
 		}
 		st := specTenant(o.Name(), ts)
 		if err := pl.Reserve(&st); err != nil {
-			return nil, &Invalid{&model.FieldError{File: api.KindTenant + " " + strconv.Quote(o.Name()), Path: "admission", Msg: err.Error()}}
+			return nil, nil, &Invalid{&model.FieldError{File: api.KindTenant + " " + strconv.Quote(o.Name()), Path: "admission", Msg: err.Error()}}
 		}
 	}
 	for _, i := range toPlace {
@@ -202,7 +206,7 @@ func admit(objs []api.Object) ([]api.Object, error) {
 		}
 		p, err := pl.Place(req)
 		if err != nil {
-			return nil, &Invalid{&model.FieldError{File: api.KindTenant + " " + strconv.Quote(o.Name()), Path: "admission", Msg: err.Error()}}
+			return nil, nil, &Invalid{&model.FieldError{File: api.KindTenant + " " + strconv.Quote(o.Name()), Path: "admission", Msg: err.Error()}}
 		}
 		c := *ts
 		c.VMs = slices.Clone(ts.VMs)
@@ -213,16 +217,16 @@ func admit(objs []api.Object) ([]api.Object, error) {
 	}
 	built, err := api.Build(objs)
 	if err != nil {
-		return nil, &Invalid{err}
+		return nil, nil, &Invalid{err}
 	}
 	// The mechanism may guarantee less than a link (it keeps headroom).
 	if h := m.Capabilities().Headroom; h > 0 {
 		sc := scenarioOf(built)
 		if err := place.AdmitWithHeadroom(sc, built.Topology, h, m.Name()); err != nil {
-			return nil, &Invalid{err}
+			return nil, nil, &Invalid{err}
 		}
 	}
-	return objs, nil
+	return objs, built, nil
 }
 
 // specTenant is a tenant object as a scenario's tenant (the placer's and
