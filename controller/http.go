@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -24,13 +25,14 @@ var kindsByPlural = map[string]string{
 	"appliances": api.KindAppliance,
 }
 
-// Handler serves the operator API, /healthz, /readyz, /metrics,
-// /api/v1/openapi.yaml and the web UI (/ui/, package webui).
+// Handler serves the operator API, /healthz, /readyz, /metrics (see
+// metricsAuth), /api/v1/openapi.yaml and the web UI (/ui/, package
+// webui).
 func (c *Controller) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", c.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", c.metricsAuth(promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("GET /api/v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(api.OpenAPI())
@@ -100,6 +102,29 @@ func (c *Controller) operator(r *http.Request, session bool) bool {
 		return true
 	}
 	return session && webui.RequestSession(r, c.cfg.Token, c.cfg.Now())
+}
+
+// metricsAuth serves /metrics under the host agent's rule for its own
+// (agent.CheckHTTP: loopback, or a token): every tenant's guaranteed and
+// achieved rates and every host's agent are there, not for whatever can
+// reach the API address. A request over loopback needs nothing; any
+// other needs the operator's credentials (the token as a bearer, or an
+// operator client certificate), as the API does.
+func (c *Controller) metricsAuth(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopback(r) && !c.operator(r, false) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="bulkhead-controller"`)
+			writeProblem(w, http.StatusUnauthorized, &api.Problem{Error: "unauthorized: /metrics shows every tenant's rates; from off this machine send the operator token (Authorization: Bearer TOKEN; Prometheus: authorization.credentials_file) or an operator client certificate"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopback says whether a request came over the loopback interface.
+func loopback(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 func (c *Controller) kind(w http.ResponseWriter, r *http.Request) (string, bool) {

@@ -2,10 +2,15 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +268,62 @@ func TestClusterMetrics(t *testing.T) {
 		if !seen[name] {
 			t.Errorf("%s uses %s, which the running controller did not export", rulesFile, name)
 		}
+	}
+}
+
+// TestMetricsAuth: /metrics, which shows every tenant's rates, is served
+// as the host agent serves its own: to a request over loopback with no
+// credentials, to any other only with the operator's (the token, or an
+// operator client certificate); /healthz needs none.
+func TestMetricsAuth(t *testing.T) {
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "state.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, err := New(Config{Store: st, Elector: st, ID: "http://controller-1", Token: token,
+		Authn: func(r *RequestInfo) bool { return r.TLS != nil && len(r.TLS.VerifiedChains) > 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Handler()
+	verified := &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{}}}}
+	for _, tc := range []struct {
+		name, path, from, bearer string
+		tls                      *tls.ConnectionState
+		want                     int
+	}{
+		{name: "loopback", path: "/metrics", from: "127.0.0.1:40000", want: http.StatusOK},
+		{name: "loopback, IPv6", path: "/metrics", from: "[::1]:40000", want: http.StatusOK},
+		{name: "loopback, IPv4-mapped", path: "/metrics", from: "[::ffff:127.0.0.1]:40000", want: http.StatusOK},
+		{name: "another host", path: "/metrics", from: "10.0.0.5:40000", want: http.StatusUnauthorized},
+		{name: "another host, IPv6", path: "/metrics", from: "[fd00::5]:40000", want: http.StatusUnauthorized},
+		{name: "another host, a wrong token", path: "/metrics", from: "10.0.0.5:40000", bearer: "wrong", want: http.StatusUnauthorized},
+		{name: "another host, TLS without a client certificate", path: "/metrics", from: "10.0.0.5:40000", tls: &tls.ConnectionState{}, want: http.StatusUnauthorized},
+		{name: "another host, the operator token", path: "/metrics", from: "10.0.0.5:40000", bearer: token, want: http.StatusOK},
+		{name: "another host, an operator certificate", path: "/metrics", from: "10.0.0.5:40000", tls: verified, want: http.StatusOK},
+		{name: "an address that is not one", path: "/metrics", from: "pipe", want: http.StatusUnauthorized},
+		{name: "health from another host", path: "/healthz", from: "10.0.0.5:40000", want: http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, tc.path, nil)
+			r.RemoteAddr, r.TLS = tc.from, tc.tls
+			if tc.bearer != "" {
+				r.Header.Set("Authorization", "Bearer "+tc.bearer)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			body := w.Body.String()
+			if w.Code != tc.want {
+				t.Fatalf("%d, want %d: %s", w.Code, tc.want, body)
+			}
+			switch {
+			case tc.path != "/metrics":
+			case w.Code == http.StatusOK && !strings.Contains(body, "bulkhead_controller_leader "):
+				t.Errorf("no metrics served: %.200s", body)
+			case w.Code != http.StatusOK && (strings.Contains(body, "bulkhead_controller") || w.Header().Get("WWW-Authenticate") == ""):
+				t.Errorf("refused with metrics or without WWW-Authenticate: %v %.200s", w.Header(), body)
+			}
+		})
 	}
 }
