@@ -196,6 +196,9 @@ func (c *Client) CapacityEstimates(ctx context.Context) (map[string]float64, err
 	if err != nil {
 		return nil, err
 	}
+	if c.token != "" { // off loopback, /metrics needs the operator's credentials
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("controller at %s: %w", c.base.Redacted(), err)
