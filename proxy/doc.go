@@ -82,7 +82,7 @@
 // Config.MaxInFlight requests forwarded and unanswered: TCP pushes back on
 // the client. Connections block one another only through their flow's
 // shared buckets (FIFO across the flow); flows are independent. A flow
-// has at most Config.MaxConnsPerFlow connections at a time (128): one
+// has at most Config.MaxConnsPerFlow connections at a time (1024): one
 // beyond is closed at once, counted (Observation.Refused) and logged at
 // most once per RefusalLogInterval. A connection on which nothing has
 // moved for Config.IdleTimeout (10 minutes, real time) — no byte either

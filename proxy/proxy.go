@@ -144,9 +144,12 @@ const (
 // Defaults of Config's bounds on connections.
 const (
 	// DefaultMaxConnsPerFlow is a flow's bound on its connections at a
-	// time: 32 MiB of buffers at the default BufferSize, and more than
-	// client libraries' default pools (Jedis 8, go-redis 10 per CPU).
-	DefaultMaxConnsPerFlow = 128
+	// time: 256 MiB of buffers at the default BufferSize, far more than
+	// client libraries' default pools (Jedis 8, go-redis 10 per CPU), and
+	// four times the 256 a closed-loop client of the Pulsar experiments
+	// keeps from one VM (one connection per outstanding request; the
+	// testbed's real-kv-pulsar.yaml).
+	DefaultMaxConnsPerFlow = 1024
 	// DefaultIdleTimeout is a connection's idle timeout: longer than
 	// Redis clients' health checks and HTTP clients' idle connections
 	// (net/http's 90 s).
