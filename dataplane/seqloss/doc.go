@@ -52,6 +52,42 @@
 // packets have neither (the IDs of one pair are shared by its flows). The
 // emulated datacenter's veth devices do no GRO, so nothing changes there.
 //
+// # Declared pairs
+//
+// By default (learning mode) any pair a program sees gets an entry of its
+// own in its map, until the map holds Config.MaxPairs, and entries are
+// never forgotten but by Forget. On a server whose VMs are not trusted
+// that is a hole: a VM that sends one packet to each of MaxPairs
+// addresses fills its server's stamp map, and every pair that starts
+// after it is never stamped, so its losses are never seen; and a VM
+// that forges another server's VM's source address gets its packets
+// numbered from a second sequence of that pair, whose jumps the
+// receiver counts as up to SeqWindow−1 lost packets each.
+//
+// With Config.DeclaredOnly only the pairs declared — DeclareStamp for the
+// pairs leaving the server's VMs, DeclareCount for the pairs into them,
+// by whoever knows which pairs the model has; Undeclare when they go —
+// are stamped and counted, and the rest is counted in Stats
+// (TxUndeclared, RxUndeclared): the maps hold the declared pairs and
+// nothing else, whatever the VMs send. Three more checks bound what a
+// VM can make the programs count:
+//
+//   - a pair declared for the stamp program with the device its packets
+//     come in by (the source VM's device on the server) is stamped only
+//     for packets that came in by that device (skb->ingress_ifindex; the
+//     IFB of a pair limiter hands packets back as received by the device
+//     that was redirected to it): another VM of the server forging the
+//     source address does not get numbers of the pair (Stats.TxForeign);
+//   - a packet the stamp program does not stamp leaves it without the
+//     mark, should the VM have set it with an ID of its choosing;
+//   - the count program counts only marked packets that arrived by a
+//     device the probe's stamp program is attached to (the server's
+//     uplinks, MaxStampDevices at most): a VM of the same server cannot
+//     mark a packet to a local VM as another pair's (Stats.RxForeign).
+//
+// A declared pair's receiver state starts empty: its first marked packet
+// sets the number expected next, as a learned pair's first packet does.
+//
 // Both programs return TC_ACT_UNSPEC: they never drop or redirect, and the
 // next filter of the hook still runs. Give them a lower tc priority number
 // (Config.Prio, default 1) than a filter that redirects, or they never see
@@ -60,7 +96,9 @@
 // # Where to attach (the testbed's layout)
 //
 // A Probe holds both programs and their maps for one server namespace; the
-// host agent makes one per server and attaches:
+// host agent makes one per server (declared-only: the data path,
+// datapath/linux.SeqGaps, declares the pairs of the VMs it attaches) and
+// attaches:
 //
 //   - Stamp on the egress hook of the server's uplink(s) (the server's end
 //     of each physical link, PREFIX lJa or lJb in testbed terms): after the

@@ -3,6 +3,8 @@ package seqloss
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -87,7 +89,7 @@ func ipChecksum(hdr []byte) uint16 {
 func loadObjs(t *testing.T) *seqlossObjects {
 	t.Helper()
 	needRoot(t)
-	objs, err := load(0)
+	objs, err := load(0, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +101,21 @@ func loadObjs(t *testing.T) *seqlossObjects {
 // the frame as the program left it.
 func run(t *testing.T, prog *ebpf.Program, in []byte, segs uint32) []byte {
 	t.Helper()
+	return runFrom(t, prog, in, segs, 0)
+}
+
+// runFrom is run for a packet that came in by the device of ifindex iif
+// (skb->ingress_ifindex; 0: none).
+func runFrom(t *testing.T, prog *ebpf.Program, in []byte, segs, iif uint32) []byte {
+	t.Helper()
 	out := make([]byte, len(in)+256)
 	opts := &ebpf.RunOptions{Data: in, DataOut: out}
-	if segs > 0 {
-		opts.Context = skbCtx{GSOSegs: segs, GSOSize: 1000}
+	if segs > 0 || iif > 0 {
+		ctx := skbCtx{IngressIfindex: iif}
+		if segs > 0 {
+			ctx.GSOSegs, ctx.GSOSize = segs, 1000
+		}
+		opts.Context = ctx
 	}
 	ret, err := prog.Run(opts)
 	if err != nil {
@@ -290,12 +303,12 @@ func TestStampThenCount(t *testing.T) {
 // alone and counted in Stats; known pairs carry on.
 func TestMapsFull(t *testing.T) {
 	needRoot(t)
-	objs, err := load(2)
+	objs, err := load(2, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer objs.Close()
-	pr := &Probe{objs: objs}
+	pr := newProbe(nil, 0, objs)
 	dsts := []string{"10.204.0.1", "10.204.0.2", "10.204.0.3"}
 	for round := range 2 {
 		for i, d := range dsts {
@@ -339,5 +352,263 @@ func TestMapsFull(t *testing.T) {
 	}
 	if r, err := pr.ReceivedPair(gone); err != nil || r != (Received{}) {
 		t.Errorf("forgotten pair: %+v, %v", r, err)
+	}
+}
+
+// declaredProbe loads the programs in declared-only mode (maxPairs 0:
+// DefaultMaxPairs) with the devices of ifindexes uplinks as the stamp
+// program's, as a server's probe has them once attached.
+func declaredProbe(t *testing.T, maxPairs uint32, uplinks ...uint32) *Probe {
+	t.Helper()
+	needRoot(t)
+	objs, err := load(maxPairs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := newProbe(nil, 0, objs)
+	t.Cleanup(func() { _ = pr.Close() })
+	for _, u := range uplinks {
+		if err := pr.addStampDev(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pr
+}
+
+func mustPair(src, dst string) dataplane.Pair {
+	return dataplane.Pair{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst)}
+}
+
+// idFlags returns a frame's IP ID and flags field.
+func idFlags(f []byte) (uint16, uint16) {
+	return binary.BigEndian.Uint16(f[offID:]), binary.BigEndian.Uint16(f[offFrag:])
+}
+
+// TestDeclaredOnlyBounded: in declared-only mode, a VM that sends to
+// more destinations than the maps hold (DefaultMaxPairs + 904, each
+// packet with the mark and an ID of its own on every other one), and
+// as many sources that send marked packets to a VM of the receiving
+// server, fill neither map: none of their packets is stamped or
+// counted, every one leaves without the mark, and the stats count them.
+// A pair declared before the flood and one declared after it are both
+// stamped from 0, and the receiver counts exactly the packets dropped
+// between the two programs as their gaps.
+func TestDeclaredOnlyBounded(t *testing.T) {
+	const uplink, vmDev = 7, 9 // ifindexes: the servers' uplinks, the sending VM's device
+	tx, rx := declaredProbe(t, 0, uplink), declaredProbe(t, 0, uplink)
+	a, b := "10.210.0.1", "10.210.0.3"
+	before, after := mustPair(a, b), mustPair(a, "10.210.0.5")
+	if err := tx.DeclareStamp("", before); err != nil { // "": any device
+		t.Fatal(err)
+	}
+	if err := rx.DeclareCount(before); err != nil {
+		t.Fatal(err)
+	}
+	const flood = DefaultMaxPairs + 904
+	for i := range flood {
+		other := netip.AddrFrom4([4]byte{10, 211, byte(i >> 8), byte(i)}).String()
+		frag := uint16(0x4000)
+		if i%2 == 1 {
+			frag |= Mark // the VM's own mark: not a number
+		}
+		f := runFrom(t, tx.objs.SeqlossStamp, frame(a, other, 0x1234, frag, 64), 0, vmDev)
+		if id, fl := idFlags(f); id != 0x1234 || fl != 0x4000 {
+			t.Fatalf("undeclared pair %s->%s: id %#04x flags %#04x after the stamp program, want %#04x and %#04x (not stamped, no mark)", a, other, id, fl, 0x1234, 0x4000)
+		}
+		checkCsum(t, "not stamped", f)
+		f = runFrom(t, rx.objs.SeqlossCount, frame(other, b, uint16(i), 0x4000|Mark, 64), 0, uplink)
+		if _, fl := idFlags(f); fl != 0x4000 {
+			t.Fatalf("undeclared pair %s->%s: flags %#04x after the count program, want the mark cleared", other, b, fl)
+		}
+	}
+	if err := tx.DeclareStamp("", after); err != nil {
+		t.Fatalf("declare a pair after the flood: %v", err)
+	}
+	if err := rx.DeclareCount(after); err != nil {
+		t.Fatalf("declare a pair after the flood: %v", err)
+	}
+	for _, pair := range []dataplane.Pair{before, after} {
+		dropped := 0
+		for i := range 200 {
+			f := runFrom(t, tx.objs.SeqlossStamp, frame(pair.Src.String(), pair.Dst.String(), 0x7777, 0x4000, 64), 0, vmDev)
+			if id, fl := idFlags(f); id != uint16(i) || fl != 0x4000|Mark {
+				t.Fatalf("%s packet %d: id %d flags %#04x, want stamped %d", pair, i, id, fl, i)
+			}
+			if i%17 == 5 { // lost on the way
+				dropped++
+				continue
+			}
+			runFrom(t, rx.objs.SeqlossCount, f[:14+ipHdrLen+8+64], 0, uplink)
+		}
+		r, err := rx.ReceivedPair(pair)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (Received{Packets: uint64(200 - dropped), Segments: uint64(200 - dropped), Gaps: uint64(dropped)}); r != want {
+			t.Errorf("%s: received %+v, want %+v", pair, r, want)
+		}
+	}
+	sent, err := tx.Sent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := rx.Received()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 2 || sent[before].Packets != 200 || sent[after].Packets != 200 || len(rcv) != 2 {
+		t.Errorf("stamped %v, counted %d pairs; want the two declared pairs only", sent, len(rcv))
+	}
+	ts, err := tx.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := rx.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.TxUndeclared != flood || ts.TxFull != 0 || rs.RxUndeclared != flood || rs.RxFull != 0 {
+		t.Errorf("sender %+v, receiver %+v; want %d packets of undeclared pairs at each, none refused by a full map", ts, rs, flood)
+	}
+}
+
+// TestForgedSourceNotStamped: a packet with the source address of a VM
+// whose pair is declared, sent by another VM of the server (it comes in
+// by another device), is not stamped from that pair's numbering and
+// leaves without a mark even if it had one; one whose source is no VM
+// of the server (its pair is not declared) neither; a marked packet
+// from a VM of the receiving server (it did not arrive by an uplink)
+// is not counted. The declared pair's numbering and counts go on as if
+// they had not been sent: no gap, nothing late, no resynchronisation.
+func TestForgedSourceNotStamped(t *testing.T) {
+	const uplink, devA, devC, devD = 7, 9, 11, 13 // ifindexes; a and c on the sender's server, d on the receiver's
+	tx, rx := declaredProbe(t, 0, uplink), declaredProbe(t, 0, uplink)
+	a, b := "10.212.0.1", "10.212.0.3"
+	pair := mustPair(a, b)
+	if err := tx.declareStamp(devA, pair); err != nil {
+		t.Fatal(err)
+	}
+	if err := rx.DeclareCount(pair); err != nil {
+		t.Fatal(err)
+	}
+	next := uint16(0)
+	genuine := func(n int) {
+		t.Helper()
+		for range n {
+			f := runFrom(t, tx.objs.SeqlossStamp, frame(a, b, 0, 0x4000, 64), 0, devA)
+			if id, fl := idFlags(f); id != next || fl != 0x4000|Mark {
+				t.Fatalf("a's packet: id %d flags %#04x, want stamped %d", id, fl, next)
+			}
+			next++
+			runFrom(t, rx.objs.SeqlossCount, f[:14+ipHdrLen+8+64], 0, uplink)
+		}
+	}
+	genuine(10)
+	forged := []struct {
+		what     string
+		src      string
+		iif      uint32
+		id, frag uint16
+	}{
+		{"c as a", a, devC, 10 + 9000, 0x4000},
+		{"c as a, marked", a, devC, 10 + 16000, 0x4000 | Mark},
+		{"the server as a", a, 0, 10 + 5000, 0x4000 | Mark},
+		{"c as another server's VM", "10.212.0.9", devC, 3, 0x4000 | Mark},
+	}
+	for _, fg := range forged {
+		f := runFrom(t, tx.objs.SeqlossStamp, frame(fg.src, b, fg.id, fg.frag, 64), 0, fg.iif)
+		if id, fl := idFlags(f); id != fg.id || fl != 0x4000 {
+			t.Errorf("%s: id %d flags %#04x after the stamp program, want %d %#04x (not stamped, no mark)", fg.what, id, fl, fg.id, 0x4000)
+		}
+		checkCsum(t, fg.what, f)
+		runFrom(t, rx.objs.SeqlossCount, f[:14+ipHdrLen+8+64], 0, uplink)
+	}
+	// A VM on the receiver's server marks its packets as a's, far
+	// ahead: they never crossed a stamp program.
+	for i := range 3 {
+		f := runFrom(t, rx.objs.SeqlossCount, frame(a, b, next+uint16(1000*(i+1)), 0x4000|Mark, 64), 0, devD)
+		if _, fl := idFlags(f); fl != 0x4000 {
+			t.Errorf("a packet from %d: flags %#04x after the count program, want the mark cleared", devD, fl)
+		}
+	}
+	genuine(10)
+	r, err := rx.ReceivedPair(pair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Received{Packets: 20, Segments: 20}); r != want {
+		t.Errorf("%s received %+v, want %+v: the forged packets counted", pair, r, want)
+	}
+	if s, err := tx.Sent(); err != nil || s[pair] != (Sent{Packets: 20, Segments: 20}) {
+		t.Errorf("%s sent %+v (%v), want 20 packets", pair, s[pair], err)
+	}
+	ts, _ := tx.Stats()
+	rs, _ := rx.Stats()
+	if ts.TxForeign != 3 || ts.TxUndeclared != 1 || rs.RxForeign != 3 || rs.RxUnmarked != 4 {
+		t.Errorf("sender %+v, receiver %+v; want 3 foreign and 1 undeclared at the sender, 3 foreign and 4 unmarked at the receiver", ts, rs)
+	}
+}
+
+// TestDeclare: declaring, undeclaring and forgetting pairs: the
+// declared-only program stamps a pair from when it is declared until it
+// is undeclared; Forget starts a declared pair afresh and keeps it
+// declared; a pair cannot be declared from two devices, nor beyond
+// MaxPairs.
+func TestDeclare(t *testing.T) {
+	pr := declaredProbe(t, 2, 7)
+	p1, p2, p3 := mustPair("10.213.0.1", "10.213.0.3"), mustPair("10.213.0.1", "10.213.0.5"), mustPair("10.213.0.1", "10.213.0.7")
+	stamp := func(p dataplane.Pair) uint16 {
+		f := run(t, pr.objs.SeqlossStamp, frame(p.Src.String(), p.Dst.String(), 0x7777, 0x4000, 64), 0)
+		return binary.BigEndian.Uint16(f[offID:])
+	}
+	if id := stamp(p1); id != 0x7777 {
+		t.Errorf("undeclared pair stamped %d", id)
+	}
+	if err := pr.DeclareStamp("", p1, p2); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.DeclareStamp("", p1); err != nil {
+		t.Errorf("declare again: %v", err)
+	}
+	if err := pr.declareStamp(9, p1); err == nil {
+		t.Error("a pair declared from two devices")
+	}
+	if err := pr.DeclareStamp("", p3); err == nil || !strings.Contains(err.Error(), "MaxPairs") {
+		t.Errorf("a third pair declared with MaxPairs 2: %v", err)
+	}
+	if err := pr.DeclareCount(p1, p2); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.DeclareCount(p3); err == nil {
+		t.Error("a third pair declared counted with MaxPairs 2")
+	}
+	for i := range 3 {
+		if id := stamp(p1); id != uint16(i) {
+			t.Errorf("declared pair: id %d, want %d", id, i)
+		}
+	}
+	if err := pr.Forget(p1); err != nil {
+		t.Fatal(err)
+	}
+	if id := stamp(p1); id != 0 {
+		t.Errorf("after Forget: id %d, want 0 (afresh)", id)
+	}
+	if got := pr.Declared(Stamp); !slices.Equal(got, []dataplane.Pair{p1, p2}) {
+		t.Errorf("declared %v after Forget, want %v", got, []dataplane.Pair{p1, p2})
+	}
+	if err := pr.Undeclare(Stamp, p1); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.Undeclare(Stamp, p1); err != nil {
+		t.Errorf("undeclare again: %v", err)
+	}
+	if id := stamp(p1); id != 0x7777 {
+		t.Errorf("undeclared pair stamped %d", id)
+	}
+	if err := pr.DeclareStamp("", p3); err != nil {
+		t.Errorf("declare in the room an undeclared pair left: %v", err)
+	}
+	if got := pr.Declared(Count); !slices.Equal(got, []dataplane.Pair{p1, p2}) {
+		t.Errorf("declared counted %v, want %v", got, []dataplane.Pair{p1, p2})
 	}
 }

@@ -28,6 +28,11 @@ const Mark = 0x8000
 // is 0 (as compiled into the object).
 const DefaultMaxPairs = 4096
 
+// MaxStampDevices is the most devices a Probe's stamp program can be
+// attached to at once (the size of the map of their ifindexes, which the
+// count program checks arrivals against in declared-only mode).
+const MaxStampDevices = 64
+
 // DefaultPrio is the tc filter priority of the programs when Config.Prio
 // is 0. Filters of a hook run in priority order (lowest first); the
 // programs continue to the next filter (TC_ACT_UNSPEC), so they should come
@@ -56,12 +61,23 @@ func (r Role) String() string {
 
 // Config configures a Probe.
 type Config struct {
-	// MaxPairs bounds each per-pair map (0: DefaultMaxPairs). Packets of
+	// MaxPairs bounds each per-pair map (0: DefaultMaxPairs): the pairs
+	// stamped and the pairs counted, declared ones included. Packets of
 	// pairs beyond it are neither stamped nor counted (Stats says how
 	// many).
 	MaxPairs uint32
 	// Prio is the tc priority of the filters (0: DefaultPrio).
 	Prio uint16
+	// DeclaredOnly stamps and counts only the pairs declared
+	// (DeclareStamp, DeclareCount), and counts only the marked packets
+	// that arrived by a device the probe's stamp program is attached to
+	// (its uplinks): what a VM sends — to any destination, from any
+	// source address, with any mark — can neither fill the maps nor add
+	// to a declared pair's counts. The packets of other pairs pass
+	// unstamped or uncounted, and without the mark (Stats.TxUndeclared,
+	// RxUndeclared, RxForeign). Without it, a pair seen for the first
+	// time gets an entry of its own, until the maps hold MaxPairs.
+	DeclaredOnly bool
 }
 
 // Hook is one attachment of a program.
@@ -85,6 +101,16 @@ type Probe struct {
 	objs   *seqlossObjects
 	hooks  []Hook
 	closed bool
+	// stampDevs are the ifindexes of the devices the stamp program is
+	// on, with the number of its hooks there (seqloss_uplinks), and
+	// stampIdx the ifindex of each of its hooks' device.
+	stampDevs map[uint32]int
+	stampIdx  map[Hook]uint32
+	// stamped and counted are the pairs declared for each program; a
+	// stamped pair's value is the ifindex its packets must come in by
+	// (0: any).
+	stamped map[dataplane.Pair]uint32
+	counted map[dataplane.Pair]bool
 }
 
 // New loads the programs and their maps (BPF objects are not bound to a
@@ -97,16 +123,22 @@ func New(ns *dataplane.NS, cfg Config) (*Probe, error) {
 	if cfg.Prio == 0 {
 		cfg.Prio = DefaultPrio
 	}
-	objs, err := load(cfg.MaxPairs)
+	objs, err := load(cfg.MaxPairs, !cfg.DeclaredOnly)
 	if err != nil {
 		return nil, err
 	}
-	return &Probe{ns: ns, prio: cfg.Prio, objs: objs}, nil
+	return newProbe(ns, cfg.Prio, objs), nil
+}
+
+func newProbe(ns *dataplane.NS, prio uint16, objs *seqlossObjects) *Probe {
+	return &Probe{ns: ns, prio: prio, objs: objs, stampDevs: map[uint32]int{}, stampIdx: map[Hook]uint32{},
+		stamped: map[dataplane.Pair]uint32{}, counted: map[dataplane.Pair]bool{}}
 }
 
 // load loads the programs and maps into the kernel (maxPairs 0: as
-// compiled).
-func load(maxPairs uint32) (*seqlossObjects, error) {
+// compiled); learn says whether pairs not declared get entries of their
+// own.
+func load(maxPairs uint32, learn bool) (*seqlossObjects, error) {
 	spec, err := loadSeqloss()
 	if err != nil {
 		return nil, fmt.Errorf("seqloss: %w", err)
@@ -114,6 +146,14 @@ func load(maxPairs uint32) (*seqlossObjects, error) {
 	if maxPairs > 0 {
 		spec.Maps[seqlossMapSeqlossTx].MaxEntries = maxPairs
 		spec.Maps[seqlossMapSeqlossRx].MaxEntries = maxPairs
+	}
+	spec.Maps[seqlossMapSeqlossUplinks].MaxEntries = MaxStampDevices
+	l := uint32(0)
+	if learn {
+		l = 1
+	}
+	if err := spec.Variables[seqlossVarLearn].Set(l); err != nil {
+		return nil, fmt.Errorf("seqloss: set learn: %w", err)
 	}
 	objs := new(seqlossObjects)
 	if err := spec.LoadAndAssign(objs, nil); err != nil {
@@ -175,7 +215,17 @@ func (p *Probe) Attach(dev string, dir dataplane.Direction, role Role) error {
 	if err := p.removeStale(idx, dir); err != nil {
 		return fmt.Errorf("seqloss: attach %s: %w", h, err)
 	}
+	if role == Stamp {
+		// Before the program runs there: what arrives by the device
+		// may carry its marks at once.
+		if err := p.addStampDev(uint32(idx)); err != nil {
+			return fmt.Errorf("seqloss: attach %s: %w", h, err)
+		}
+	}
 	if err := p.ns.Netlink().FilterAdd(f); err != nil {
+		if role == Stamp {
+			err = errors.Join(err, p.dropStampDev(uint32(idx)))
+		}
 		hint := ""
 		switch {
 		case errors.Is(err, unix.EINVAL):
@@ -186,6 +236,33 @@ func (p *Probe) Attach(dev string, dir dataplane.Direction, role Role) error {
 		return fmt.Errorf("seqloss: netns %s: attach %s (tc prio %d): %w%s", p.ns.Name, h, p.prio, err, hint)
 	}
 	p.hooks = append(p.hooks, h)
+	if role == Stamp {
+		p.stampIdx[h] = uint32(idx)
+	}
+	return nil
+}
+
+// addStampDev notes that the stamp program runs on the device of
+// ifindex idx (once more).
+func (p *Probe) addStampDev(idx uint32) error {
+	if p.stampDevs[idx] == 0 {
+		if err := p.objs.SeqlossUplinks.Update(idx, uint32(1), ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("note the stamp device (at most %d): %w", MaxStampDevices, err)
+		}
+	}
+	p.stampDevs[idx]++
+	return nil
+}
+
+// dropStampDev undoes addStampDev.
+func (p *Probe) dropStampDev(idx uint32) error {
+	if p.stampDevs[idx]--; p.stampDevs[idx] > 0 {
+		return nil
+	}
+	delete(p.stampDevs, idx)
+	if err := p.objs.SeqlossUplinks.Delete(idx); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("forget the stamp device: %w", err)
+	}
 	return nil
 }
 
@@ -249,7 +326,12 @@ func (p *Probe) Detach(dev string, dir dataplane.Direction) error {
 	for i, h := range p.hooks {
 		if h.Dev == dev && h.Dir == dir {
 			p.hooks = append(p.hooks[:i], p.hooks[i+1:]...)
-			return p.detach(h)
+			err := p.detach(h)
+			if idx, ok := p.stampIdx[h]; ok {
+				delete(p.stampIdx, h)
+				err = errors.Join(err, p.dropStampDev(idx))
+			}
+			return err
 		}
 	}
 	return fmt.Errorf("seqloss: detach %s %s: not attached", dev, dir)
@@ -334,7 +416,7 @@ func (p *Probe) MapIDs() ([]ebpf.MapID, error) {
 		return nil, errors.New("seqloss: probe closed")
 	}
 	var ids []ebpf.MapID
-	for _, m := range []*ebpf.Map{p.objs.SeqlossTx, p.objs.SeqlossRx, p.objs.SeqlossStats} {
+	for _, m := range []*ebpf.Map{p.objs.SeqlossTx, p.objs.SeqlossRx, p.objs.SeqlossStats, p.objs.SeqlossUplinks} {
 		info, err := m.Info()
 		if err != nil {
 			return nil, fmt.Errorf("seqloss: map info: %w", err)
@@ -378,12 +460,28 @@ func (r Received) Lost(prev Received) uint64 {
 	return g - l
 }
 
-// Stats counts, over all CPUs, the packets the programs left alone.
+// Stats counts, over all CPUs, the packets the programs left alone. A
+// packet not stamped leaves the stamp program without the mark, a marked
+// packet not counted leaves the count program without it.
 type Stats struct {
 	TxFull     uint64 // not stamped: the sender's pair map was full
 	RxFull     uint64 // not counted: the receiver's pair map was full
 	RxUnmarked uint64 // IPv4 packets at a count hook that carried no mark
 	Fragments  uint64 // IP fragments (never stamped or counted)
+	// TxUndeclared: not stamped, the pair is not declared
+	// (Config.DeclaredOnly).
+	TxUndeclared uint64
+	// TxForeign: not stamped, a packet of a declared pair that came in
+	// by another device than the one declared for it (DeclareStamp): its
+	// source address is forged.
+	TxForeign uint64
+	// RxUndeclared: marked, not counted, the pair is not declared
+	// (Config.DeclaredOnly).
+	RxUndeclared uint64
+	// RxForeign: marked, not counted, it did not arrive by a device the
+	// stamp program is on (Config.DeclaredOnly): a VM of this server
+	// (or a host that does not stamp) set the mark.
+	RxForeign uint64
 }
 
 // pairOf decodes a map key (addresses in network byte order).
@@ -516,7 +614,8 @@ func (p *Probe) ReceivedPair(pair dataplane.Pair) (Received, error) {
 }
 
 // Forget removes pairs from both maps (e.g. when a VM pair goes away); a
-// pair's next packets start it afresh.
+// pair's next packets start it afresh. A declared pair stays declared,
+// its numbering and counts back at zero.
 func (p *Probe) Forget(pairs ...dataplane.Pair) error {
 	m, done, err := p.maps()
 	if err != nil {
@@ -528,10 +627,21 @@ func (p *Probe) Forget(pairs ...dataplane.Pair) error {
 		if err != nil {
 			return err
 		}
-		for _, mm := range []*ebpf.Map{m.SeqlossTx, m.SeqlossRx} {
-			if err := mm.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				return fmt.Errorf("seqloss: forget %s: %w", pair, err)
-			}
+		if idx, ok := p.stamped[pair]; ok {
+			err = m.SeqlossTx.Update(&k, seqlossTxVal{Ifindex: idx}, ebpf.UpdateExist)
+		} else {
+			err = m.SeqlossTx.Delete(&k)
+		}
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("seqloss: forget %s: %w", pair, err)
+		}
+		if p.counted[pair] {
+			err = m.SeqlossRx.Update(&k, seqlossRxVal{}, ebpf.UpdateExist)
+		} else {
+			err = m.SeqlossRx.Delete(&k)
+		}
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("seqloss: forget %s: %w", pair, err)
 		}
 	}
 	return nil
@@ -554,6 +664,10 @@ func (p *Probe) Stats() (Stats, error) {
 		s.RxFull += c.RxFull
 		s.RxUnmarked += c.RxUnmarked
 		s.Fragments += c.Fragments
+		s.TxUndeclared += c.TxUndeclared
+		s.TxForeign += c.TxForeign
+		s.RxUndeclared += c.RxUndeclared
+		s.RxForeign += c.RxForeign
 	}
 	return s, nil
 }

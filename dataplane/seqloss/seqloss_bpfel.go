@@ -34,28 +34,36 @@ type seqlossRxVal struct {
 }
 
 type seqlossStats struct {
-	_          structs.HostLayout
-	TxFull     uint64
-	RxFull     uint64
-	RxUnmarked uint64
-	Fragments  uint64
+	_            structs.HostLayout
+	TxFull       uint64
+	RxFull       uint64
+	RxUnmarked   uint64
+	Fragments    uint64
+	TxUndeclared uint64
+	TxForeign    uint64
+	RxUndeclared uint64
+	RxForeign    uint64
 }
 
 type seqlossTxVal struct {
 	_       structs.HostLayout
 	Segs    uint64
 	Packets uint64
+	Ifindex uint32
+	Pad     uint32
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	seqlossMapSeqlossRx     = "seqloss_rx"
-	seqlossMapSeqlossStats  = "seqloss_stats"
-	seqlossMapSeqlossTx     = "seqloss_tx"
-	seqlossProgSeqlossCount = "seqloss_count"
-	seqlossProgSeqlossStamp = "seqloss_stamp"
+	seqlossMapSeqlossRx      = "seqloss_rx"
+	seqlossMapSeqlossStats   = "seqloss_stats"
+	seqlossMapSeqlossTx      = "seqloss_tx"
+	seqlossMapSeqlossUplinks = "seqloss_uplinks"
+	seqlossProgSeqlossCount  = "seqloss_count"
+	seqlossProgSeqlossStamp  = "seqloss_stamp"
+	seqlossVarLearn          = "learn"
 )
 
 // loadSeqloss returns the embedded CollectionSpec for seqloss.
@@ -108,15 +116,17 @@ type seqlossProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type seqlossMapSpecs struct {
-	SeqlossRx    *ebpf.MapSpec `ebpf:"seqloss_rx"`
-	SeqlossStats *ebpf.MapSpec `ebpf:"seqloss_stats"`
-	SeqlossTx    *ebpf.MapSpec `ebpf:"seqloss_tx"`
+	SeqlossRx      *ebpf.MapSpec `ebpf:"seqloss_rx"`
+	SeqlossStats   *ebpf.MapSpec `ebpf:"seqloss_stats"`
+	SeqlossTx      *ebpf.MapSpec `ebpf:"seqloss_tx"`
+	SeqlossUplinks *ebpf.MapSpec `ebpf:"seqloss_uplinks"`
 }
 
 // seqlossVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type seqlossVariableSpecs struct {
+	Learn *ebpf.VariableSpec `ebpf:"learn"`
 }
 
 // seqlossObjects contains all objects after they have been loaded into the kernel.
@@ -139,9 +149,10 @@ func (o *seqlossObjects) Close() error {
 //
 // It can be passed to loadSeqlossObjects or ebpf.CollectionSpec.LoadAndAssign.
 type seqlossMaps struct {
-	SeqlossRx    *ebpf.Map `ebpf:"seqloss_rx"`
-	SeqlossStats *ebpf.Map `ebpf:"seqloss_stats"`
-	SeqlossTx    *ebpf.Map `ebpf:"seqloss_tx"`
+	SeqlossRx      *ebpf.Map `ebpf:"seqloss_rx"`
+	SeqlossStats   *ebpf.Map `ebpf:"seqloss_stats"`
+	SeqlossTx      *ebpf.Map `ebpf:"seqloss_tx"`
+	SeqlossUplinks *ebpf.Map `ebpf:"seqloss_uplinks"`
 }
 
 func (m *seqlossMaps) Close() error {
@@ -149,6 +160,7 @@ func (m *seqlossMaps) Close() error {
 		m.SeqlossRx,
 		m.SeqlossStats,
 		m.SeqlossTx,
+		m.SeqlossUplinks,
 	)
 }
 
@@ -156,6 +168,7 @@ func (m *seqlossMaps) Close() error {
 //
 // It can be passed to loadSeqlossObjects or ebpf.CollectionSpec.LoadAndAssign.
 type seqlossVariables struct {
+	Learn *ebpf.Variable `ebpf:"learn"`
 }
 
 // seqlossPrograms contains all programs after they have been loaded into the kernel.

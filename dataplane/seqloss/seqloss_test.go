@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -68,6 +69,12 @@ func newPath(t *testing.T, rate float64, queueBytes uint32) *path {
 // a sends (a dataplane.Limiter), before the uplink.
 func newPathLimited(t *testing.T, rate float64, queueBytes uint32, limit float64) *path {
 	t.Helper()
+	return newPathConfig(t, rate, queueBytes, limit, Config{})
+}
+
+// newPathConfig is newPathLimited with probes of configuration cfg.
+func newPathConfig(t *testing.T, rate float64, queueBytes uint32, limit float64, cfg Config) *path {
+	t.Helper()
 	prefix := newPrefix(t)
 	mk := func(name string, fwd bool) *dataplane.NS {
 		n, err := dataplane.CreateNS(dataplane.NSPrefix(prefix)+name, dataplane.NSOptions{Forwarding: fwd})
@@ -113,10 +120,10 @@ func newPathLimited(t *testing.T, rate float64, queueBytes uint32, limit float64
 	}
 
 	var err error
-	p.tx, err = New(p.s1, Config{})
+	p.tx, err = New(p.s1, cfg)
 	must(err)
 	t.Cleanup(func() { must(p.tx.Close()) })
-	p.rx, err = New(p.s2, Config{})
+	p.rx, err = New(p.s2, cfg)
 	must(err)
 	t.Cleanup(func() { must(p.rx.Close()) })
 	must(p.tx.AttachStamp(p.up1, dataplane.Egress))
@@ -278,6 +285,53 @@ func TestUDPNoOverloadNoLoss(t *testing.T) {
 	}
 	if st.RxFull != 0 || st.Fragments != 0 {
 		t.Errorf("receiver stats %+v", st)
+	}
+}
+
+// TestDeclaredOnlyPath: declared-only probes on both servers, the pair
+// declared stamped from a's device on s1 (its veth, and, with the
+// testbed's pair limiter, the IFB it is redirected through, which hands
+// the packets back as received by the veth) and counted on s2, whose
+// probe stamps on its own uplink (what arrives by it carries marks):
+// the loss counted equals the uplink's drops as in learning mode, and
+// no packet is taken as forged or undeclared.
+func TestDeclaredOnlyPath(t *testing.T) {
+	needRoot(t)
+	for _, limit := range []float64{0, 100e6} {
+		t.Run(fmt.Sprintf("limiter=%g", limit), func(t *testing.T) {
+			p := newPathConfig(t, 20e6, 30000, limit, Config{DeclaredOnly: true})
+			if err := p.rx.AttachStamp(p.prefix+"l0b", dataplane.Egress); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.tx.DeclareStamp(p.prefix+"v0h", p.pair); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.rx.DeclareCount(p.pair); err != nil {
+				t.Fatal(err)
+			}
+			p.udp(t, 4000, 1000, 60e6, 64)
+			sent, err := p.tx.Sent()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := p.rx.ReceivedPair(p.pair)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := p.drops(t)
+			ts, _ := p.tx.Stats()
+			rs, _ := p.rx.Stats()
+			t.Logf("stamped %+v; counted %+v; uplink drops %d; sender %+v, receiver %+v", sent[p.pair], r, d, ts, rs)
+			if d < 500 {
+				t.Fatalf("the uplink dropped only %d packets: the blast did not overload it", d)
+			}
+			if lost := r.Lost(Received{}); absDiff(lost, d) > tolerance(d) || r.Resyncs != 0 {
+				t.Errorf("lost %d (%+v), uplink drops %d: want equal within %d", lost, r, d, tolerance(d))
+			}
+			if ts.TxForeign != 0 || rs.RxForeign != 0 || rs.RxUndeclared != 0 || len(sent) != 1 {
+				t.Errorf("sender %+v, receiver %+v, stamped %v: want only %s stamped, nothing foreign", ts, rs, sent, p.pair)
+			}
+		})
 	}
 }
 
@@ -515,6 +569,24 @@ func TestAttachDetachClose(t *testing.T) {
 	if got := filters(t, ns, x, dataplane.Egress); len(got) != 0 {
 		t.Errorf("egress filters after Detach: %v", got)
 	}
+	// The stamp program's devices (what the count program takes marks
+	// from in declared-only mode) follow its hooks.
+	xi, err := ns.LinkIndex(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stampDevices(t, pr); !slices.Equal(got, []uint32{uint32(xi)}) {
+		t.Errorf("stamp devices %v, want [%d]", got, xi)
+	}
+	if err := pr.Detach(x, dataplane.Ingress); err != nil {
+		t.Fatal(err)
+	}
+	if got := stampDevices(t, pr); len(got) != 0 {
+		t.Errorf("stamp devices %v after the stamp program's detach, want none", got)
+	}
+	if err := pr.AttachStamp(x, dataplane.Ingress); err != nil {
+		t.Fatal(err)
+	}
 	stamp, count, err := pr.ProgramIDs()
 	if err != nil {
 		t.Fatal(err)
@@ -540,6 +612,22 @@ func TestAttachDetachClose(t *testing.T) {
 	if err := pr.AttachStamp(x, dataplane.Egress); err == nil {
 		t.Error("attaching with a closed probe succeeded")
 	}
+}
+
+// stampDevices returns the ifindexes in the probe's map of stamp devices.
+func stampDevices(t *testing.T, pr *Probe) []uint32 {
+	t.Helper()
+	var out []uint32
+	var k, v uint32
+	it := pr.objs.SeqlossUplinks.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, k)
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestStaleFilterReplaced: a probe whose process died without detaching
@@ -629,11 +717,11 @@ func TestNewRefusesNilNamespace(t *testing.T) {
 // every control interval.
 func BenchmarkReceived(b *testing.B) {
 	needRoot(b)
-	objs, err := load(0)
+	objs, err := load(0, true)
 	if err != nil {
 		b.Fatal(err)
 	}
-	pr := &Probe{objs: objs}
+	pr := newProbe(nil, 0, objs)
 	defer pr.Close()
 	for i := range 64 {
 		k := seqlossPair{Src: [4]byte{10, 200, 0, byte(2*i + 1)}, Dst: [4]byte{10, 200, 1, byte(2*i + 1)}}
@@ -656,11 +744,11 @@ func BenchmarkReceived(b *testing.B) {
 // BenchmarkSent reads the sender's counters of 64 pairs.
 func BenchmarkSent(b *testing.B) {
 	needRoot(b)
-	objs, err := load(0)
+	objs, err := load(0, true)
 	if err != nil {
 		b.Fatal(err)
 	}
-	pr := &Probe{objs: objs}
+	pr := newProbe(nil, 0, objs)
 	defer pr.Close()
 	for i := range 64 {
 		k := seqlossPair{Src: [4]byte{10, 200, 0, byte(2*i + 1)}, Dst: [4]byte{10, 200, 1, byte(2*i + 1)}}
@@ -692,7 +780,7 @@ func BenchmarkSent(b *testing.B) {
 // ns/op is mostly the syscall; ns/packet is the program.
 func BenchmarkPrograms(b *testing.B) {
 	needRoot(b)
-	objs, err := load(0)
+	objs, err := load(0, true)
 	if err != nil {
 		b.Fatal(err)
 	}

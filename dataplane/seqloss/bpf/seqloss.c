@@ -8,11 +8,21 @@
 //                  a fragment, takes the next sequence number(s) of its
 //                  (source, destination) pair, writes the first one into the
 //                  IP ID, sets the reserved flag bit (0x8000) as the mark
-//                  "stamped", and fixes the header checksum.
+//                  "stamped", and fixes the header checksum. A packet it
+//                  does not stamp leaves without the mark (a sender may
+//                  have set it to forge a number).
 //   seqloss_count  on the receiver's server: for every marked packet,
 //                  compares the IP ID with the pair's next expected number,
 //                  counts the gap (lost packets), clears the mark and fixes
 //                  the checksum.
+//
+// Two modes, chosen at load (learn): learning, where any pair seen gets an
+// entry of its own until the maps are full, and declared-only, where only
+// the pairs user space declared (it inserts their entries) are stamped or
+// counted, the count program counts only packets that arrived by a device
+// the stamp program runs on (seqloss_uplinks), and the rest is counted in
+// stats: what a VM sends, from any source address to any destination, can
+// then neither fill a map nor feed a pair's count.
 //
 // Both return TC_ACT_UNSPEC: the packet continues to the next filter of the
 // hook, or passes if there is none. They never drop or redirect.
@@ -153,25 +163,38 @@ struct pair {
 struct tx_val {
 	__u64 segs;    // segments stamped (a GSO packet counts its segments)
 	__u64 packets; // packets (skbs) stamped
+	// ifindex, set by user space when it declares the pair: the device
+	// (the source VM's, on the server) the pair's packets come in by;
+	// a packet of the pair that came in by another (its source address
+	// forged by another VM) is not stamped. 0: any device.
+	__u32 ifindex;
+	__u32 pad;
 };
 
-// rx_val is the receiver's state of one pair.
+// rx_val is the receiver's state of one pair. An entry user space
+// inserted (a declared pair) starts at zero: its first packet sets next.
 struct rx_val {
 	struct bpf_spin_lock lock;
 	__u32 next;    // next expected sequence number (low 16 bits used)
-	__u64 packets; // marked packets (skbs) seen
+	__u64 packets; // marked packets (skbs) seen: 0, next is not set yet
 	__u64 segs;    // marked segments seen
 	__u64 gaps;    // sequence numbers skipped: segments lost
 	__u64 late;    // segments that arrived behind the expected number
 	__u64 resyncs; // jumps beyond SEQ_WINDOW
 };
 
-// stats counts what the programs skipped, per CPU.
+// stats counts what the programs skipped, per CPU. A packet not stamped
+// leaves the stamp program without the mark; a marked packet not counted
+// leaves the count program without it.
 struct stats {
-	__u64 tx_full;      // stamp: the pair map was full, packet not stamped
-	__u64 rx_full;      // count: the pair map was full, packet not counted
-	__u64 rx_unmarked;  // count: IPv4 packets without the mark (not stamped)
-	__u64 fragments;    // either: IP fragments, left alone
+	__u64 tx_full;       // stamp: the pair map was full, packet not stamped
+	__u64 rx_full;       // count: the pair map was full, packet not counted
+	__u64 rx_unmarked;   // count: IPv4 packets without the mark (not stamped)
+	__u64 fragments;     // either: IP fragments, left alone
+	__u64 tx_undeclared; // stamp, declared-only: the pair is not declared
+	__u64 tx_foreign;    // stamp: the pair's packet came in by another device than its own
+	__u64 rx_undeclared; // count, declared-only: marked, the pair is not declared
+	__u64 rx_foreign;    // count, declared-only: marked, not arrived by a stamp device
 };
 
 struct {
@@ -194,6 +217,24 @@ struct {
 	__type(value, struct stats);
 	__uint(max_entries, 1);
 } seqloss_stats SEC(".maps");
+
+// seqloss_uplinks: the ifindexes of the devices the stamp program runs on
+// (the server's uplinks), which user space keeps. In declared-only mode
+// the count program counts only marked packets that arrived by one of
+// them: a packet from a VM of the same server never crossed a stamp
+// program, and a mark on it is the VM's own.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 64);
+} seqloss_uplinks SEC(".maps");
+
+// learn is set at load: 1, a pair seen for the first time gets an entry of
+// its own (until the map is full); 0, only the pairs user space inserted
+// (declared) are stamped and counted, and the count program takes marks
+// only from packets that arrived by a device of seqloss_uplinks.
+const volatile __u32 learn = 1;
 
 static __always_inline struct stats *stats(void)
 {
@@ -226,6 +267,17 @@ static __always_inline __u32 segments(struct __sk_buff *skb)
 	return n ? n : 1;
 }
 
+// unmark clears the mark of a packet whose flags field is frag and fixes
+// the checksum (nothing if it carries none).
+static __always_inline void unmark(struct __sk_buff *skb, __be16 frag)
+{
+	if (!(frag & htons(IP_MARK)))
+		return;
+	__be16 clear = frag & ~htons(IP_MARK);
+	bpf_l3_csum_replace(skb, IP_CSUM_OFF, frag, clear, 2);
+	bpf_skb_store_bytes(skb, IP_FRAG_OFF, &clear, sizeof(clear), 0);
+}
+
 SEC("tc")
 int seqloss_stamp(struct __sk_buff *skb)
 {
@@ -247,14 +299,27 @@ int seqloss_stamp(struct __sk_buff *skb)
 
 	struct tx_val *v = bpf_map_lookup_elem(&seqloss_tx, &k);
 	if (!v) {
+		if (!learn) {
+			if (st)
+				st->tx_undeclared++;
+			unmark(skb, old_frag);
+			return TC_ACT_UNSPEC;
+		}
 		struct tx_val zero = {};
 		bpf_map_update_elem(&seqloss_tx, &k, &zero, BPF_NOEXIST); // may race another CPU: fine
 		v = bpf_map_lookup_elem(&seqloss_tx, &k);
 		if (!v) {
 			if (st)
 				st->tx_full++;
+			unmark(skb, old_frag);
 			return TC_ACT_UNSPEC;
 		}
+	}
+	if (v->ifindex && v->ifindex != skb->ingress_ifindex) {
+		if (st)
+			st->tx_foreign++;
+		unmark(skb, old_frag);
+		return TC_ACT_UNSPEC;
 	}
 	// GSO: the packet takes segs numbers; segmentation later gives its
 	// segments consecutive IDs from the first (inet_gso_segment).
@@ -291,14 +356,23 @@ int seqloss_count(struct __sk_buff *skb)
 	__builtin_memcpy(k.dst, ip->daddr, 4);
 	__u16 id = ntohs(ip->id);
 	__u32 segs = segments(skb);
+	__u32 iif = skb->ingress_ifindex;
 
 	// Deliver the packet without the mark.
-	__be16 clear = frag & ~htons(IP_MARK);
-	bpf_l3_csum_replace(skb, IP_CSUM_OFF, frag, clear, 2);
-	bpf_skb_store_bytes(skb, IP_FRAG_OFF, &clear, sizeof(clear), 0);
+	unmark(skb, frag);
 
+	if (!learn && !bpf_map_lookup_elem(&seqloss_uplinks, &iif)) {
+		if (st)
+			st->rx_foreign++;
+		return TC_ACT_UNSPEC;
+	}
 	struct rx_val *v = bpf_map_lookup_elem(&seqloss_rx, &k);
 	if (!v) {
+		if (!learn) {
+			if (st)
+				st->rx_undeclared++;
+			return TC_ACT_UNSPEC;
+		}
 		struct rx_val first = {};
 		first.next = (__u16)(id + segs);
 		first.packets = 1;
@@ -313,10 +387,11 @@ int seqloss_count(struct __sk_buff *skb)
 		}
 	}
 	bpf_spin_lock(&v->lock);
-	v->packets++;
-	v->segs += segs;
 	__s16 d = (__s16)(__u16)(id - (__u16)v->next);
-	if (d >= 0 && d < SEQ_WINDOW) {
+	if (v->packets == 0) {
+		// A declared pair's first packet: it only sets the expectation.
+		v->next = (__u16)(id + segs);
+	} else if (d >= 0 && d < SEQ_WINDOW) {
 		v->gaps += d;
 		v->next = (__u16)(id + segs);
 	} else if (d < 0 && d > -SEQ_WINDOW) {
@@ -325,6 +400,8 @@ int seqloss_count(struct __sk_buff *skb)
 		v->resyncs++;
 		v->next = (__u16)(id + segs);
 	}
+	v->packets++;
+	v->segs += segs;
 	bpf_spin_unlock(&v->lock);
 	return TC_ACT_UNSPEC;
 }
