@@ -51,7 +51,12 @@
 // limiters go: the sequence-gap counter puts its count program on that
 // device and takes it off; the retransmission counter watches the
 // sockets of a VM in a namespace of its own (a VM without one is
-// enforced, its losses not counted, and the Host logs so).
+// enforced, its losses not counted, and the Host logs so). The
+// sequence-gap counter numbers and counts only the pairs of the model:
+// the Host tells it of every VM it attaches (those of Config.VMs too)
+// with the VM's limiter and receive counters, whose pairs the host
+// agent sets from the model, and it declares those pairs to its eBPF
+// programs (SeqGaps).
 package linux
 
 import (
@@ -207,11 +212,16 @@ func (h *Host) Attach(vm datapath.VM) (datapath.VMPath, error) {
 	if l.RX != nil {
 		p.RX = l.RX
 	}
+	if f, ok := h.cfg.Loss.(pairFollower); ok {
+		sent, received := l.listers()
+		f.followPairs(vm.Name, vm.Addr, vm.Device, sent, received)
+	}
 	return p, nil
 }
 
 // Detach implements datapath.Host: the pair limiters of the VM are
-// removed (its receive counters stay: the testbed measures with them);
+// removed (its receive counters stay: the testbed measures with them),
+// and the loss counter no longer counts its pairs;
 // its limiters stay configured, for the VM to rejoin. What was built for
 // a VM from its Interface is removed whole: its devices are left as
 // they were found (no qdisc, filter or IFB of Bulkhead's).
@@ -227,12 +237,14 @@ func (h *Host) Detach(vm string) error {
 		return nil
 	}
 	l := h.cfg.VMs[vm]
-	if l.TX == nil {
-		return nil
-	}
 	var errs []error
-	for _, p := range l.TX.Pairs() {
-		errs = append(errs, l.TX.RemovePair(p))
+	if f, ok := h.cfg.Loss.(pairFollower); ok {
+		errs = append(errs, f.unfollowPairs(vm))
+	}
+	if l.TX != nil {
+		for _, p := range l.TX.Pairs() {
+			errs = append(errs, l.TX.RemovePair(p))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("linux data path: detach VM %s: %w", vm, err)

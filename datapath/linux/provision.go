@@ -169,6 +169,14 @@ func (r *RXCounters) RemovePair(p datapath.Pair) error {
 	return nil
 }
 
+// Pairs returns the pairs counted (asked for), in
+// datapath.ComparePairs order.
+func (r *RXCounters) Pairs() []datapath.Pair {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return datapath.SortedPairs(r.want)
+}
+
 // Counters implements datapath.PairCounters.
 func (r *RXCounters) Counters() (map[datapath.Pair]datapath.Counters, error) {
 	r.mu.Lock()
@@ -299,6 +307,10 @@ func (h *Host) watchLoss(p *provisioned) error {
 		return err
 	}
 	p.lossWatched = true
+	if f, ok := lc.(pairFollower); ok {
+		sent, received := Limiters{TX: p.tx, RX: p.rx}.listers()
+		f.followPairs(vm.Name, vm.Addr, p.dev, sent, received)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
@@ -31,14 +32,39 @@ import (
 // (VMLossCounter): the count program goes on a VM's device on the
 // server when the VM is attached and comes off when it is detached; the
 // uplinks it stamps on are fixed when it is made.
+//
+// Only the pairs of the model are numbered and counted (the programs'
+// declared-only mode, seqloss.Config.DeclaredOnly), so that what a VM
+// sends — to any number of destinations, from any source address, with
+// any mark — can neither fill the programs' maps, leaving the pairs
+// that come after unnumbered and their losses unseen, nor add gaps to
+// another pair. A Host tells it of each VM it attaches (pairFollower),
+// with the VM's limiter and receive counters: the pairs the limiter has
+// from the VM's address are numbered, only for packets that came in by
+// the VM's device on the server when the Host knows it; the pairs the
+// receive counters count into the VM's address are counted, only for
+// packets that arrived by an uplink. They are read again at every Lost,
+// so a pair the host agent adds is numbered and counted from the next
+// reading on, and one it removes is no longer. The pairs declared are
+// at most seqloss.DefaultMaxPairs each way; beyond, Lost reports the
+// error.
 type SeqGaps struct {
-	mu   sync.Mutex
-	ns   *dataplane.NS
-	p    *seqloss.Probe
-	made map[string]bool // the devices whose clsact qdisc it added
-	prev map[dataplane.Pair]seqloss.Received
-	cum  map[dataplane.Pair]uint64
-	vms  map[string]seqVM // attached by AttachVM, by name
+	mu    sync.Mutex
+	ns    *dataplane.NS
+	p     *seqloss.Probe
+	made  map[string]bool // the devices whose clsact qdisc it added
+	prev  map[dataplane.Pair]seqloss.Received
+	cum   map[dataplane.Pair]uint64
+	vms   map[string]seqVM   // attached by AttachVM, by name
+	pairs map[string]seqPair // followed (followPairs), by VM name
+	// stamped and counted are the pairs declared to the programs: the
+	// device a stamped pair's packets must come in by ("": any).
+	stamped map[dataplane.Pair]string
+	counted map[dataplane.Pair]bool
+	// wantTX and wantRX are sync's: the pairs to declare.
+	wantTX   map[dataplane.Pair]string
+	wantRX   map[dataplane.Pair]bool
+	reported string // the declaration error Lost reported last
 }
 
 // seqVM is a VM SeqGaps counts at its device.
@@ -47,24 +73,37 @@ type seqVM struct {
 	addr netip.Addr
 }
 
+// seqPair is a VM whose pairs SeqGaps declares to its programs.
+type seqPair struct {
+	addr           netip.Addr
+	dev            string     // its device on the server ("": unknown)
+	sent, received pairLister // nil: none
+}
+
+var _ pairFollower = (*SeqGaps)(nil)
+
 var _ VMLossCounter = (*SeqGaps)(nil)
 
 // NewSeqGaps loads the programs in the server's namespace ns, stamps on
 // the egress of every uplink device and counts on the egress of every
 // local VM's server-side veth (vmDevs; none: it counts the VMs attached
-// later, AttachVM). On error nothing stays attached. A clsact qdisc it
+// later, AttachVM) — the pairs of the VMs a Host attaches. Marks are
+// taken only from packets that arrived by an uplink. On error nothing
+// stays attached. A clsact qdisc it
 // adds to a device goes when its program comes off (Close, DetachVM),
 // unless another filter is on it then.
 func NewSeqGaps(ns *dataplane.NS, uplinks, vmDevs []string) (_ *SeqGaps, err error) {
 	if len(uplinks) == 0 {
 		return nil, fmt.Errorf("seq-gap loss counter: no uplink to stamp on")
 	}
-	p, err := seqloss.New(ns, seqloss.Config{})
+	p, err := seqloss.New(ns, seqloss.Config{DeclaredOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("seq-gap loss counter: %w", err)
 	}
 	s := &SeqGaps{ns: ns, p: p, made: map[string]bool{},
-		prev: map[dataplane.Pair]seqloss.Received{}, cum: map[dataplane.Pair]uint64{}, vms: map[string]seqVM{}}
+		prev: map[dataplane.Pair]seqloss.Received{}, cum: map[dataplane.Pair]uint64{}, vms: map[string]seqVM{},
+		pairs: map[string]seqPair{}, stamped: map[dataplane.Pair]string{}, counted: map[dataplane.Pair]bool{},
+		wantTX: map[dataplane.Pair]string{}, wantRX: map[dataplane.Pair]bool{}}
 	defer func() {
 		if err != nil {
 			_ = s.Close()
@@ -148,39 +187,159 @@ func (s *SeqGaps) AttachVM(vm datapath.VM) error {
 
 // DetachVM implements VMLossCounter: the count program comes off the
 // VM's device (a device that is gone is not an error), and the pairs
-// into the VM are forgotten by the program, so that a VM that comes
-// back with the address starts its pairs afresh.
+// from and into the VM are no longer followed: undeclared, so that a VM
+// that comes back with the address starts its pairs afresh.
 func (s *SeqGaps) DetachVM(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.vms[name]
 	if !ok {
-		return nil
+		return s.unfollow(name)
 	}
 	delete(s.vms, name)
 	var errs []error
 	if err := s.p.Detach(v.dev, dataplane.Egress); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, s.dropClsact(v.dev))
-	// The totals so far stay; the program's state of the pairs goes.
-	if _, err := s.lost(); err != nil {
-		errs = append(errs, err)
-	}
-	var gone []dataplane.Pair
-	for pair := range s.prev {
-		if pair.Dst == v.addr {
-			gone = append(gone, pair)
-			delete(s.prev, pair)
-		}
-	}
-	if err := s.p.Forget(gone...); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, s.dropClsact(v.dev), s.unfollow(name))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("seq-gap loss counter: detach VM %s (%s): %w", name, v.dev, err)
 	}
 	return nil
+}
+
+// followPairs implements pairFollower: the VM's pairs are declared at
+// once (an error is Lost's to report: it tries again).
+func (s *SeqGaps) followPairs(vm string, addr netip.Addr, dev string, sent, received pairLister) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !addr.Is4() {
+		return // nothing of it can be numbered (AttachVM says so)
+	}
+	if o, ok := s.pairs[vm]; ok && o.addr != addr {
+		_ = s.unfollow(vm) // its pairs at the old address go
+	}
+	s.pairs[vm] = seqPair{addr: addr, dev: dev, sent: sent, received: received}
+	_ = s.sync(false)
+}
+
+// unfollowPairs implements pairFollower.
+func (s *SeqGaps) unfollowPairs(vm string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.unfollow(vm); err != nil {
+		return fmt.Errorf("seq-gap loss counter: VM %s: %w", vm, err)
+	}
+	return nil
+}
+
+// unfollow undeclares the pairs from and into a VM followed, once their
+// losses so far are in the totals (which stay), and stops following it
+// (s.mu held).
+func (s *SeqGaps) unfollow(vm string) error {
+	v, ok := s.pairs[vm]
+	if !ok {
+		return nil
+	}
+	delete(s.pairs, vm)
+	_, err := s.lost()
+	errs := []error{err}
+	for pair := range s.stamped {
+		if pair.Src == v.addr {
+			errs = append(errs, s.undeclare(seqloss.Stamp, pair))
+		}
+	}
+	for pair := range s.counted {
+		if pair.Dst == v.addr {
+			errs = append(errs, s.undeclare(seqloss.Count, pair))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// undeclare undeclares a pair to a program (s.mu held); a pair counted
+// is forgotten (its totals stay).
+func (s *SeqGaps) undeclare(role seqloss.Role, pair dataplane.Pair) error {
+	if err := s.p.Undeclare(role, pair); err != nil {
+		return err
+	}
+	if role == seqloss.Stamp {
+		delete(s.stamped, pair)
+	} else {
+		delete(s.counted, pair)
+		delete(s.prev, pair)
+	}
+	return nil
+}
+
+// sync declares to the programs the pairs of the VMs followed that are
+// not declared yet — those of a VM's limiter from its address, those of
+// its receive counters into its address — and, with undeclare, undeclares
+// those no longer theirs (s.mu held; with undeclare, once their losses
+// are in the totals). A pair that cannot be declared is tried again at
+// the next sync.
+func (s *SeqGaps) sync(undeclare bool) error {
+	clear(s.wantTX)
+	clear(s.wantRX)
+	for _, v := range s.pairs {
+		if v.sent != nil {
+			for _, pair := range v.sent.Pairs() {
+				if pair.Src == v.addr && pair.Dst.Is4() {
+					s.wantTX[pair] = v.dev
+				}
+			}
+		}
+		if v.received != nil {
+			for _, pair := range v.received.Pairs() {
+				if pair.Dst == v.addr && pair.Src.Is4() {
+					s.wantRX[pair] = true
+				}
+			}
+		}
+	}
+	var errs []error
+	if undeclare {
+		for pair, dev := range s.stamped {
+			if d, ok := s.wantTX[pair]; !ok || d != dev {
+				errs = append(errs, s.undeclare(seqloss.Stamp, pair))
+			}
+		}
+		for pair := range s.counted {
+			if !s.wantRX[pair] {
+				errs = append(errs, s.undeclare(seqloss.Count, pair))
+			}
+		}
+	}
+	for pair, dev := range s.wantTX {
+		if _, ok := s.stamped[pair]; ok {
+			continue
+		}
+		if err := s.p.DeclareStamp(dev, pair); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.stamped[pair] = dev
+	}
+	for pair := range s.wantRX {
+		if s.counted[pair] {
+			continue
+		}
+		if err := s.p.DeclareCount(pair); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.counted[pair] = true
+	}
+	// In a stable order: Lost reports an error once until it changes.
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(errString(a), errString(b)) })
+	return errors.Join(errs...)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // Devices returns the devices the count program is on for the VMs
@@ -198,11 +357,26 @@ func (s *SeqGaps) Devices() map[string]string {
 // Side is mech.LossAtDestination: gaps are seen where the packets arrive.
 func (s *SeqGaps) Side() mech.LossSide { return mech.LossAtDestination }
 
-// Lost returns the cumulative losses per pair seen at this server.
+// Lost returns the cumulative losses per pair seen at this server, then
+// declares to the programs the pairs the VMs' limiters and receive
+// counters have now, and undeclares those they no longer have. An error
+// declaring them is returned with the losses, once until it changes.
 func (s *SeqGaps) Lost() (map[dataplane.Pair]uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lost()
+	out, err := s.lost()
+	if err != nil {
+		return out, err
+	}
+	if err := s.sync(true); err != nil {
+		if msg := err.Error(); msg != s.reported {
+			s.reported = msg
+			return out, fmt.Errorf("seq-gap loss counter: pairs not numbered or counted: %w", err)
+		}
+		return out, nil
+	}
+	s.reported = ""
+	return out, nil
 }
 
 // lost is Lost with s.mu held.
@@ -229,6 +403,7 @@ func (s *SeqGaps) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.vms)
+	clear(s.pairs)
 	errs := []error{s.p.Close()}
 	for _, d := range slices.Sorted(maps.Keys(s.made)) {
 		errs = append(errs, s.dropClsact(d))

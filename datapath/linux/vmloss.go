@@ -3,6 +3,7 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
@@ -30,6 +31,40 @@ type VMLossCounter interface {
 	// counter put on its devices (a VM not counted: a no-op). Losses
 	// counted so far stay in Lost's totals.
 	DetachVM(name string) error
+}
+
+// pairFollower is a loss counter that counts only the pairs of the
+// model (SeqGaps: eBPF maps that a VM's traffic must not fill): a Host
+// tells it, for each VM it attaches, where the VM's pairs are — the
+// pairs its limiter has (sent: the host agent gives it a class for each
+// declared pair from the VM) and those its receive counters count
+// (received: the agent asks for each declared pair into the VM) — and
+// when the VM leaves. It reads them again whenever it counts.
+type pairFollower interface {
+	// followPairs follows the pairs of VM vm at addr (a VM followed
+	// already: replaced). dev is its device on the server ("":
+	// unknown); sent or received nil: none.
+	followPairs(vm string, addr netip.Addr, dev string, sent, received pairLister)
+	// unfollowPairs stops following them (a VM not followed: a no-op).
+	unfollowPairs(vm string) error
+}
+
+// pairLister lists pairs: a VM's limiter (dataplane.Limiter) or receive
+// counters (RXCounters).
+type pairLister interface {
+	Pairs() []datapath.Pair
+}
+
+// listers returns l's limiter and receive counters as pairLister, nil
+// for those it has not (a nil pointer in an interface is not nil).
+func (l Limiters) listers() (sent, received pairLister) {
+	if l.TX != nil {
+		sent = l.TX
+	}
+	if l.RX != nil {
+		received = l.RX
+	}
+	return sent, received
 }
 
 // ErrNotWatchable is wrapped by VMLossCounter.AttachVM errors for a VM

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/bulkhead-dc/bulkhead/datapath"
 	"github.com/bulkhead-dc/bulkhead/dataplane"
+	"github.com/bulkhead-dc/bulkhead/dataplane/seqloss"
 )
 
 // lossyPath is two servers joined by one link, with a VM on each, in
@@ -277,11 +279,15 @@ func lossHost(t *testing.T, kind string, ns *dataplane.NS, uplink string, log *s
 
 // TestSeqGapsFollowVMs: sequence-gap counters made for servers with no
 // VM count the losses of the shaped link per pair once the VMs are
-// attached — equal to the link's drops within 1% (the seqloss package's
-// criterion) — for a receiving VM in its own namespace and one whose
-// device is on the server; nothing before attach, nothing after detach;
-// after detach and close no filter, clsact, program or map of theirs
-// remains.
+// attached and the pair is the model's — a's limiter has it and b's
+// receive counters count it, as the host agent sets them — equal to the
+// link's drops within 1% (the seqloss package's criterion), for VMs in
+// namespaces of their own and VMs whose devices are on the server (a's
+// packets then reach the uplink through its limiter's IFB); nothing
+// before attach, nor for a pair not the model's (its packets are not
+// numbered), nothing after detach; the pairs are declared to the
+// programs while the VMs' limiters and counters have them; after detach
+// and close no filter, clsact, program or map of theirs remains.
 func TestSeqGapsFollowVMs(t *testing.T) {
 	needRoot(t)
 	for _, layout := range []string{"netns", "server"} {
@@ -306,16 +312,43 @@ func TestSeqGapsFollowVMs(t *testing.T) {
 				t.Fatalf("losses counted before any VM was attached: %v, %v", m, err)
 			}
 
-			if _, err := h1.Attach(datapath.VM{Name: "a", Addr: p.pair.Src, Interface: p.aDev, Netns: p.a.Name}); err != nil {
-				t.Fatal(err)
-			}
+			va := datapath.VM{Name: "a", Addr: p.pair.Src, Interface: p.aDev, Netns: p.a.Name}
 			vb, dev := datapath.VM{Name: "b", Addr: p.pair.Dst, Interface: p.bDev, Netns: p.b.Name}, p.sb
 			if layout == "server" {
+				va = datapath.VM{Name: "a", Addr: p.pair.Src, Interface: p.sa}
 				vb = datapath.VM{Name: "b", Addr: p.pair.Dst, Interface: p.sb}
+			}
+			pa, err := h1.Attach(va)
+			if err != nil {
+				t.Fatal(err)
 			}
 			pb, err := h2.Attach(vb)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Attached, the pair not the model's yet: not numbered.
+			d0 = p.drops(t)
+			p.udp(t, 1000, 1000, 3*lossyRate)
+			if d := p.drops(t) - d0; d < 100 {
+				t.Fatalf("the link dropped %d packets of a blast at 3× its rate", d)
+			}
+			if m, err := h2.Loss().Lost(); err != nil || len(m) != 0 {
+				t.Fatalf("losses counted of a pair not declared: %v, %v", m, err)
+			}
+			if st, err := g1.p.Stats(); err != nil || st.TxUndeclared < 1000 {
+				t.Errorf("sender's stats %+v (%v): want the blast's packets not numbered", st, err)
+			}
+			// The agent gives a's limiter a class for the pair
+			// (sendPairs) and asks b's receive counters for it
+			// (countPairs); the counters declare them at their next
+			// reading.
+			declare(t, pa, pb, p.pair)
+			syncLoss(t, h1, h2)
+			if got := g1.p.Declared(seqloss.Stamp); !slices.Equal(got, []datapath.Pair{p.pair}) {
+				t.Errorf("the sender's server numbers %v, want %s", got, p.pair)
+			}
+			if got := g2.p.Declared(seqloss.Count); !slices.Equal(got, []datapath.Pair{p.pair}) {
+				t.Errorf("the receiver's server counts %v, want %s", got, p.pair)
 			}
 			if pb.Device != dev || g2.Devices()["b"] != dev {
 				t.Fatalf("b's device %q, counted on %v; want %s", pb.Device, g2.Devices(), dev)
@@ -342,6 +375,13 @@ func TestSeqGapsFollowVMs(t *testing.T) {
 				t.Errorf("the sender's server counted %v, %v; want nothing (no packet into a)", m1, err)
 			}
 
+			if st, err := g1.p.Stats(); err != nil || st.TxForeign != 0 {
+				t.Errorf("sender's stats %+v (%v): want no packet of a's taken as forged", st, err)
+			}
+			if st, err := g2.p.Stats(); err != nil || st.RxForeign != 0 || st.RxUndeclared != 0 {
+				t.Errorf("receiver's stats %+v (%v): want every marked packet counted", st, err)
+			}
+
 			// b leaves: its device is as it was, and losses into it are no
 			// longer counted
 			before := m[p.pair]
@@ -352,20 +392,37 @@ func TestSeqGapsFollowVMs(t *testing.T) {
 			if len(g2.Devices()) != 0 {
 				t.Errorf("still counting on %v", g2.Devices())
 			}
+			if got := g2.p.Declared(seqloss.Count); len(got) != 0 {
+				t.Errorf("pairs still counted after b left: %v", got)
+			}
 			d0 = p.drops(t)
 			p.udp(t, 1000, 1000, 3*lossyRate)
 			if got := lost(t, h2.Loss(), p.pair); got != before || p.drops(t)-d0 < 100 {
 				t.Errorf("after detach: counted %d (before %d), link drops %d", got, before, p.drops(t)-d0)
 			}
 			// b back: counted again, from afresh
-			if _, err := h2.Attach(vb); err != nil {
+			if pb, err = h2.Attach(vb); err != nil {
 				t.Fatal(err)
 			}
+			declare(t, pa, pb, p.pair)
+			syncLoss(t, h1, h2)
 			d0 = p.drops(t)
 			p.udp(t, 3000, 1000, 3*lossyRate)
 			d = p.drops(t) - d0
 			if got := lost(t, h2.Loss(), p.pair) - before; absDiff(got, d) > max(2, d/100) {
 				t.Errorf("b attached again: counted %d more, link drops %d", got, d)
+			}
+			// The pair leaves the model: the agent removes a's class and
+			// stops b's counting; the programs no longer have it.
+			if err := pa.TX.RemovePair(p.pair); err != nil {
+				t.Fatal(err)
+			}
+			if err := pb.RX.(datapath.PairCounterSet).RemovePair(p.pair); err != nil {
+				t.Fatal(err)
+			}
+			syncLoss(t, h1, h2)
+			if s, c := g1.p.Declared(seqloss.Stamp), g2.p.Declared(seqloss.Count); len(s) != 0 || len(c) != 0 {
+				t.Errorf("pairs numbered %v, counted %v after the pair left; want none", s, c)
 			}
 
 			if err := h1.Remove(); err != nil {
@@ -383,6 +440,100 @@ func TestSeqGapsFollowVMs(t *testing.T) {
 			pristine(t, p.s2, p.u2)
 			noClsact(t, p.s1, p.u1) // its shaper stays
 		})
+	}
+}
+
+// TestSeqGapsConfiguredVMs: a Host given its VMs' limiters and
+// receive counters (Config.VMs, as the testbed builds them, with the
+// pair's class and counting in place) and a sequence-gap counter made
+// with the VMs' devices on the server (NewSeqGaps): the pair is
+// numbered and counted once the VMs are attached — the Host hands the
+// counter their limiters and counters — and its losses equal the link's
+// drops; once b is detached the pair is no longer counted, though b's
+// counters stay.
+func TestSeqGapsConfiguredVMs(t *testing.T) {
+	needRoot(t)
+	p := newLossyPath(t)
+	lim, err := dataplane.NewLimiter(p.a, dataplane.LimiterConfig{Dev: p.aDev, QueueBytes: VMLimiterQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lim.SetPairRate(p.pair, math.Inf(1)); err != nil {
+		t.Fatal(err)
+	}
+	rx, err := NewRXCounters(p.s2, p.sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rx.Close() })
+	if err := rx.CountPair(p.pair); err != nil {
+		t.Fatal(err)
+	}
+	host := func(ns *dataplane.NS, uplink, dev, vm string, l Limiters) (*Host, *SeqGaps) {
+		g, err := NewSeqGaps(ns, []string{uplink}, []string{dev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := NewHost(Config{NS: ns, VMs: map[string]Limiters{vm: l}, Loss: g})
+		if err != nil {
+			t.Fatal(errors.Join(err, g.Close()))
+		}
+		t.Cleanup(func() { _ = h.Close() })
+		return h, g
+	}
+	h1, g1 := host(p.s1, p.u1, p.sa, "a", Limiters{TX: lim})
+	h2, g2 := host(p.s2, p.u2, p.sb, "b", Limiters{RX: rx})
+	if _, err := h1.Attach(datapath.VM{Name: "a", Addr: p.pair.Src}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h2.Attach(datapath.VM{Name: "b", Addr: p.pair.Dst}); err != nil {
+		t.Fatal(err)
+	}
+	if s, c := g1.p.Declared(seqloss.Stamp), g2.p.Declared(seqloss.Count); !slices.Equal(s, []datapath.Pair{p.pair}) || !slices.Equal(c, []datapath.Pair{p.pair}) {
+		t.Fatalf("numbered %v, counted %v once attached; want %s", s, c, p.pair)
+	}
+	d0 := p.drops(t)
+	p.udp(t, 4000, 1000, 3*lossyRate)
+	d := p.drops(t) - d0
+	got := lost(t, h2.Loss(), p.pair)
+	t.Logf("link drops %d, counted %d", d, got)
+	if d < 500 || absDiff(got, d) > max(2, d/100) {
+		t.Errorf("counted %d, link drops %d: want equal within 1%%", got, d)
+	}
+	if err := h2.Detach("b"); err != nil {
+		t.Fatal(err)
+	}
+	if c := g2.p.Declared(seqloss.Count); len(c) != 0 {
+		t.Errorf("counted %v after b was detached", c)
+	}
+	syncLoss(t, h2)
+	if c := g2.p.Declared(seqloss.Count); len(c) != 0 {
+		t.Errorf("counted %v after b was detached and the counter read", c)
+	}
+}
+
+// declare makes pair the model's as the host agent does: a class,
+// unlimited, in the sender's limiter, and the receiver's counters
+// counting it.
+func declare(t *testing.T, from, to datapath.VMPath, pair datapath.Pair) {
+	t.Helper()
+	if err := from.TX.SetPairRate(pair, math.Inf(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := to.RX.(datapath.PairCounterSet).CountPair(pair); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncLoss reads the hosts' loss counters, as the host agent does every
+// period (a sequence-gap counter then declares the pairs the VMs'
+// limiters and counters have).
+func syncLoss(t *testing.T, hs ...*Host) {
+	t.Helper()
+	for _, h := range hs {
+		if _, err := h.Loss().Lost(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
