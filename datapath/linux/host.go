@@ -213,8 +213,14 @@ func (h *Host) Attach(vm datapath.VM) (datapath.VMPath, error) {
 		p.RX = l.RX
 	}
 	if f, ok := h.cfg.Loss.(pairFollower); ok {
+		// The VM's device on the server: as attached, else where its
+		// receive counters are (the server's side of its veth).
+		dev := vm.Device
+		if dev == "" && l.RX != nil {
+			dev = l.RX.Dev()
+		}
 		sent, received := l.listers()
-		f.followPairs(vm.Name, vm.Addr, vm.Device, sent, received)
+		f.followPairs(vm.Name, vm.Addr, dev, sent, received)
 	}
 	return p, nil
 }

@@ -169,6 +169,10 @@ func (r *RXCounters) RemovePair(p datapath.Pair) error {
 	return nil
 }
 
+// Dev returns the device the counters are on: the VM's device on the
+// server.
+func (r *RXCounters) Dev() string { return r.c.Dev() }
+
 // Pairs returns the pairs counted (asked for), in
 // datapath.ComparePairs order.
 func (r *RXCounters) Pairs() []datapath.Pair {

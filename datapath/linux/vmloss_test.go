@@ -449,8 +449,9 @@ func TestSeqGapsFollowVMs(t *testing.T) {
 // with the VMs' devices on the server (NewSeqGaps): the pair is
 // numbered and counted once the VMs are attached — the Host hands the
 // counter their limiters and counters — and its losses equal the link's
-// drops; once b is detached the pair is no longer counted, though b's
-// counters stay.
+// drops (a's pair numbered only from a's device, which its receive
+// counters are on); once b is detached the pair is no longer counted,
+// though b's counters stay.
 func TestSeqGapsConfiguredVMs(t *testing.T) {
 	needRoot(t)
 	p := newLossyPath(t)
@@ -461,13 +462,21 @@ func TestSeqGapsConfiguredVMs(t *testing.T) {
 	if err := lim.SetPairRate(p.pair, math.Inf(1)); err != nil {
 		t.Fatal(err)
 	}
-	rx, err := NewRXCounters(p.s2, p.sb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rx.Close() })
-	if err := rx.CountPair(p.pair); err != nil {
-		t.Fatal(err)
+	rxs := map[string]*RXCounters{}
+	for _, c := range []struct {
+		ns   *dataplane.NS
+		dev  string
+		pair datapath.Pair
+	}{{p.s1, p.sa, datapath.Pair{Src: p.pair.Dst, Dst: p.pair.Src}}, {p.s2, p.sb, p.pair}} {
+		rx, err := NewRXCounters(c.ns, c.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rx.Close() })
+		if err := rx.CountPair(c.pair); err != nil {
+			t.Fatal(err)
+		}
+		rxs[c.dev] = rx
 	}
 	host := func(ns *dataplane.NS, uplink, dev, vm string, l Limiters) (*Host, *SeqGaps) {
 		g, err := NewSeqGaps(ns, []string{uplink}, []string{dev})
@@ -481,8 +490,10 @@ func TestSeqGapsConfiguredVMs(t *testing.T) {
 		t.Cleanup(func() { _ = h.Close() })
 		return h, g
 	}
-	h1, g1 := host(p.s1, p.u1, p.sa, "a", Limiters{TX: lim})
-	h2, g2 := host(p.s2, p.u2, p.sb, "b", Limiters{RX: rx})
+	// a's receive counters say where a's device on the server is: its
+	// pair is numbered only for packets that came in by it.
+	h1, g1 := host(p.s1, p.u1, p.sa, "a", Limiters{TX: lim, RX: rxs[p.sa]})
+	h2, g2 := host(p.s2, p.u2, p.sb, "b", Limiters{RX: rxs[p.sb]})
 	if _, err := h1.Attach(datapath.VM{Name: "a", Addr: p.pair.Src}); err != nil {
 		t.Fatal(err)
 	}
@@ -492,6 +503,12 @@ func TestSeqGapsConfiguredVMs(t *testing.T) {
 	if s, c := g1.p.Declared(seqloss.Stamp), g2.p.Declared(seqloss.Count); !slices.Equal(s, []datapath.Pair{p.pair}) || !slices.Equal(c, []datapath.Pair{p.pair}) {
 		t.Fatalf("numbered %v, counted %v once attached; want %s", s, c, p.pair)
 	}
+	g1.mu.Lock()
+	from := g1.stamped[p.pair]
+	g1.mu.Unlock()
+	if from != p.sa {
+		t.Errorf("%s numbered from device %q, want %s", p.pair, from, p.sa)
+	}
 	d0 := p.drops(t)
 	p.udp(t, 4000, 1000, 3*lossyRate)
 	d := p.drops(t) - d0
@@ -499,6 +516,9 @@ func TestSeqGapsConfiguredVMs(t *testing.T) {
 	t.Logf("link drops %d, counted %d", d, got)
 	if d < 500 || absDiff(got, d) > max(2, d/100) {
 		t.Errorf("counted %d, link drops %d: want equal within 1%%", got, d)
+	}
+	if st, err := g1.p.Stats(); err != nil || st.TxForeign != 0 {
+		t.Errorf("sender's stats %+v (%v): want no packet of a's taken as forged", st, err)
 	}
 	if err := h2.Detach("b"); err != nil {
 		t.Fatal(err)
