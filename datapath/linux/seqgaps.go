@@ -89,9 +89,9 @@ var _ VMLossCounter = (*SeqGaps)(nil)
 // local VM's server-side veth (vmDevs; none: it counts the VMs attached
 // later, AttachVM) — the pairs of the VMs a Host attaches. Marks are
 // taken only from packets that arrived by an uplink. On error nothing
-// stays attached. A clsact qdisc it
-// adds to a device goes when its program comes off (Close, DetachVM),
-// unless another filter is on it then.
+// stays attached. A clsact qdisc it adds to a device goes when its
+// program comes off (Close, DetachVM), unless another filter is on it
+// then.
 func NewSeqGaps(ns *dataplane.NS, uplinks, vmDevs []string) (_ *SeqGaps, err error) {
 	if len(uplinks) == 0 {
 		return nil, fmt.Errorf("seq-gap loss counter: no uplink to stamp on")
@@ -194,7 +194,10 @@ func (s *SeqGaps) DetachVM(name string) error {
 	defer s.mu.Unlock()
 	v, ok := s.vms[name]
 	if !ok {
-		return s.unfollow(name)
+		if err := s.unfollow(name); err != nil {
+			return fmt.Errorf("seq-gap loss counter: detach VM %s: %w", name, err)
+		}
+		return nil
 	}
 	delete(s.vms, name)
 	var errs []error
