@@ -41,9 +41,10 @@ func TestPairKeyDecoding(t *testing.T) {
 
 func TestCounterDecoding(t *testing.T) {
 	// struct rx_val as the kernel lays it out (little-endian hosts): lock,
-	// next, then five u64 counters.
-	if unsafe.Sizeof(seqlossRxVal{}) != 48 || unsafe.Sizeof(seqlossTxVal{}) != 16 || unsafe.Sizeof(seqlossStats{}) != 32 {
-		t.Fatalf("value sizes %d, %d, %d; want 48, 16, 32", unsafe.Sizeof(seqlossRxVal{}), unsafe.Sizeof(seqlossTxVal{}), unsafe.Sizeof(seqlossStats{}))
+	// next, then five u64 counters; struct tx_val: two u64 counters, the
+	// ifindex declared and padding; struct stats: eight u64 counters.
+	if unsafe.Sizeof(seqlossRxVal{}) != 48 || unsafe.Sizeof(seqlossTxVal{}) != 24 || unsafe.Sizeof(seqlossStats{}) != 64 {
+		t.Fatalf("value sizes %d, %d, %d; want 48, 24, 64", unsafe.Sizeof(seqlossRxVal{}), unsafe.Sizeof(seqlossTxVal{}), unsafe.Sizeof(seqlossStats{}))
 	}
 	var raw [48]byte
 	binary.NativeEndian.PutUint32(raw[0:], 0xdead) // lock word: ignored
@@ -56,11 +57,13 @@ func TestCounterDecoding(t *testing.T) {
 	if got := receivedOf(v); got != want {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}
-	var traw [16]byte
+	var traw [24]byte
 	binary.NativeEndian.PutUint64(traw[0:], 1400)
 	binary.NativeEndian.PutUint64(traw[8:], 1000)
-	if got := sentOf(*(*seqlossTxVal)(unsafe.Pointer(&traw))); got != (Sent{Packets: 1000, Segments: 1400}) {
-		t.Errorf("decoded %+v", got)
+	binary.NativeEndian.PutUint32(traw[16:], 9)
+	tv := *(*seqlossTxVal)(unsafe.Pointer(&traw))
+	if got := sentOf(tv); got != (Sent{Packets: 1000, Segments: 1400}) || tv.Ifindex != 9 {
+		t.Errorf("decoded %+v, ifindex %d", got, tv.Ifindex)
 	}
 }
 
