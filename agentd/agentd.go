@@ -15,7 +15,9 @@
 // The controller is not needed for enforcement: when it is unreachable
 // the agent keeps enforcing with what it last received, and reconnects
 // (to any of the controllers it was given; followers send it to the
-// leader) until it comes back, when it re-synchronises.
+// leader) until it comes back, when it re-synchronises. What it last
+// received is kept on disk (Config.StateDir), so that a daemon started
+// again enforces it before a controller answers.
 package agentd
 
 import (
@@ -96,8 +98,13 @@ type Config struct {
 	LoseSent float64
 	LoseSeed uint64
 	// Trace, if set, receives the agent's per-step trace (agent.Config.Trace).
-	Trace  io.Writer
-	Logger *slog.Logger
+	Trace io.Writer
+	// StateDir, if set, is where the daemon keeps the last snapshot it
+	// applied and the central controller's last actions (state.go), and
+	// where, when it starts, it finds what to enforce before a
+	// controller answers.
+	StateDir string
+	Logger   *slog.Logger
 }
 
 // Daemon is one host's agent under a controller.
@@ -119,6 +126,12 @@ type Daemon struct {
 	frontLogged string
 	refusal     atomic.Pointer[Refusal]
 	retryEvery  time.Duration
+
+	// stateMu guards what keeping the state to disk logged last and
+	// when the actions were last kept (state.go).
+	stateMu     sync.Mutex
+	stateLogged string
+	actionsKept time.Time
 
 	peers atomic.Pointer[map[string]netip.AddrPort]
 	keys  atomic.Pointer[map[string][]byte]
@@ -198,6 +211,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		<-retries
 		d.shutdown()
 	}()
+	d.resume(ctx)
 	backoff := 200 * time.Millisecond
 	for i := 0; ctx.Err() == nil; i++ {
 		addr := d.cfg.Controllers[i%len(d.cfg.Controllers)]
@@ -348,6 +362,7 @@ func (d *Daemon) takeLocked(ctx context.Context, s *controlpb.Snapshot) {
 	}
 	err := d.apply(ctx, s)
 	if err == nil {
+		d.keepSnapshot(s)
 		if attempts > 1 {
 			d.log.Info("snapshot applied at last", "revision", s.Revision, "attempts", attempts)
 		}
@@ -684,6 +699,12 @@ type Allocations struct {
 // takeActions keeps a central controller's actions.
 func (d *Daemon) takeActions(a *controlpb.Actions) {
 	d.nact.Add(1)
+	var keep *Allocations // kept on disk once the lock is released
+	defer func() {
+		if keep != nil {
+			d.keepActions(*keep)
+		}
+	}()
 	d.actMu.Lock()
 	defer d.actMu.Unlock()
 	st := &d.actions
@@ -722,6 +743,11 @@ func (d *Daemon) takeActions(a *controlpb.Actions) {
 		}
 		if f := d.front.Load(); f != nil {
 			f.SetActions(st.Flows, st.DefaultRate, st.DefaultBySrc)
+		}
+		if d.cfg.StateDir != "" && d.actionsDue() {
+			c := *st
+			c.Flows, c.DefaultBySrc = maps.Clone(st.Flows), maps.Clone(st.DefaultBySrc)
+			keep = &c
 		}
 	}
 }

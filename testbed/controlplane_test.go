@@ -346,3 +346,64 @@ func ipChecksum(h []byte) uint16 {
 	}
 	return ^uint16(sum)
 }
+
+// TestAgentStartsWithoutController: on real-connections under
+// ElasticSwitch (A 600 and B 200 Mbps, both sent from s1) the controller
+// is killed at 2 s, s1's agent is stopped (SIGTERM) at 3 s and started
+// again at 4 s with no controller to answer it; the controller comes
+// back at 9 s. The new agent starts from the model its predecessor kept
+// (--state-dir) at once: from 5 s to 8 s the tenants share the link as
+// before the faults (with no agent, the failsafe limits would hold them
+// at their guarantees, 800 Mbps in all), and neither falls below 90% of
+// its guarantee in any second.
+func TestAgentStartsWithoutController(t *testing.T) {
+	needRoot(t)
+	sc, tp := loadScenario(t, "../scenarios/real-connections.yaml")
+	prefix := testPrefix(t)
+	in, err := Run(context.Background(), sc, tp, RunOptions{Binary: bulkheadBin, Options: Options{Prefix: prefix},
+		Mechanism: "elasticswitch", Workload: WorkloadBuiltin,
+		During: func(ctx context.Context, c *RunControl) error {
+			if err := c.Sleep(ctx, 2*time.Second); err != nil {
+				return err
+			}
+			c.KillController()
+			if err := c.Sleep(ctx, 3*time.Second); err != nil {
+				return err
+			}
+			if err := c.SignalAgent("s1", syscall.SIGTERM); err != nil {
+				return err
+			}
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if err := c.WaitAgent(wctx, "s1"); err != nil {
+				return fmt.Errorf("the agent of s1 did not exit 2 s after SIGTERM: %w", err)
+			}
+			if err := c.Sleep(ctx, 4*time.Second); err != nil {
+				return err
+			}
+			if err := c.StartAgent("s1"); err != nil {
+				return err
+			}
+			if err := c.Sleep(ctx, 9*time.Second); err != nil {
+				return err
+			}
+			return c.StartController(ctx)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, prefix)
+	a, b := meanIn(in, "A", 5*time.Second, 8*time.Second), meanIn(in, "B", 5*time.Second, 8*time.Second)
+	t.Logf("before the faults (1–2 s): A %.0f Mbps, B %.0f; agent away (3–4 s): A %.0f, B %.0f; the agent started again with no controller (5–8 s): A %.0f, B %.0f",
+		meanIn(in, "A", time.Second, 2*time.Second), meanIn(in, "B", time.Second, 2*time.Second),
+		meanIn(in, "A", 3*time.Second, 4*time.Second), meanIn(in, "B", 3*time.Second, 4*time.Second), a, b)
+	if a+b < 850 {
+		t.Errorf("A and B got %.0f Mbps from 5 s to 8 s, want ≥ 850: the agent started again did not enforce ElasticSwitch without a controller (the failsafe's guarantees alone give 800)", a+b)
+	}
+	for tenant, g := range map[string]float64{"A": 600, "B": 200} {
+		if lo, at := worstWindow(in, tenant, time.Duration(sc.Duration)); lo < 0.9*g {
+			t.Errorf("%s: %.0f Mbps in the window from %v, below 90%% of its %.0f guarantee", tenant, lo, at, g)
+		}
+	}
+}

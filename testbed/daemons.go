@@ -238,7 +238,7 @@ func (tb *Testbed) startDaemons(ctx context.Context, sc *spec.Scenario, mechanis
 	}
 	for i, n := range hosts {
 		args := []string{"agent", "--controller", ctlAgents, "--host", n.Name, "--pki", pkiDir,
-			"--netns", n.NS, "--scale", strconv.FormatFloat(tb.plan.Scale, 'g', -1, 64), "--loss", hostpath.LossName(o.Loss)}
+			"--state-dir", filepath.Join(dir, "state-"+n.Name), "--netns", n.NS, "--scale", strconv.FormatFloat(tb.plan.Scale, 'g', -1, 64), "--loss", hostpath.LossName(o.Loss)}
 		var up []string
 		for _, s := range n.Shapes {
 			up = append(up, s.Dev)

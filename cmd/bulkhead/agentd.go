@@ -30,6 +30,7 @@ type daemonFlags struct {
 	trace       string
 	scale       float64
 	remove      bool
+	state       string
 	lose        float64
 	loseSeed    uint64
 }
@@ -44,6 +45,7 @@ func (f *daemonFlags) add(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&f.scale, "scale", 1, "multiply every rate on the wire (with --controller; as the testbed's --scale)")
 	cmd.Flags().Float64Var(&f.lose, "fault-lose-messages", 0, "fault injection: drop this fraction of the control messages the agent sends to its peers, to measure how the mechanism tolerates their loss (with --controller)")
 	cmd.Flags().Uint64Var(&f.loseSeed, "fault-seed", 1, "seed of --fault-lose-messages' random draws")
+	cmd.Flags().StringVar(&f.state, "state-dir", filepath.Join(defaultDataDir, "agent"), "where the agent keeps the last model it applied and the central controller's last allocations, and, when it starts, finds what to enforce before a controller answers (with --controller; \"\": keep nothing)")
 	cmd.Flags().BoolVar(&f.remove, "remove-on-exit", false, "on exit, remove every limiter and scheduler the agent built, leaving the host's VMs unlimited (with --controller; by default they stay at guarantee-safe limits for the next agent to adopt)")
 }
 
@@ -74,7 +76,7 @@ func (f *daemonFlags) run(cmd *cobra.Command, web httpFlags, loss string) error 
 	d, err := agentd.New(agentd.Config{
 		Host: f.host, Controllers: f.controllers, TLS: tc, Scale: f.scale, HTTP: web.addr, HTTPToken: web.token, Version: version,
 		Logger: slog.Default(), Mechanism: hp.Mechanism, Path: hp.Path, Listen: hp.Listen, Steering: hp.Steering, Trace: trace,
-		Restore: f.remove, LoseSent: f.lose, LoseSeed: f.loseSeed,
+		Restore: f.remove, LoseSent: f.lose, LoseSeed: f.loseSeed, StateDir: f.state,
 	})
 	if err != nil {
 		return err
