@@ -402,6 +402,11 @@ func (a *Agent) declaredPairs(vm string) []datapath.Pair {
 // mechanism sees what each declared pair sends before it limits any (a
 // data path that built the limiter itself starts with no class; one the
 // testbed built has them all, and limits in force are never touched).
+// Under a mechanism that sets no pair limit (Gatekeeper, DRX, none) it
+// lifts the limits an earlier agent left on the limiter (one of another
+// mechanism, whose failsafe held each pair at its guarantee): nothing
+// would ever change them, and a VM that sent to fewer peers than then
+// would stay below its guarantee.
 func (a *Agent) sendPairs(v *vmPath) error {
 	if v.TX == nil {
 		return nil
@@ -411,6 +416,15 @@ func (a *Agent) sendPairs(v *vmPath) error {
 		return fmt.Errorf("agent %s: pair limiter of VM %s: %w", a.cfg.Host, v.name, err)
 	}
 	var errs []error
+	if !a.cfg.Mechanism.Capabilities().PairLimits {
+		for _, p := range slices.SortedFunc(maps.Keys(have), datapath.ComparePairs) {
+			if c := have[p]; c.Ceil > 0 && c.Ceil < datapath.MaxRate {
+				if err := v.TX.SetPairRate(p, math.Inf(1)); err != nil {
+					errs = append(errs, fmt.Errorf("agent %s: lift the limit an earlier agent left on pair %v from VM %s: %w", a.cfg.Host, p, v.name, err))
+				}
+			}
+		}
+	}
 	for _, p := range a.declaredPairs(v.name) {
 		if _, ok := have[p]; ok || p.Src != v.addr {
 			continue

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -100,6 +101,42 @@ func TestKeepOnStop(t *testing.T) {
 	}
 	if r, ok := p.Limit(a1b1); !ok || r != 1e6 || !p.Closed() {
 		t.Errorf("a1→b1's limit %v (%v) after a kept stop, want 1e6 left in force; data path closed %v", r, ok, p.Closed())
+	}
+}
+
+// noPairLimits is a mechanism whose agents set no pair limit (as
+// Gatekeeper's, DRX's and none's).
+type noPairLimits struct{ *script }
+
+func (noPairLimits) Capabilities() mech.Capabilities { return mech.Capabilities{Schedulers: true} }
+
+// TestLimitsLiftedForAnotherMechanism: a mechanism that sets no pair
+// limit lifts the limits an agent of another mechanism left on the
+// VMs' pair limiters (nothing else would ever change them); one that
+// sets pair limits adopts them as they are.
+func TestLimitsLiftedForAnotherMechanism(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mc   mech.Mechanism
+		want float64
+	}{
+		{"no pair limits", noPairLimits{&script{act: func(string, int, *mech.HostObs) mech.Actions { return mech.Actions{} }}}, math.Inf(1)},
+		{"pair limits", &script{act: func(string, int, *mech.HostObs) mech.Actions { return mech.Actions{} }}, 1e6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := fake.New(fake.Options{Limiters: true})
+			// An earlier agent leaves a1→b1 at 1 Mbit/s.
+			left := &script{act: func(string, int, *mech.HostObs) mech.Actions {
+				return mech.Actions{Limits: []mech.Limit{{Kind: mech.PairLimit, Pair: mech.PairID{Src: "a1", Dst: "b1"}, Rate: 1e6}}}
+			}}
+			if _, err := Apply(Config{Host: "h1", Model: testModel(t1VMs...), Mechanism: left, Path: p}); err != nil {
+				t.Fatal(err)
+			}
+			newTestAgent(t, Config{Host: "h1", Model: testModel(t1VMs...), Mechanism: c.mc, Path: p, Listen: loopback, Keys: wireauth.Keys(testMaster, "h1")})
+			if r, ok := p.Limit(a1b1); !ok || r != c.want {
+				t.Errorf("a1→b1's limit %v (%v) once the new agent runs, want %v", r, ok, c.want)
+			}
+		})
 	}
 }
 
