@@ -263,6 +263,7 @@ func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMe
 	}
 	recvErr := make(chan error, 1)
 	go func() {
+		lastRefused := "" // the last report not taken, logged once
 		for {
 			m, err := stream.Recv()
 			if err != nil {
@@ -275,6 +276,16 @@ func (s *agentService) Session(stream grpc.BidiStreamingServer[controlpb.AgentMe
 				return
 			}
 			if err := c.report(sess, r); err != nil {
+				if errors.As(err, new(notOnHost)) {
+					// Its agent may be a snapshot behind (one it cannot
+					// apply) and name a VM that has left the host: the
+					// report is not taken, the session goes on.
+					if msg := err.Error(); msg != lastRefused {
+						lastRefused = msg
+						c.log.Warn("agent's report not taken: it names a VM its snapshots do not place on its host", "host", host, "err", err)
+					}
+					continue
+				}
 				c.log.Warn("agent's report refused; its session ends", "host", host, "err", err)
 				recvErr <- status.Error(codes.InvalidArgument, err.Error())
 				return
@@ -552,7 +563,7 @@ func (c *Controller) report(s *session, r *controlpb.Report) error {
 	if err := s.checkVMs(r); err != nil {
 		c.rt.mu.Unlock()
 		c.met.refused.Inc()
-		return fmt.Errorf("report refused: %w", err)
+		return fmt.Errorf("report refused: %w", notOnHost{err})
 	}
 	s.enforces(r.Revision)
 	hs := c.rt.host(s.host)
@@ -571,6 +582,14 @@ func (c *Controller) report(s *session, r *controlpb.Report) error {
 	c.met.reports.Inc()
 	return nil
 }
+
+// notOnHost is the refusal of a report that names a VM its session's
+// snapshots do not place on its host (checkVMs): the report is not taken,
+// but the session goes on.
+type notOnHost struct{ err error }
+
+func (e notOnHost) Error() string { return e.err.Error() }
+func (e notOnHost) Unwrap() error { return e.err }
 
 // checkReport checks a report's bounds and values, naming the first
 // entry that is wrong.
