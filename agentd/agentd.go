@@ -178,6 +178,8 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, errors.New("agent: the host's TLS certificate is required (bulkhead controller init issues it)")
 	case cfg.Mechanism == nil || cfg.Path == nil:
 		return nil, errors.New("agent: a mechanism constructor and a data path are required")
+	case cfg.StateDir != "" && (cfg.Host == "." || cfg.Host == ".." || strings.ContainsAny(cfg.Host, `/\`)):
+		return nil, fmt.Errorf("agent: host name %q: the state directory keeps a directory of that name; expected a name without '/'", cfg.Host)
 	}
 	if cfg.ReportEvery <= 0 {
 		cfg.ReportEvery = time.Second

@@ -51,11 +51,16 @@ type keptFlow struct {
 	Rates []float64 `json:"rates"`
 }
 
+// stateDir is where the host's state is kept: a directory of the host's
+// name in Config.StateDir, so that what one host kept is never taken for
+// another's (New checks that the name is one directory's).
+func (d *Daemon) stateDir() string { return filepath.Join(d.cfg.StateDir, d.cfg.Host) }
+
 // writeState replaces file name in the state directory with b, whole or
 // not at all (a file beside it renamed over it), readable by root only
 // (a snapshot holds the keys of the host's peers).
 func (d *Daemon) writeState(name string, b []byte) error {
-	dir := d.cfg.StateDir
+	dir := d.stateDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
@@ -78,7 +83,7 @@ func (d *Daemon) writeState(name string, b []byte) error {
 // readState reads file name of the state directory (nil, nil: there is
 // none).
 func (d *Daemon) readState(name string) ([]byte, error) {
-	path := filepath.Join(d.cfg.StateDir, name)
+	path := filepath.Join(d.stateDir(), name)
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -184,7 +189,7 @@ func (d *Daemon) resume(ctx context.Context) {
 	}
 	s := &controlpb.Snapshot{}
 	if err := proto.Unmarshal(b, s); err != nil {
-		d.log.Warn("kept snapshot not used", "file", filepath.Join(d.cfg.StateDir, snapshotFile), "err", err)
+		d.log.Warn("kept snapshot not used", "file", filepath.Join(d.stateDir(), snapshotFile), "err", err)
 		return
 	}
 	d.log.Info("enforcing the kept snapshot until a controller answers", "revision", s.Revision)
@@ -198,7 +203,7 @@ func (d *Daemon) readActions() (*Allocations, error) {
 	if err != nil || b == nil {
 		return nil, err
 	}
-	path := filepath.Join(d.cfg.StateDir, actionsFile)
+	path := filepath.Join(d.stateDir(), actionsFile)
 	var k keptActions
 	if err := json.Unmarshal(b, &k); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -30,7 +30,7 @@ func TestStateKept(t *testing.T) {
 	want := d.Allocations()
 	d.shutdown()
 	for _, f := range []string{snapshotFile, actionsFile} {
-		st, err := os.Stat(filepath.Join(dir, f))
+		st, err := os.Stat(filepath.Join(dir, "s1", f))
 		if err != nil || st.Mode().Perm() != 0o600 {
 			t.Fatalf("%s kept: %v (mode %v), want a file only root reads", f, err, st)
 		}
@@ -51,6 +51,14 @@ func TestStateKept(t *testing.T) {
 	}
 	d2.shutdown()
 
+	// Another host's daemon on the same directory does not take s1's.
+	d3 := newTestDaemon(t, p, func(c *Config) { c.StateDir, c.Host = dir, "s2" })
+	d3.resume(context.Background())
+	if m, _ := d3.running(); m != "" || d3.Allocations().Flows != nil {
+		t.Errorf("s2's daemon runs %q from s1's kept state", m)
+	}
+	d3.shutdown()
+
 	for _, c := range []struct {
 		name, file, body string
 	}{
@@ -61,7 +69,10 @@ func TestStateKept(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bad := t.TempDir()
-			if err := os.WriteFile(filepath.Join(bad, c.file), []byte(c.body), 0o600); err != nil {
+			if err := os.MkdirAll(filepath.Join(bad, "s1"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(bad, "s1", c.file), []byte(c.body), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			var log lockedBuilder
