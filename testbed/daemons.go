@@ -156,6 +156,16 @@ func (d *daemons) start(name, bin string, args ...string) (*daemon, error) {
 	return p, nil
 }
 
+// exited says whether a daemon's process has ended.
+func exited(p *daemon) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // tail is the last lines of a daemon's log, for errors.
 func (d *daemons) tail(name string) string {
 	b, _ := os.ReadFile(filepath.Join(d.dir, name+".log"))
@@ -287,19 +297,31 @@ func (d *daemons) startController(ctx context.Context, bin string, hosts []*Node
 			return err
 		}
 	}
-	apiAddr, err := freeLoopback()
-	if err != nil {
-		return err
-	}
-	if *agentsAddr, err = freeLoopback(); err != nil {
-		return err
-	}
 	ctlDir := filepath.Join(d.dir, "controller")
-	d.bin, d.ctlArgs = bin, []string{"controller", "--data-dir", ctlDir, "--pki", *pkiDir, "--listen", apiAddr, "--agents-listen", *agentsAddr}
-	if d.ctl, err = d.start("controller", bin, d.ctlArgs...); err != nil {
-		return err
-	}
-	if err := waitReady(ctx, d.ctl, "http://"+apiAddr+"/readyz"); err != nil {
+	var apiAddr string
+	for attempt := 1; ; attempt++ {
+		var err error
+		if apiAddr, err = freeLoopback(); err != nil {
+			return err
+		}
+		if *agentsAddr, err = freeLoopback(); err != nil {
+			return err
+		}
+		d.bin, d.ctlArgs = bin, []string{"controller", "--data-dir", ctlDir, "--pki", *pkiDir, "--listen", apiAddr, "--agents-listen", *agentsAddr}
+		if d.ctl, err = d.start("controller", bin, d.ctlArgs...); err != nil {
+			return err
+		}
+		err = waitReady(ctx, d.ctl, "http://"+apiAddr+"/readyz")
+		if err == nil {
+			break
+		}
+		// A port free when it was picked may be taken before the
+		// controller binds it (by any connection's local port, drawn
+		// from the same range): the controller exits, and other ports
+		// are tried.
+		if attempt < 3 && exited(d.ctl) && strings.Contains(d.tail("controller"), "address already in use") {
+			continue
+		}
 		return fmt.Errorf("testbed: the controller did not start: %w\n%s", err, d.tail("controller"))
 	}
 	token, err := os.ReadFile(filepath.Join(ctlDir, "operator.token"))
